@@ -1,0 +1,34 @@
+# rekey — see README.md.
+SHELL := /usr/bin/env bash
+GO ?= go
+GOTESTFLAGS ?= -count=1 -timeout 45m
+
+.PHONY: all build test env generate manifests vet fmt clean
+
+all: build
+
+## build: the manager and the kubectl plugin into bin/
+build:
+	$(GO) build -o bin/ ./cmd/...
+
+## env: build or install what the tests run (cached in ~/.cache/rekey)
+env:
+	hack/env/setup.sh
+
+## test: prepare the environment if needed, then run every test against real servers
+test: env vet
+	$(GO) test $(GOTESTFLAGS) ./...
+
+vet:
+	$(GO) vet ./...
+
+## generate: CRD manifests and deepcopy code from the API types
+generate:
+	cd hack/tools/codegen && $(GO) tool controller-gen object paths=$(CURDIR)/api/... \
+	  crd:allowDangerousTypes=false paths=$(CURDIR)/api/... output:crd:dir=$(CURDIR)/config/crd/bases
+
+fmt:
+	gofmt -l -w $$(git ls-files '*.go')
+
+clean:
+	rm -rf bin/

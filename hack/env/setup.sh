@@ -1,0 +1,13 @@
+#!/usr/bin/env bash
+# Prepares everything the tests need, building or installing only what is
+# missing: the control plane binaries and the sid chroot are prepared side by
+# side (one is CPU-bound, the other mostly network-bound).
+source "$(dirname "$0")/lib.sh"
+dir=$(dirname "$0")
+mkdir -p "$REKEY_CACHE"
+"$dir/rabbitmq.sh"
+"$dir/sid-chroot.sh" &
+sid=$!
+"$dir/control-plane.sh"
+wait "$sid"
+log "environment ready in $REKEY_CACHE"

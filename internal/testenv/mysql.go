@@ -1,0 +1,485 @@
+package testenv
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/go-sql-driver/mysql"
+)
+
+// The environment's own superuser and replication user exist in every
+// instance from the template on. They belong to the harness, never to the
+// operator under test; the passwords are test-only constants.
+const (
+	EnvUser     = "rekey-env"
+	EnvPassword = "rekey-env-test-only"
+	replUser     = "rekey-env-repl"
+	replPassword = "rekey-env-repl-test-only"
+)
+
+// MySQL roles as the harness set them up. The operator must not trust them:
+// it reads each instance's role live.
+const (
+	RolePrimary    = "primary"
+	RoleReplica    = "replica"
+	RoleDownstream = "downstream" // another cluster's intermediate primary
+)
+
+// MySQLInstance is one mysqld running in the sid chroot.
+type MySQLInstance struct {
+	Name string
+	Port int
+	Role string
+
+	env      *Env
+	dir      string // inside the chroot
+	serverID int
+	proc     *Process
+}
+
+// MySQLCluster is a primary and its replicas with GTID replication, plus a
+// downstream instance replicating from the primary as a different cluster's
+// intermediate primary would (seed 002, seed 000 "Cross-Cluster Replication
+// Safety").
+type MySQLCluster struct {
+	Primary    *MySQLInstance
+	Replicas   []*MySQLInstance
+	Downstream *MySQLInstance
+}
+
+// Instances are the members of the cluster the operator manages, primary first.
+func (c *MySQLCluster) Instances() []*MySQLInstance {
+	return append([]*MySQLInstance{c.Primary}, c.Replicas...)
+}
+
+// Addrs are the members' host:port, primary first.
+func (c *MySQLCluster) Addrs() []string {
+	var out []string
+	for _, i := range c.Instances() {
+		out = append(out, i.Addr())
+	}
+	return out
+}
+
+// Stop stops every instance of the cluster and removes their data.
+func (c *MySQLCluster) Stop() {
+	var wg sync.WaitGroup
+	for _, i := range append(c.Instances(), c.Downstream) {
+		if i == nil {
+			continue
+		}
+		wg.Add(1)
+		go func() { defer wg.Done(); i.Destroy() }()
+	}
+	wg.Wait()
+}
+
+// MySQLOptions shape a cluster.
+type MySQLOptions struct {
+	Replicas   int  // replicas besides the primary; default 2
+	Downstream bool // also start the downstream instance
+}
+
+var templateMu sync.Mutex
+
+// mysqlTemplate returns a data directory (inside the chroot) initialised
+// once with the harness users; instances start from copies of it, which
+// takes a fraction of the time --initialize does.
+func (e *Env) mysqlTemplate() (string, error) {
+	templateMu.Lock()
+	defer templateMu.Unlock()
+	version, err := e.MySQLVersion()
+	if err != nil {
+		return "", err
+	}
+	rel := "/var/lib/rekey-template-" + version
+	host := filepath.Join(e.SidDir, rel)
+	if _, err := os.Stat(filepath.Join(host, ".complete")); err == nil {
+		return rel, nil
+	}
+	// Another test binary may be building the same template: take a lock.
+	lock, err := os.OpenFile(host+".lock", os.O_CREATE|os.O_RDWR, 0o644)
+	if err != nil {
+		return "", err
+	}
+	defer lock.Close()
+	if err := syscall.Flock(int(lock.Fd()), syscall.LOCK_EX); err != nil {
+		return "", err
+	}
+	if _, err := os.Stat(filepath.Join(host, ".complete")); err == nil {
+		return rel, nil
+	}
+	os.RemoveAll(host)
+	initSQL := fmt.Sprintf(`CREATE USER '%s'@'%%' IDENTIFIED BY '%s';
+GRANT ALL PRIVILEGES ON *.* TO '%s'@'%%' WITH GRANT OPTION;
+CREATE USER '%s'@'%%' IDENTIFIED BY '%s';
+GRANT REPLICATION SLAVE, REPLICATION CLIENT ON *.* TO '%s'@'%%';
+`, EnvUser, EnvPassword, EnvUser, replUser, replPassword, replUser)
+	if err := os.WriteFile(host+".init.sql", []byte(initSQL), 0o644); err != nil {
+		return "", err
+	}
+	out, err := exec.Command("chroot", e.SidDir, "/usr/sbin/mysqld", "--no-defaults",
+		"--initialize-insecure", "--user=root", "--datadir="+rel, "--init-file="+rel+".init.sql",
+		"--innodb-redo-log-capacity=8M", "--log-error="+rel+".init.log").CombinedOutput()
+	if err != nil {
+		log, _ := os.ReadFile(host + ".init.log")
+		return "", fmt.Errorf("mysqld --initialize: %v: %s %s", err, out, log)
+	}
+	if err := os.WriteFile(filepath.Join(host, ".complete"), nil, 0o644); err != nil {
+		return "", err
+	}
+	return rel, nil
+}
+
+var (
+	mysqlVersionOnce sync.Once
+	mysqlVersion     string
+	mysqlVersionErr  error
+)
+
+// MySQLVersion is the version of the chroot's mysqld, checked against the pin.
+func (e *Env) MySQLVersion() (string, error) {
+	mysqlVersionOnce.Do(func() {
+		if err := e.requireFile(filepath.Join(e.SidDir, ".rekey-ready"), "the sid chroot"); err != nil {
+			mysqlVersionErr = err
+			return
+		}
+		out, err := exec.Command("chroot", e.SidDir, "/usr/sbin/mysqld", "--version").Output()
+		if err != nil {
+			mysqlVersionErr = fmt.Errorf("mysqld --version: %w", err)
+			return
+		}
+		f := strings.Fields(string(out))
+		for i, w := range f {
+			if w == "Ver" && i+1 < len(f) {
+				mysqlVersion = strings.SplitN(f[i+1], "-", 2)[0]
+			}
+		}
+		if !strings.HasPrefix(mysqlVersion, e.Versions["MYSQL_SERIES"]) {
+			mysqlVersionErr = fmt.Errorf("mysqld %q is not the pinned %s*: run `make env`", mysqlVersion, e.Versions["MYSQL_SERIES"])
+		}
+	})
+	return mysqlVersion, mysqlVersionErr
+}
+
+var instanceSeq struct {
+	sync.Mutex
+	n int
+}
+
+func (e *Env) newMySQLInstance(name, role string) (*MySQLInstance, error) {
+	tmpl, err := e.mysqlTemplate()
+	if err != nil {
+		return nil, err
+	}
+	instanceSeq.Lock()
+	instanceSeq.n++
+	seq := instanceSeq.n
+	instanceSeq.Unlock()
+	dir := fmt.Sprintf("/tmp/rekey-mysql-%d-%d-%s", os.Getpid(), seq, name)
+	host := filepath.Join(e.SidDir, dir)
+	os.RemoveAll(host)
+	if err := os.MkdirAll(host, 0o755); err != nil {
+		return nil, err
+	}
+	if out, err := exec.Command("cp", "-a", filepath.Join(e.SidDir, tmpl), filepath.Join(host, "data")).CombinedOutput(); err != nil {
+		return nil, fmt.Errorf("copy template: %v: %s", err, out)
+	}
+	// auto.cnf holds server_uuid; replication refuses equal UUIDs, so each
+	// copy lets mysqld mint its own.
+	os.Remove(filepath.Join(host, "data", "auto.cnf"))
+	port, err := FreePort()
+	if err != nil {
+		return nil, err
+	}
+	return &MySQLInstance{Name: name, Role: role, Port: port, env: e, dir: dir,
+		serverID: os.Getpid()%100000*100 + seq}, nil
+}
+
+// Start starts mysqld on its data directory and waits until it answers.
+func (i *MySQLInstance) Start() error {
+	if i.proc != nil && !i.proc.Exited() {
+		return nil
+	}
+	args := []string{
+		"--no-defaults", "--user=root",
+		"--datadir=" + i.dir + "/data",
+		"--socket=" + i.dir + "/mysqld.sock",
+		"--pid-file=" + i.dir + "/mysqld.pid",
+		"--log-error=" + i.dir + "/error.log",
+		fmt.Sprintf("--port=%d", i.Port), "--bind-address=127.0.0.1",
+		"--mysqlx=OFF", "--secure-file-priv=", "--skip-name-resolve",
+		fmt.Sprintf("--server-id=%d", i.serverID),
+		"--gtid-mode=ON", "--enforce-gtid-consistency=ON",
+		"--log-bin=binlog", "--log-replica-updates=ON", "--skip-replica-start=ON",
+		"--innodb-buffer-pool-size=32M", "--innodb-redo-log-capacity=8M",
+		"--performance-schema=OFF", "--max-connections=500",
+	}
+	if i.Role != RolePrimary {
+		// As MOCO starts every mysqld: read-only until told otherwise.
+		args = append(args, "--super-read-only=ON")
+	}
+	p, err := startProcess(procSpec{
+		name: "mysqld " + i.Name, path: "/usr/sbin/mysqld", args: args,
+		env: []string{"PATH=/usr/sbin:/usr/bin:/bin", "TZ=UTC"}, root: i.env.SidDir,
+		logOut: filepath.Join(i.env.SidDir, i.dir, "stdout.log"),
+	})
+	if err != nil {
+		return err
+	}
+	i.proc = p
+	if err := waitTCP(p, i.Port, 60*time.Second); err != nil {
+		return fmt.Errorf("%w (error log: %s)", err, filepath.Join(i.env.SidDir, i.dir, "error.log"))
+	}
+	return i.waitLogin(30 * time.Second)
+}
+
+func (i *MySQLInstance) waitLogin(timeout time.Duration) error {
+	deadline := time.Now().Add(timeout)
+	var err error
+	for time.Now().Before(deadline) {
+		if err = i.CanLogin(EnvUser, EnvPassword); err == nil {
+			return nil
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	return fmt.Errorf("mysqld %s: harness login: %w", i.Name, err)
+}
+
+// Stop shuts mysqld down cleanly, keeping its data.
+func (i *MySQLInstance) Stop() {
+	if i.proc != nil {
+		i.proc.Stop(30 * time.Second)
+	}
+}
+
+// Kill ends mysqld at once, as a crash would, keeping its data.
+func (i *MySQLInstance) Kill() {
+	if i.proc != nil {
+		i.proc.Kill()
+	}
+}
+
+// Destroy stops mysqld and removes its data directory.
+func (i *MySQLInstance) Destroy() {
+	i.Stop()
+	os.RemoveAll(filepath.Join(i.env.SidDir, i.dir))
+}
+
+// Addr is host:port of the instance.
+func (i *MySQLInstance) Addr() string { return fmt.Sprintf("127.0.0.1:%d", i.Port) }
+
+// DSN is a go-sql-driver DSN for user and password on this instance.
+func (i *MySQLInstance) DSN(user, password string) string {
+	c := mysql.NewConfig()
+	c.User, c.Passwd, c.Net, c.Addr = user, password, "tcp", i.Addr()
+	c.AllowNativePasswords = true
+	c.TLSConfig = "skip-verify" // caching_sha2_password's full authentication needs TLS or RSA
+	c.Timeout, c.ReadTimeout, c.WriteTimeout = 5*time.Second, 30*time.Second, 30*time.Second
+	return c.FormatDSN()
+}
+
+// CanLogin opens a fresh connection as user and reports whether MySQL
+// accepted the password.
+func (i *MySQLInstance) CanLogin(user, password string) error {
+	db, err := sql.Open("mysql", i.DSN(user, password))
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	return db.PingContext(ctx)
+}
+
+// DB is a connection pool as the harness superuser; the caller closes it.
+func (i *MySQLInstance) DB() (*sql.DB, error) {
+	return sql.Open("mysql", i.DSN(EnvUser, EnvPassword))
+}
+
+// Exec runs statements as the harness superuser on one session.
+func (i *MySQLInstance) Exec(stmts ...string) error {
+	db, err := i.DB()
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	conn, err := db.Conn(ctx)
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	for _, s := range stmts {
+		if _, err := conn.ExecContext(ctx, s); err != nil {
+			return fmt.Errorf("%s on %s: %w", firstWords(s), i.Name, err)
+		}
+	}
+	return nil
+}
+
+// QueryString returns the first column of the first row of a query.
+func (i *MySQLInstance) QueryString(q string, args ...any) (string, error) {
+	db, err := i.DB()
+	if err != nil {
+		return "", err
+	}
+	defer db.Close()
+	var s sql.NullString
+	err = db.QueryRow(q, args...).Scan(&s)
+	return s.String, err
+}
+
+func firstWords(s string) string {
+	f := strings.Fields(s)
+	if len(f) > 3 {
+		f = f[:3]
+	}
+	return strings.Join(f, " ")
+}
+
+// StartMySQLCluster starts a primary, its replicas and (optionally) the
+// downstream instance, and wires GTID replication between them.
+func (e *Env) StartMySQLCluster(opts MySQLOptions) (c *MySQLCluster, err error) {
+	if opts.Replicas == 0 {
+		opts.Replicas = 2
+	}
+	c = &MySQLCluster{}
+	defer func() {
+		if err != nil {
+			c.Stop()
+		}
+	}()
+	if c.Primary, err = e.newMySQLInstance("primary", RolePrimary); err != nil {
+		return c, err
+	}
+	for n := range opts.Replicas {
+		r, err := e.newMySQLInstance(fmt.Sprintf("replica%d", n+1), RoleReplica)
+		if err != nil {
+			return c, err
+		}
+		c.Replicas = append(c.Replicas, r)
+	}
+	if opts.Downstream {
+		if c.Downstream, err = e.newMySQLInstance("downstream", RoleDownstream); err != nil {
+			return c, err
+		}
+	}
+	all := append(c.Instances(), c.Downstream)
+	errs := make(chan error, len(all))
+	for _, i := range all {
+		if i == nil {
+			errs <- nil
+			continue
+		}
+		go func() { errs <- i.Start() }()
+	}
+	for range all {
+		if e := <-errs; e != nil && err == nil {
+			err = e
+		}
+	}
+	if err != nil {
+		return c, err
+	}
+	for _, r := range append(c.Replicas, c.Downstream) {
+		if r == nil {
+			continue
+		}
+		if err := r.ReplicateFrom(c.Primary); err != nil {
+			return c, err
+		}
+	}
+	return c, nil
+}
+
+// ReplicateFrom points the instance at source with GTID auto-positioning and
+// starts replication.
+func (i *MySQLInstance) ReplicateFrom(source *MySQLInstance) error {
+	if err := i.Exec(
+		"STOP REPLICA",
+		fmt.Sprintf("CHANGE REPLICATION SOURCE TO SOURCE_HOST='127.0.0.1', SOURCE_PORT=%d, "+
+			"SOURCE_USER='%s', SOURCE_PASSWORD='%s', SOURCE_AUTO_POSITION=1, GET_SOURCE_PUBLIC_KEY=1",
+			source.Port, replUser, replPassword),
+		"START REPLICA",
+	); err != nil {
+		return err
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for time.Now().Before(deadline) {
+		st, err := i.ReplicaStatus()
+		if err == nil && st["Replica_IO_Running"] == "Yes" && st["Replica_SQL_Running"] == "Yes" {
+			return nil
+		}
+		if err == nil && st["Last_IO_Error"] != "" {
+			return fmt.Errorf("%s: replication from %s: %s", i.Name, source.Name, st["Last_IO_Error"])
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	return fmt.Errorf("%s: replication from %s did not connect", i.Name, source.Name)
+}
+
+// ReplicaStatus is SHOW REPLICA STATUS as column → value; empty when the
+// instance replicates from nobody.
+func (i *MySQLInstance) ReplicaStatus() (map[string]string, error) {
+	db, err := i.DB()
+	if err != nil {
+		return nil, err
+	}
+	defer db.Close()
+	rows, err := db.Query("SHOW REPLICA STATUS")
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	cols, err := rows.Columns()
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]string{}
+	if !rows.Next() {
+		return out, rows.Err()
+	}
+	vals := make([]sql.NullString, len(cols))
+	ptrs := make([]any, len(cols))
+	for n := range vals {
+		ptrs[n] = &vals[n]
+	}
+	if err := rows.Scan(ptrs...); err != nil {
+		return nil, err
+	}
+	for n, c := range cols {
+		out[c] = vals[n].String
+	}
+	return out, nil
+}
+
+// WaitCaughtUp waits until the instance has applied every transaction the
+// source has executed.
+func (i *MySQLInstance) WaitCaughtUp(source *MySQLInstance) error {
+	gtids, err := source.QueryString("SELECT @@GLOBAL.gtid_executed")
+	if err != nil {
+		return err
+	}
+	_, err = i.QueryString("SELECT WAIT_FOR_EXECUTED_GTID_SET(?, 30)", gtids)
+	if err != nil {
+		return err
+	}
+	ok, err := i.QueryString("SELECT GTID_SUBSET(?, @@GLOBAL.gtid_executed)", gtids)
+	if err != nil {
+		return err
+	}
+	if ok != "1" {
+		return fmt.Errorf("%s did not catch up with %s", i.Name, source.Name)
+	}
+	return nil
+}
