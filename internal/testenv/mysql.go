@@ -19,8 +19,8 @@ import (
 // instance from the template on. They belong to the harness, never to the
 // operator under test; the passwords are test-only constants.
 const (
-	EnvUser     = "rekey-env"
-	EnvPassword = "rekey-env-test-only"
+	EnvUser      = "rekey-env"
+	EnvPassword  = "rekey-env-test-only"
 	replUser     = "rekey-env-repl"
 	replPassword = "rekey-env-repl-test-only"
 )

@@ -1,0 +1,199 @@
+package v1alpha1
+
+import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// CredentialSet is the set of credentials of one backend target that rotate
+// together, e.g. the system users of one MySQL cluster.
+//
+// +kubebuilder:object:root=true
+// +kubebuilder:subresource:status
+// +kubebuilder:resource:shortName=cs;credset,categories=rekey
+// +kubebuilder:printcolumn:name="Phase",type=string,JSONPath=`.status.phase`
+// +kubebuilder:printcolumn:name="Generation",type=integer,JSONPath=`.status.keyGeneration`
+// +kubebuilder:printcolumn:name="Current-Since",type=date,JSONPath=`.status.currentSince`,description="age of the current credentials"
+// +kubebuilder:printcolumn:name="Consumers",type=string,JSONPath=`.status.consumersUpdated`,description="consumers on the newest credentials (n/m)"
+// +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+// +kubebuilder:validation:XValidation:rule="has(self.spec)",message="spec is required"
+type CredentialSet struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	Spec   CredentialSetSpec   `json:"spec"`
+	Status CredentialSetStatus `json:"status,omitempty"`
+}
+
+// CredentialSetSpec says which backend holds the credentials, who receives
+// them and how rotation proceeds. Exactly one backend block is set.
+//
+// +kubebuilder:validation:XValidation:rule="[has(self.mysql)].filter(x, x).size() == 1",message="set exactly one backend block: spec.mysql"
+type CredentialSetSpec struct {
+	// MySQL rotates MySQL users with dual passwords (RETAIN CURRENT PASSWORD).
+	// +optional
+	MySQL *MySQLSpec `json:"mysql,omitempty"`
+
+	// Distribution lists the Secrets the effective credentials are written
+	// to, in any namespace. rekey owns these Secrets: never edit them by hand.
+	// +optional
+	// +listType=map
+	// +listMapKey=namespace
+	// +listMapKey=name
+	// +kubebuilder:validation:MaxItems=64
+	Distribution []SecretTarget `json:"distribution,omitempty"`
+
+	// Consumers are the workloads restarted when new credentials are
+	// distributed; discard waits until every one has rolled out.
+	// +optional
+	// +kubebuilder:validation:MaxItems=64
+	// +kubebuilder:validation:XValidation:rule="self.all(c, self.exists_one(d, d.kind == c.kind && d.name == c.name && (has(d.namespace) ? d.namespace : '') == (has(c.namespace) ? c.namespace : '')))",message="consumers must not repeat a workload"
+	Consumers []ConsumerRef `json:"consumers,omitempty"`
+
+	// Rotation sets how a rotation completes.
+	// +optional
+	// +kubebuilder:default={}
+	Rotation RotationSpec `json:"rotation,omitempty"`
+}
+
+// SecretTarget is a Secret rekey writes the effective credentials to.
+type SecretTarget struct {
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`
+	// +kubebuilder:validation:MaxLength=63
+	Namespace string `json:"namespace"`
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$`
+	// +kubebuilder:validation:MaxLength=253
+	Name string `json:"name"`
+}
+
+// ConsumerKind is a workload kind rekey can restart and watch roll out.
+// +kubebuilder:validation:Enum=StatefulSet;Deployment;DaemonSet
+type ConsumerKind string
+
+const (
+	KindStatefulSet ConsumerKind = "StatefulSet"
+	KindDeployment  ConsumerKind = "Deployment"
+	KindDaemonSet   ConsumerKind = "DaemonSet"
+)
+
+// ConsumerRef names a workload that reads the distributed credentials.
+type ConsumerRef struct {
+	Kind ConsumerKind `json:"kind"`
+	// Namespace defaults to the CredentialSet's namespace.
+	// +optional
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`
+	// +kubebuilder:validation:MaxLength=63
+	Namespace string `json:"namespace,omitempty"`
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$`
+	// +kubebuilder:validation:MaxLength=253
+	Name string `json:"name"`
+}
+
+// DiscardPolicy says who ends a rotation by retiring the old credentials.
+// +kubebuilder:validation:Enum=Manual;AfterRollout
+type DiscardPolicy string
+
+const (
+	// DiscardManual waits for a discard request (kubectl rekey discard, or
+	// the rekey.io/discard annotation) after a verification window.
+	DiscardManual DiscardPolicy = "Manual"
+	// DiscardAfterRollout discards by itself once every consumer has rolled
+	// out and the grace period has passed.
+	DiscardAfterRollout DiscardPolicy = "AfterRollout"
+)
+
+// RotationSpec sets how a rotation completes.
+// +kubebuilder:validation:XValidation:rule="!has(self.gracePeriod) || self.discardPolicy == 'AfterRollout'",message="gracePeriod applies only to discardPolicy AfterRollout"
+type RotationSpec struct {
+	// +kubebuilder:default=Manual
+	// +optional
+	DiscardPolicy DiscardPolicy `json:"discardPolicy,omitempty"`
+	// GracePeriod is how long old credentials stay valid after the last
+	// consumer rolled out, with discardPolicy AfterRollout (default 5m).
+	// +optional
+	GracePeriod *metav1.Duration `json:"gracePeriod,omitempty"`
+}
+
+// RotationPhase is where a CredentialSet is in its rotation cycle.
+// +kubebuilder:validation:Enum=Idle;Rotating;Distributed
+type RotationPhase string
+
+const (
+	PhaseIdle        RotationPhase = "Idle"
+	PhaseRotating    RotationPhase = "Rotating"
+	PhaseDistributed RotationPhase = "Distributed"
+)
+
+// CredentialSetStatus is the truth about a rotation; annotations only
+// trigger. Phase and rotationID are always present so every transition can be
+// a compare-and-set on them.
+type CredentialSetStatus struct {
+	// +optional
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+	// +optional
+	Phase RotationPhase `json:"phase"`
+	// RotationID is the active rotation, empty when Idle.
+	// +optional
+	RotationID string `json:"rotationID"`
+	// RotateApplied: every instance accepts the pending credentials.
+	// +optional
+	RotateApplied bool `json:"rotateApplied,omitempty"`
+	// DiscardApplied: every instance has dropped the old credentials.
+	// +optional
+	DiscardApplied bool `json:"discardApplied,omitempty"`
+	// LastRotationID is the most recently completed rotation; a trigger
+	// carrying it is stale.
+	// +optional
+	LastRotationID string `json:"lastRotationID,omitempty"`
+	// KeyGeneration counts credential generations: 1 once provisioned, +1
+	// per completed rotation.
+	// +optional
+	KeyGeneration int64 `json:"keyGeneration,omitempty"`
+	// CurrentSince is when the current credentials became current.
+	// +optional
+	CurrentSince *metav1.Time `json:"currentSince,omitempty"`
+	// DistributedAt is when the active rotation's credentials were
+	// distributed.
+	// +optional
+	DistributedAt *metav1.Time `json:"distributedAt,omitempty"`
+	// RolledOutAt is when every consumer had rolled out the active
+	// rotation; AfterRollout's grace period counts from here.
+	// +optional
+	RolledOutAt *metav1.Time `json:"rolledOutAt,omitempty"`
+	// Consumers is, per consumer, whether it runs the newest credentials.
+	// +optional
+	Consumers []ConsumerStatus `json:"consumers,omitempty"`
+	// ConsumersUpdated is "n/m" consumers on the newest credentials.
+	// +optional
+	ConsumersUpdated string `json:"consumersUpdated,omitempty"`
+	// +optional
+	// +listType=map
+	// +listMapKey=type
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+}
+
+// ConsumerStatus is what rekey last saw of one consumer's rollout.
+type ConsumerStatus struct {
+	Kind      ConsumerKind `json:"kind"`
+	Namespace string       `json:"namespace"`
+	Name      string       `json:"name"`
+	// RolledOut: every pod runs the template carrying the current restart
+	// annotation.
+	RolledOut bool `json:"rolledOut"`
+	// Message says what the rollout waits for.
+	// +optional
+	Message string `json:"message,omitempty"`
+}
+
+// +kubebuilder:object:root=true
+
+// CredentialSetList is a list of CredentialSets.
+type CredentialSetList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []CredentialSet `json:"items"`
+}
+
+func init() {
+	SchemeBuilder.Register(&CredentialSet{}, &CredentialSetList{})
+}

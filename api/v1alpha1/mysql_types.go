@@ -1,0 +1,134 @@
+package v1alpha1
+
+// MySQLSpec says how to reach one MySQL cluster and which users rotate.
+//
+// +kubebuilder:validation:XValidation:rule="has(self.preset) != (has(self.users) && size(self.users) > 0)",message="set either mysql.preset or mysql.users, not both and not neither"
+type MySQLSpec struct {
+	// Instances are the cluster's mysqld instances; every credential change
+	// is applied on each of them, because it is never written to the binlog.
+	Instances MySQLInstances `json:"instances"`
+
+	// Admin is the account rekey connects with. It may be one of the rotated
+	// users (as moco-admin is); rekey then follows its password through the
+	// rotation.
+	Admin MySQLAdmin `json:"admin"`
+
+	// Preset selects a known user list. "moco": MOCO's 8 system users and
+	// its Secret keys (ADMIN_PASSWORD ... WRITABLE_PASSWORD).
+	// +optional
+	// +kubebuilder:validation:Enum=moco
+	Preset string `json:"preset,omitempty"`
+
+	// Users to rotate when no preset is set.
+	// +optional
+	// +listType=map
+	// +listMapKey=name
+	// +listMapKey=host
+	// +kubebuilder:validation:MaxItems=128
+	// +kubebuilder:validation:XValidation:rule="self.all(u, self.exists_one(v, (has(v.secretKey) && has(u.secretKey) && v.secretKey == u.secretKey) || (!has(v.secretKey) && !has(u.secretKey) && v.name == u.name)))",message="each user needs its own secretKey"
+	Users []MySQLUser `json:"users,omitempty"`
+
+	// AdoptSecretRef names a Secret, in the CredentialSet's namespace, with
+	// the passwords of users that already exist, under each user's
+	// secretKey. Adopted at provisioning only; users without a key there are
+	// created with a generated password.
+	// +optional
+	AdoptSecretRef *LocalSecretRef `json:"adoptSecretRef,omitempty"`
+
+	// TLS for the connections rekey opens. Default Preferred.
+	// +optional
+	// +kubebuilder:default=Preferred
+	// +kubebuilder:validation:Enum=Preferred;Required;SkipVerify;Disabled
+	TLS string `json:"tls,omitempty"`
+}
+
+// MySQLInstances is either a StatefulSet or an explicit list of addresses.
+//
+// +kubebuilder:validation:XValidation:rule="has(self.statefulSet) != has(self.hosts)",message="set either instances.statefulSet or instances.hosts"
+type MySQLInstances struct {
+	// StatefulSet whose pods are the instances:
+	// <name>-<ordinal>.<serviceName>.<namespace>.svc:<port>, ordinals
+	// 0..spec.replicas-1.
+	// +optional
+	StatefulSet *StatefulSetInstances `json:"statefulSet,omitempty"`
+	// Hosts lists host:port of each instance (clusters outside Kubernetes).
+	// +optional
+	// +kubebuilder:validation:MinItems=1
+	// +kubebuilder:validation:MaxItems=64
+	// +kubebuilder:validation:items:Pattern=`^[A-Za-z0-9]([-A-Za-z0-9.]*[A-Za-z0-9])?:[0-9]{1,5}$`
+	// +listType=set
+	Hosts []string `json:"hosts,omitempty"`
+}
+
+// StatefulSetInstances locates instances through a StatefulSet.
+type StatefulSetInstances struct {
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`
+	Name string `json:"name"`
+	// ServiceName is the headless Service; defaults to the StatefulSet's
+	// spec.serviceName.
+	// +optional
+	ServiceName string `json:"serviceName,omitempty"`
+	// +optional
+	// +kubebuilder:default=3306
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=65535
+	Port int32 `json:"port,omitempty"`
+}
+
+// MySQLAdmin is the account rekey connects as.
+type MySQLAdmin struct {
+	// +kubebuilder:validation:Pattern=`^[A-Za-z0-9_][-A-Za-z0-9_.]{0,31}$`
+	User string `json:"user"`
+	// PasswordSecretRef holds the admin's password. Required when the admin
+	// is not a rotated user; when it is, it is the password adopted at
+	// provisioning (the source Secret is the truth afterwards).
+	// +optional
+	PasswordSecretRef *SecretKeyRef `json:"passwordSecretRef,omitempty"`
+}
+
+// MySQLUser is one account that rotates.
+type MySQLUser struct {
+	// +kubebuilder:validation:Pattern=`^[A-Za-z0-9_][-A-Za-z0-9_.]{0,31}$`
+	Name string `json:"name"`
+	// Host part of the account; default "%".
+	// +optional
+	// +kubebuilder:default="%"
+	// +kubebuilder:validation:Pattern=`^[A-Za-z0-9%_.:-]{1,255}$`
+	Host string `json:"host,omitempty"`
+	// SecretKey is the key holding the password in the source and
+	// distributed Secrets; default <NAME>_PASSWORD in upper snake case.
+	// +optional
+	// +kubebuilder:validation:Pattern=`^[A-Z][A-Z0-9_]{0,62}$`
+	// +kubebuilder:validation:XValidation:rule="!self.endsWith('_PENDING') && self != 'ROTATION_ID'",message="secretKey must not end in _PENDING nor be ROTATION_ID: rekey uses those"
+	SecretKey string `json:"secretKey,omitempty"`
+	// Grants given when rekey creates the user.
+	// +optional
+	// +kubebuilder:validation:MaxItems=32
+	Grants []MySQLGrant `json:"grants,omitempty"`
+}
+
+// MySQLGrant is GRANT <privileges> ON <on> TO user.
+type MySQLGrant struct {
+	// +kubebuilder:validation:MinItems=1
+	// +kubebuilder:validation:items:Pattern=`^[A-Z][A-Z_ ]{0,40}[A-Z]$`
+	Privileges []string `json:"privileges"`
+	// On is db.table with * wildcards, e.g. "app.*" or "*.*".
+	// +kubebuilder:validation:Pattern=`^(\*|[A-Za-z0-9_$]{1,64})\.(\*|[A-Za-z0-9_$]{1,64})$`
+	On string `json:"on"`
+	// +optional
+	WithGrantOption bool `json:"withGrantOption,omitempty"`
+}
+
+// LocalSecretRef names a Secret in the CredentialSet's namespace.
+type LocalSecretRef struct {
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$`
+	Name string `json:"name"`
+}
+
+// SecretKeyRef is one key of a Secret in the CredentialSet's namespace.
+type SecretKeyRef struct {
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$`
+	Name string `json:"name"`
+	// +kubebuilder:validation:Pattern=`^[-._a-zA-Z0-9]+$`
+	Key string `json:"key"`
+}

@@ -1,0 +1,248 @@
+// Package mysql is rekey's MySQL backend: dual-password rotation (seed 000)
+// applied on every instance of a cluster with sql_log_bin=0, the instance's
+// role read live (seed 002).
+package mysql
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	v1 "rekey.io/rekey/api/v1alpha1"
+	"rekey.io/rekey/internal/engine"
+	"rekey.io/rekey/internal/failpoint"
+	"rekey.io/rekey/internal/reason"
+)
+
+// Backend rotates the passwords of a fixed list of users on a list of
+// instances. It keeps no state between calls: MySQL is asked every time.
+type Backend struct {
+	Instances []Instance
+	Users     []User
+	AdminUser string
+	// AdminKey is the admin's source Secret key when the admin is one of
+	// the rotated users; then its password follows the rotation.
+	AdminKey string
+	// AdminPassword is the admin's fixed password when it is not rotated.
+	AdminPassword string
+	TLS           string // go-sql-driver tls= value
+}
+
+var _ engine.Backend = (*Backend)(nil)
+
+// New builds the backend for a spec. adminPassword is the value of
+// admin.passwordSecretRef ("" when unset).
+func New(spec *v1.MySQLSpec, instances []Instance, adminPassword string) (*Backend, error) {
+	users, err := ResolveUsers(spec)
+	if err != nil {
+		return nil, err
+	}
+	b := &Backend{Instances: instances, Users: users, AdminUser: spec.Admin.User,
+		AdminPassword: adminPassword, TLS: tlsMode(spec.TLS)}
+	for _, u := range users {
+		if u.Name == spec.Admin.User && (u.Host == "%" || u.Host == "127.0.0.1") {
+			b.AdminKey = u.Key
+		}
+	}
+	if b.AdminKey == "" && adminPassword == "" {
+		return nil, fmt.Errorf("admin user %s is not rotated by this set, so mysql.admin.passwordSecretRef must give its password", spec.Admin.User)
+	}
+	return b, nil
+}
+
+func tlsMode(m string) string {
+	switch m {
+	case "Required":
+		return "true"
+	case "SkipVerify":
+		return "skip-verify"
+	case "Disabled":
+		return "false"
+	default:
+		return "preferred"
+	}
+}
+
+// Keys implements engine.Backend.
+func (b *Backend) Keys() []string {
+	keys := make([]string, len(b.Users))
+	for i, u := range b.Users {
+		keys[i] = u.Key
+	}
+	return keys
+}
+
+// NewSecrets implements engine.Backend.
+func (b *Backend) NewSecrets() (engine.Secrets, error) { return engine.NewPasswords(b.Keys()) }
+
+// adminPasswords lists the admin passwords to try, in order.
+func (b *Backend) adminPasswords(first, then engine.Secrets) []string {
+	if b.AdminKey == "" {
+		return []string{b.AdminPassword}
+	}
+	return []string{first[b.AdminKey], then[b.AdminKey]}
+}
+
+// eachInstance runs fn in a prepared session on every instance, in order.
+func (b *Backend) eachInstance(ctx context.Context, step string, passwords []string, secrets engine.Secrets, fn func(*session) error) error {
+	if len(b.Instances) == 0 {
+		return &engine.Refusal{Reason: string(reason.RotateRefused), Message: "no instances: scale the cluster up"}
+	}
+	for _, inst := range b.Instances {
+		s, err := openSession(ctx, inst, b.TLS, b.AdminUser, passwords...)
+		if err != nil {
+			return err
+		}
+		s.secrets = append(s.secrets, values(secrets)...)
+		err = fn(s)
+		if cerr := s.close(ctx); err == nil {
+			err = cerr
+		}
+		if err != nil {
+			return err
+		}
+		failpoint.Hit(step)
+	}
+	return nil
+}
+
+// Provision implements engine.Backend: create missing users with their
+// grants on every instance; an existing user must already accept cur.
+func (b *Backend) Provision(ctx context.Context, cur engine.Secrets) error {
+	return b.eachInstance(ctx, "provision/instance-done", b.adminPasswords(cur, nil), cur, func(s *session) error {
+		for _, u := range b.Users {
+			exists, err := s.userExists(ctx, u)
+			if err != nil {
+				return err
+			}
+			if exists {
+				if err := b.verifyLogin(ctx, s.inst, u, cur[u.Key]); err != nil {
+					return &engine.Refusal{Reason: string(reason.ProvisionFailed), Message: fmt.Sprintf(
+						"user %s already exists on %s and does not accept the password rekey holds for it: put its password in the adoptSecretRef Secret under %s (or drop the user) and rekey adopts it", u, s.inst.Name, u.Key)}
+				}
+				continue
+			}
+			if err := s.exec(ctx, "CREATE USER IF NOT EXISTS "+u.Account()+" IDENTIFIED BY "+quote(cur[u.Key])); err != nil {
+				return err
+			}
+			for _, g := range u.grantStatements() {
+				if err := s.exec(ctx, g); err != nil {
+					return err
+				}
+			}
+		}
+		return nil
+	})
+}
+
+// Precheck implements engine.Backend: a dual password that exists before
+// rotation starts is indistinguishable from one rekey set, and would make
+// RETAIN be skipped (seed 000 "Assumptions").
+func (b *Backend) Precheck(ctx context.Context, cur engine.Secrets) error {
+	var found []string
+	err := b.eachInstance(ctx, "precheck/instance-done", b.adminPasswords(cur, nil), cur, func(s *session) error {
+		for _, u := range b.Users {
+			dual, err := s.hasDualPassword(ctx, u)
+			if err != nil {
+				return err
+			}
+			if dual {
+				found = append(found, u.String()+" on "+s.inst.Name)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	if len(found) > 0 {
+		return &engine.Refusal{Reason: string(reason.DualPasswordExists), Message: fmt.Sprintf(
+			"%s already has a secondary password, which rekey did not set and cannot tell from its own; the rotation did not start. Reset it to the source Secret's current password with ALTER USER ... IDENTIFIED BY then ALTER USER ... DISCARD OLD PASSWORD (kubectl rekey recover does this), then rotate again",
+			strings.Join(found, ", "))}
+	}
+	return nil
+}
+
+// Apply implements engine.Backend (seed 000 Phase 1 step 3): on every
+// instance, RETAIN CURRENT PASSWORD for each user that has no secondary yet.
+// A second RETAIN would evict the original password, so MySQL is asked
+// first, every time.
+func (b *Backend) Apply(ctx context.Context, cur, pending engine.Secrets) error {
+	return b.eachInstance(ctx, "rotate/instance-applied", b.adminPasswords(cur, pending), merge(cur, pending), func(s *session) error {
+		for _, u := range b.Users {
+			dual, err := s.hasDualPassword(ctx, u)
+			if err != nil {
+				return err
+			}
+			if dual {
+				continue
+			}
+			if err := s.exec(ctx, "ALTER USER "+u.Account()+" IDENTIFIED BY "+quote(pending[u.Key])+" RETAIN CURRENT PASSWORD"); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
+// Retire implements engine.Backend (seed 000 Phase 2 step 1): DISCARD OLD
+// PASSWORD everywhere, connecting with the pending admin password — which
+// also proves it was applied. A user without a secondary that does not
+// accept pending missed phase 1 on this instance (a re-cloned replica):
+// it gets pending retained first, so discard never strands it on old.
+func (b *Backend) Retire(ctx context.Context, cur, pending engine.Secrets) error {
+	return b.eachInstance(ctx, "discard/instance-retired", b.adminPasswords(pending, nil), merge(cur, pending), func(s *session) error {
+		for _, u := range b.Users {
+			dual, err := s.hasDualPassword(ctx, u)
+			if err != nil {
+				return err
+			}
+			if !dual {
+				if !u.loginCheckable() || b.verifyLogin(ctx, s.inst, u, pending[u.Key]) == nil {
+					continue // discarded already
+				}
+				if err := s.exec(ctx, "ALTER USER "+u.Account()+" IDENTIFIED BY "+quote(pending[u.Key])+" RETAIN CURRENT PASSWORD"); err != nil {
+					return err
+				}
+			}
+			if err := s.exec(ctx, "ALTER USER "+u.Account()+" DISCARD OLD PASSWORD"); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
+// loginCheckable: only accounts open to any host can be tried from here.
+func (u User) loginCheckable() bool { return u.Host == "%" }
+
+// verifyLogin opens a fresh connection as u with password.
+func (b *Backend) verifyLogin(ctx context.Context, inst Instance, u User, password string) error {
+	if !u.loginCheckable() {
+		return nil
+	}
+	return checkLogin(ctx, inst, b.TLS, u.Name, password)
+}
+
+func merge(a, b engine.Secrets) engine.Secrets {
+	out := engine.Secrets{}
+	for k, v := range a {
+		out[k] = v
+	}
+	for k, v := range b {
+		out[k+engine.PendingSuffix] = v
+	}
+	return out
+}
+
+func values(s engine.Secrets) []string {
+	out := make([]string, 0, len(s))
+	for _, v := range s {
+		out = append(out, v)
+	}
+	return out
+}
+
+func unreachable(inst Instance, err error) error {
+	return &engine.UnreachableError{Instance: inst.Name, Err: err}
+}

@@ -1,0 +1,214 @@
+package mysql
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	driver "github.com/go-sql-driver/mysql"
+)
+
+// Instance is one mysqld the backend acts on.
+type Instance struct {
+	Name string // e.g. the pod name, or host:port
+	Addr string // host:port
+}
+
+// session is one dedicated connection to an instance, prepared for
+// credential DDL: sql_log_bin=0 so nothing reaches any binlog (seed 000
+// "Cross-Cluster Replication Safety"), and super_read_only lifted when the
+// instance has it on — the role is read live, never assumed.
+type session struct {
+	inst      Instance
+	db        *sql.DB
+	conn      *sql.Conn
+	liftedSRO bool
+	secrets   []string // redacted from every error this session returns
+}
+
+// dialTimeout bounds how long an unreachable instance holds a phase.
+const dialTimeout = 5 * time.Second
+
+func dsn(addr, user, password, tls string) string {
+	c := driver.NewConfig()
+	c.User, c.Passwd, c.Net, c.Addr = user, password, "tcp", addr
+	c.TLSConfig = tls
+	c.Timeout, c.ReadTimeout, c.WriteTimeout = dialTimeout, 30*time.Second, 30*time.Second
+	return c.FormatDSN()
+}
+
+// openSession connects as user with the first password that MySQL accepts.
+func openSession(ctx context.Context, inst Instance, tls, user string, passwords ...string) (*session, error) {
+	var lastErr error
+	for _, pw := range passwords {
+		if pw == "" {
+			continue
+		}
+		db, err := sql.Open("mysql", dsn(inst.Addr, user, pw, tls))
+		if err != nil {
+			return nil, err
+		}
+		db.SetMaxOpenConns(1)
+		conn, err := db.Conn(ctx)
+		if err != nil {
+			db.Close()
+			lastErr = err
+			if isAccessDenied(err) {
+				continue
+			}
+			return nil, unreachable(inst, err)
+		}
+		s := &session{inst: inst, db: db, conn: conn, secrets: passwords}
+		if err := s.prepare(ctx); err != nil {
+			s.close(ctx)
+			return nil, err
+		}
+		return s, nil
+	}
+	if lastErr == nil {
+		lastErr = errors.New("no password to connect with")
+	}
+	return nil, fmt.Errorf("log in to %s as %s: %w", inst.Name, user, redact(lastErr, passwords...))
+}
+
+// checkLogin opens and closes a plain connection as user: the observable
+// proof that MySQL accepts password for it.
+func checkLogin(ctx context.Context, inst Instance, tls, user, password string) error {
+	db, err := sql.Open("mysql", dsn(inst.Addr, user, password, tls))
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	if err := db.PingContext(ctx); err != nil {
+		if isAccessDenied(err) {
+			return fmt.Errorf("%s refused the password of %s", inst.Name, user)
+		}
+		return unreachable(inst, redact(err, password))
+	}
+	return nil
+}
+
+func (s *session) prepare(ctx context.Context) error {
+	// sql_log_bin=0 first: before super_read_only is lifted, so that not
+	// even the toggle of a replica's state is logged.
+	if err := s.exec(ctx, "SET SESSION sql_log_bin=0"); err != nil {
+		return err
+	}
+	// Our own literal escaping assumes backslash escapes are on.
+	if err := s.exec(ctx, "SET SESSION sql_mode=''"); err != nil {
+		return err
+	}
+	var sro int
+	if err := s.conn.QueryRowContext(ctx, "SELECT @@GLOBAL.super_read_only").Scan(&sro); err != nil {
+		return s.wrap("read super_read_only", err)
+	}
+	if sro == 1 {
+		if err := s.exec(ctx, "SET GLOBAL super_read_only=OFF"); err != nil {
+			return err
+		}
+		s.liftedSRO = true
+	}
+	return nil
+}
+
+// close restores super_read_only if this session lifted it. Should that
+// fail (a crash, a lost connection), the cluster manager's loop restores
+// it, as MOCO's clustering loop does (seed 000).
+func (s *session) close(ctx context.Context) error {
+	var err error
+	if s.liftedSRO {
+		err = s.exec(ctx, "SET GLOBAL super_read_only=ON")
+	}
+	s.conn.Close()
+	s.db.Close()
+	return err
+}
+
+func (s *session) exec(ctx context.Context, stmt string) error {
+	if _, err := s.conn.ExecContext(ctx, stmt); err != nil {
+		return s.wrap(firstWords(stmt), err)
+	}
+	return nil
+}
+
+// hasDualPassword: MySQL is the truth about whether RETAIN already ran
+// (seed 000 "Why HasDualPassword is used").
+func (s *session) hasDualPassword(ctx context.Context, u User) (bool, error) {
+	var v sql.NullInt64
+	err := s.conn.QueryRowContext(ctx,
+		"SELECT JSON_CONTAINS_PATH(COALESCE(User_attributes, '{}'), 'one', '$.additional_password') FROM mysql.user WHERE User=? AND Host=?",
+		u.Name, u.Host).Scan(&v)
+	if errors.Is(err, sql.ErrNoRows) {
+		return false, fmt.Errorf("user %s does not exist on %s", u, s.inst.Name)
+	}
+	if err != nil {
+		return false, s.wrap("read mysql.user", err)
+	}
+	return v.Int64 == 1, nil
+}
+
+func (s *session) userExists(ctx context.Context, u User) (bool, error) {
+	var n int
+	err := s.conn.QueryRowContext(ctx, "SELECT COUNT(*) FROM mysql.user WHERE User=? AND Host=?", u.Name, u.Host).Scan(&n)
+	if err != nil {
+		return false, s.wrap("read mysql.user", err)
+	}
+	return n > 0, nil
+}
+
+func (s *session) wrap(what string, err error) error {
+	if isConnError(err) {
+		return unreachable(s.inst, redact(err, s.secrets...))
+	}
+	return fmt.Errorf("%s on %s: %w", what, s.inst.Name, redact(err, s.secrets...))
+}
+
+func isAccessDenied(err error) bool {
+	var me *driver.MySQLError
+	return errors.As(err, &me) && (me.Number == 1045 || me.Number == 1698)
+}
+
+func isConnError(err error) bool {
+	var me *driver.MySQLError
+	if errors.As(err, &me) {
+		return false
+	}
+	return errors.Is(err, driver.ErrInvalidConn) || errors.Is(err, context.DeadlineExceeded) ||
+		strings.Contains(err.Error(), "connect") || strings.Contains(err.Error(), "broken pipe") ||
+		strings.Contains(err.Error(), "EOF")
+}
+
+// redactedError keeps secret values out of messages: MySQL may echo part of
+// a statement ("near '...'") in a syntax error.
+type redactedError struct{ msg string }
+
+func (e *redactedError) Error() string { return e.msg }
+
+func redact(err error, secrets ...string) error {
+	if err == nil {
+		return nil
+	}
+	msg := err.Error()
+	changed := false
+	for _, s := range secrets {
+		if len(s) >= 4 && strings.Contains(msg, s) {
+			msg = strings.ReplaceAll(msg, s, "[redacted]")
+			changed = true
+		}
+	}
+	if !changed {
+		return err
+	}
+	return &redactedError{msg}
+}
+
+func firstWords(s string) string {
+	f := strings.Fields(s)
+	if len(f) > 3 {
+		f = f[:3]
+	}
+	return strings.Join(f, " ")
+}

@@ -1,0 +1,179 @@
+package mysql
+
+import (
+	"fmt"
+	"regexp"
+	"strings"
+
+	v1 "rekey.io/rekey/api/v1alpha1"
+)
+
+// User is one MySQL account that rotates.
+type User struct {
+	Name   string
+	Host   string
+	Key    string // source Secret key of its password
+	Grants []v1.MySQLGrant
+}
+
+// Account is the quoted 'name'@'host' form used in SQL.
+func (u User) Account() string { return quote(u.Name) + "@" + quote(u.Host) }
+
+func (u User) String() string { return u.Name + "@" + u.Host }
+
+var (
+	namePattern = regexp.MustCompile(`^[A-Za-z0-9_][-A-Za-z0-9_.]{0,31}$`)
+	hostPattern = regexp.MustCompile(`^[A-Za-z0-9%_.:-]{1,255}$`)
+	privPattern = regexp.MustCompile(`^[A-Z][A-Z_ ]{0,40}[A-Z]$`)
+	onPattern   = regexp.MustCompile(`^(\*|[A-Za-z0-9_$]{1,64})\.(\*|[A-Za-z0-9_$]{1,64})$`)
+	keyPattern  = regexp.MustCompile(`^[A-Z][A-Z0-9_]{0,62}$`)
+)
+
+// MOCO's system users (seed 000) and the Secret keys MOCO stores them under.
+var mocoUsers = []struct{ name, key string }{
+	{"moco-admin", "ADMIN_PASSWORD"},
+	{"moco-agent", "AGENT_PASSWORD"},
+	{"moco-repl", "REPLICATION_PASSWORD"},
+	{"moco-clone-donor", "CLONE_DONOR_PASSWORD"},
+	{"moco-exporter", "EXPORTER_PASSWORD"},
+	{"moco-backup", "BACKUP_PASSWORD"},
+	{"moco-readonly", "READONLY_PASSWORD"},
+	{"moco-writable", "WRITABLE_PASSWORD"},
+}
+
+func grant(on string, privs ...string) v1.MySQLGrant {
+	return v1.MySQLGrant{Privileges: privs, On: on}
+}
+
+// mocoGrants approximate what MOCO gives each system user, so a preset
+// cluster provisioned by rekey works for MOCO's components.
+var mocoGrants = map[string][]v1.MySQLGrant{
+	"moco-admin":       {{Privileges: []string{"ALL PRIVILEGES"}, On: "*.*", WithGrantOption: true}},
+	"moco-agent":       {grant("*.*", "BACKUP_ADMIN", "BINLOG_ADMIN", "CLONE_ADMIN", "CONNECTION_ADMIN", "RELOAD", "REPLICATION CLIENT", "REPLICATION SLAVE", "SYSTEM_VARIABLES_ADMIN", "SELECT")},
+	"moco-repl":        {grant("*.*", "REPLICATION CLIENT", "REPLICATION SLAVE")},
+	"moco-clone-donor": {grant("*.*", "BACKUP_ADMIN", "SERVICE_CONNECTION_ADMIN")},
+	"moco-exporter":    {grant("*.*", "PROCESS", "REPLICATION CLIENT", "SELECT")},
+	"moco-backup":      {grant("*.*", "BACKUP_ADMIN", "EVENT", "RELOAD", "SELECT", "SHOW VIEW", "TRIGGER", "REPLICATION CLIENT", "REPLICATION SLAVE")},
+	"moco-readonly":    {grant("*.*", "PROCESS", "REPLICATION CLIENT", "SELECT", "SHOW VIEW")},
+	"moco-writable":    {grant("*.*", "ALTER", "CREATE", "DELETE", "DROP", "INDEX", "INSERT", "PROCESS", "REPLICATION CLIENT", "SELECT", "SHOW VIEW", "UPDATE")},
+}
+
+// ResolveUsers turns the spec's preset or user list into validated users.
+// Admission validation already rejects bad input; this is the second line,
+// because these strings end up in SQL.
+func ResolveUsers(spec *v1.MySQLSpec) ([]User, error) {
+	var users []User
+	switch {
+	case spec.Preset == "moco":
+		for _, m := range mocoUsers {
+			users = append(users, User{Name: m.name, Host: "%", Key: m.key, Grants: mocoGrants[m.name]})
+		}
+	case spec.Preset != "":
+		return nil, fmt.Errorf("unknown preset %q: the only preset is \"moco\"", spec.Preset)
+	default:
+		for _, u := range spec.Users {
+			host := u.Host
+			if host == "" {
+				host = "%"
+			}
+			key := u.SecretKey
+			if key == "" {
+				key = DefaultKey(u.Name)
+			}
+			users = append(users, User{Name: u.Name, Host: host, Key: key, Grants: u.Grants})
+		}
+	}
+	if len(users) == 0 {
+		return nil, fmt.Errorf("no users to rotate: set mysql.preset or mysql.users")
+	}
+	seen := map[string]string{}
+	for _, u := range users {
+		if err := u.validate(); err != nil {
+			return nil, err
+		}
+		if other, dup := seen[u.Key]; dup {
+			return nil, fmt.Errorf("users %s and %s share secretKey %s: give each its own", other, u, u.Key)
+		}
+		seen[u.Key] = u.String()
+	}
+	return users, nil
+}
+
+// DefaultKey is <NAME>_PASSWORD in upper snake case.
+func DefaultKey(name string) string {
+	k := strings.ToUpper(strings.NewReplacer("-", "_", ".", "_").Replace(name)) + "_PASSWORD"
+	if k[0] >= '0' && k[0] <= '9' || k[0] == '_' {
+		k = "U" + k
+	}
+	return k
+}
+
+func (u User) validate() error {
+	if !namePattern.MatchString(u.Name) {
+		return fmt.Errorf("user name %q: use 1-32 letters, digits, '_', '-' or '.'", u.Name)
+	}
+	if !hostPattern.MatchString(u.Host) {
+		return fmt.Errorf("user %s: host %q: use letters, digits, '%%', '_', '.', ':' or '-'", u.Name, u.Host)
+	}
+	if !keyPattern.MatchString(u.Key) || strings.HasSuffix(u.Key, "_PENDING") || u.Key == "ROTATION_ID" {
+		return fmt.Errorf("user %s: secretKey %q: use upper-case letters, digits and '_', not ending in _PENDING", u.Name, u.Key)
+	}
+	for _, g := range u.Grants {
+		if !onPattern.MatchString(g.On) {
+			return fmt.Errorf("user %s: grant on %q: use db.table with * wildcards", u.Name, g.On)
+		}
+		for _, p := range g.Privileges {
+			if !privPattern.MatchString(p) {
+				return fmt.Errorf("user %s: privilege %q: use upper-case privilege names", u.Name, p)
+			}
+		}
+	}
+	return nil
+}
+
+func (u User) grantStatements() []string {
+	var out []string
+	for _, g := range u.Grants {
+		db, table, _ := strings.Cut(g.On, ".")
+		s := fmt.Sprintf("GRANT %s ON %s.%s TO %s", strings.Join(g.Privileges, ", "), ident(db), ident(table), u.Account())
+		if g.WithGrantOption {
+			s += " WITH GRANT OPTION"
+		}
+		out = append(out, s)
+	}
+	return out
+}
+
+func ident(s string) string {
+	if s == "*" {
+		return s
+	}
+	return "`" + strings.ReplaceAll(s, "`", "``") + "`"
+}
+
+// quote makes a MySQL string literal. Names are validated before they get
+// here; secrets (adopted ones may hold any byte) rely on this escaping.
+func quote(s string) string {
+	var b strings.Builder
+	b.WriteByte('\'')
+	for _, r := range s {
+		switch r {
+		case '\'':
+			b.WriteString(`\'`)
+		case '\\':
+			b.WriteString(`\\`)
+		case 0:
+			b.WriteString(`\0`)
+		case '\n':
+			b.WriteString(`\n`)
+		case '\r':
+			b.WriteString(`\r`)
+		case 0x1a:
+			b.WriteString(`\Z`)
+		default:
+			b.WriteRune(r)
+		}
+	}
+	b.WriteByte('\'')
+	return b.String()
+}

@@ -1,0 +1,126 @@
+package controller
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+
+	appsv1 "k8s.io/api/apps/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	v1 "rekey.io/rekey/api/v1alpha1"
+	"rekey.io/rekey/internal/engine"
+)
+
+// RestartAnnotation is the pod-template annotation that restarts a
+// consumer; one per set, so a workload can consume several sets. Keys are
+// limited to 63 characters after the prefix, hence the hash.
+func RestartAnnotation(cs *v1.CredentialSet) string {
+	sum := sha256.Sum256([]byte(setRef(cs)))
+	name := "restart-" + cs.Name
+	if len(name) > 50 {
+		name = name[:50]
+	}
+	return "rekey.io/" + name + "-" + hex.EncodeToString(sum[:])[:8]
+}
+
+func consumerNamespace(cs *v1.CredentialSet, c v1.ConsumerRef) string {
+	if c.Namespace != "" {
+		return c.Namespace
+	}
+	return cs.Namespace
+}
+
+// ConsumerIndexKey identifies a workload in the consumer index.
+func ConsumerIndexKey(kind v1.ConsumerKind, namespace, name string) string {
+	return string(kind) + "/" + namespace + "/" + name
+}
+
+func newWorkload(kind v1.ConsumerKind) client.Object {
+	switch kind {
+	case v1.KindStatefulSet:
+		return &appsv1.StatefulSet{}
+	case v1.KindDeployment:
+		return &appsv1.Deployment{}
+	default:
+		return &appsv1.DaemonSet{}
+	}
+}
+
+func templateAnnotations(obj client.Object) map[string]string {
+	switch w := obj.(type) {
+	case *appsv1.StatefulSet:
+		return w.Spec.Template.Annotations
+	case *appsv1.Deployment:
+		return w.Spec.Template.Annotations
+	case *appsv1.DaemonSet:
+		return w.Spec.Template.Annotations
+	}
+	return nil
+}
+
+func rolloutOf(obj client.Object) engine.RolloutState {
+	switch w := obj.(type) {
+	case *appsv1.StatefulSet:
+		return engine.StatefulSetRollout(w)
+	case *appsv1.Deployment:
+		return engine.DeploymentRollout(w)
+	case *appsv1.DaemonSet:
+		return engine.DaemonSetRollout(w)
+	}
+	return engine.RolloutState{Message: "unsupported kind"}
+}
+
+// syncConsumers puts the restart annotation value on every consumer's pod
+// template and reports whether each has rolled it out. The value is stable
+// across Distributed → Idle, so completion never causes a second restart.
+func (r *Reconciler) syncConsumers(ctx context.Context, cs *v1.CredentialSet) ([]v1.ConsumerStatus, bool, error) {
+	want := engine.RestartValue(cs.Status)
+	key := RestartAnnotation(cs)
+	all := true
+	var out []v1.ConsumerStatus
+	for _, c := range cs.Spec.Consumers {
+		ns := consumerNamespace(cs, c)
+		st := v1.ConsumerStatus{Kind: c.Kind, Namespace: ns, Name: c.Name}
+		obj := newWorkload(c.Kind)
+		err := r.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: c.Name}, obj)
+		switch {
+		case apierrors.IsNotFound(err):
+			st.Message = fmt.Sprintf("%s %s/%s not found", c.Kind, ns, c.Name)
+		case err != nil:
+			return nil, false, err
+		case want != "" && templateAnnotations(obj)[key] != want:
+			if err := r.patchTemplate(ctx, obj, key, want); err != nil {
+				return nil, false, fmt.Errorf("restart %s %s/%s: %w", c.Kind, ns, c.Name, err)
+			}
+			r.event(cs, "Normal", "ConsumerRestarted", "Restart", "restarting %s %s/%s to pick up the new credentials", c.Kind, ns, c.Name)
+			st.Message = "restart requested"
+		default:
+			ro := rolloutOf(obj)
+			st.RolledOut, st.Message = ro.Done, ro.Message
+		}
+		all = all && st.RolledOut
+		out = append(out, st)
+	}
+	return out, all, nil
+}
+
+func (r *Reconciler) patchTemplate(ctx context.Context, obj client.Object, key, value string) error {
+	body, _ := json.Marshal(map[string]any{"spec": map[string]any{"template": map[string]any{
+		"metadata": map[string]any{"annotations": map[string]string{key: value}}}}})
+	return r.Client.Patch(ctx, obj, client.RawPatch(types.MergePatchType, body))
+}
+
+func countRolledOut(cs []v1.ConsumerStatus) string {
+	n := 0
+	for _, c := range cs {
+		if c.RolledOut {
+			n++
+		}
+	}
+	return fmt.Sprintf("%d/%d", n, len(cs))
+}

@@ -1,0 +1,88 @@
+package controller
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	"k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	v1 "rekey.io/rekey/api/v1alpha1"
+	"rekey.io/rekey/internal/reason"
+)
+
+// observe writes what this reconcile saw — consumers, conditions — with
+// the same compare-and-set as every transition, and only when it changed.
+func (r *Reconciler) observe(ctx context.Context, cs *v1.CredentialSet, prob *problem) error {
+	live := &v1.CredentialSet{}
+	if err := r.APIReader.Get(ctx, clientKey(cs), live); err != nil {
+		return err
+	}
+	if live.Status.Phase != cs.Status.Phase || live.Status.RotationID != cs.Status.RotationID {
+		return nil // someone moved on; the next reconcile observes afresh
+	}
+	next := *live.Status.DeepCopy()
+	if cs.Status.Consumers != nil || len(cs.Spec.Consumers) == 0 {
+		next.Consumers, next.ConsumersUpdated = cs.Status.Consumers, cs.Status.ConsumersUpdated
+	}
+	allOut := true
+	var waiting []string
+	for _, c := range next.Consumers {
+		if !c.RolledOut {
+			allOut = false
+			waiting = append(waiting, fmt.Sprintf("%s %s/%s: %s", c.Kind, c.Namespace, c.Name, c.Message))
+		}
+	}
+	if len(next.Consumers) != len(cs.Spec.Consumers) {
+		allOut = false
+	}
+	if next.Phase == v1.PhaseDistributed && allOut && next.RolledOutAt == nil {
+		now := metav1.NewTime(r.now())
+		next.RolledOutAt = &now
+	}
+	setConditions(&next, cs.Generation, prob, allOut, waiting)
+	next.ObservedGeneration = cs.Generation
+	if equality.Semantic.DeepEqual(next, live.Status) {
+		return nil
+	}
+	return r.casStatus(ctx, live, func(st *v1.CredentialSetStatus) { *st = next })
+}
+
+func setConditions(st *v1.CredentialSetStatus, gen int64, prob *problem, allOut bool, waiting []string) {
+	set := func(typ string, ok bool, why reason.Reason, msg string) {
+		s := metav1.ConditionFalse
+		if ok {
+			s = metav1.ConditionTrue
+		}
+		meta.SetStatusCondition(&st.Conditions, metav1.Condition{Type: typ, Status: s, Reason: string(why), Message: msg, ObservedGeneration: gen})
+	}
+	switch {
+	case prob != nil:
+		set(reason.CondReady, false, prob.reason, prob.message)
+		set(reason.CondDegraded, true, prob.reason, prob.message)
+	case st.KeyGeneration == 0:
+		set(reason.CondReady, false, reason.NotProvisioned, "credentials are being provisioned")
+		set(reason.CondDegraded, false, reason.Healthy, "no problem seen")
+	default:
+		set(reason.CondReady, true, reason.Healthy, fmt.Sprintf("generation %d is served to every distribution target", st.KeyGeneration))
+		set(reason.CondDegraded, false, reason.Healthy, "no problem seen")
+	}
+	switch st.Phase {
+	case v1.PhaseRotating:
+		set(reason.CondRotating, true, reason.InProgress, fmt.Sprintf("rotation %s: applying the new secrets on every instance", st.RotationID))
+	case v1.PhaseDistributed:
+		set(reason.CondRotating, true, reason.AwaitingDiscard, fmt.Sprintf("rotation %s: new secrets distributed; old ones stay valid until discard", st.RotationID))
+	default:
+		set(reason.CondRotating, false, reason.Idle, "no rotation active")
+	}
+	switch {
+	case len(st.Consumers) == 0 && allOut:
+		set(reason.CondRolloutComplete, true, reason.NoConsumers, "no consumer workloads to restart")
+	case allOut:
+		set(reason.CondRolloutComplete, true, reason.AllRolledOut, "every consumer runs the newest credentials")
+	default:
+		set(reason.CondRolloutComplete, false, reason.RolloutPending, strings.Join(waiting, "; "))
+	}
+}

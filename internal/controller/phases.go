@@ -1,0 +1,208 @@
+package controller
+
+import (
+	"context"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	ctrl "sigs.k8s.io/controller-runtime"
+
+	v1 "rekey.io/rekey/api/v1alpha1"
+	"rekey.io/rekey/internal/engine"
+	"rekey.io/rekey/internal/failpoint"
+	"rekey.io/rekey/internal/reason"
+)
+
+// act carries out one decision of the engine.
+func (r *Reconciler) act(ctx context.Context, cs *v1.CredentialSet, p *plan, src *corev1.Secret, d engine.Decision) (ctrl.Result, *problem, error) {
+	switch d.Action {
+	case engine.DropRotateRequest:
+		r.dropAnnotations(ctx, cs, engine.RotateAnnotation)
+	case engine.DropDiscardRequest:
+		r.dropAnnotations(ctx, cs, engine.DiscardAnnotation)
+	case engine.Refuse:
+		if d.DropRotate {
+			r.dropAnnotations(ctx, cs, engine.RotateAnnotation)
+		}
+		if d.DropDiscard {
+			r.dropAnnotations(ctx, cs, engine.DiscardAnnotation)
+		}
+		return ctrl.Result{RequeueAfter: d.Requeue}, &problem{d.Reason, d.Message}, nil
+	case engine.Wait:
+		return ctrl.Result{RequeueAfter: d.Requeue}, nil, nil
+	case engine.StartRotation:
+		return r.startRotation(ctx, cs, p, src, d.RotationID)
+	case engine.ContinueRotation:
+		return r.continueRotation(ctx, cs, p, src)
+	case engine.Discard:
+		return r.discard(ctx, cs, p, src, d.AutoDiscarded)
+	}
+	return ctrl.Result{}, nil, nil
+}
+
+// provision creates generation 1: secrets stored in the source Secret
+// first, then made to exist on every instance, then distributed.
+func (r *Reconciler) provision(ctx context.Context, cs *v1.CredentialSet, p *plan, src *corev1.Secret) error {
+	keys := p.backend.Keys()
+	var data map[string][]byte
+	if src != nil {
+		data = src.Data
+	}
+	cur, missing := engine.Current(data, keys)
+	if len(missing) > 0 {
+		fresh, err := p.backend.NewSecrets()
+		if err != nil {
+			return err
+		}
+		next := map[string][]byte{}
+		for k, v := range data {
+			next[k] = v
+		}
+		for _, k := range missing {
+			v, ok := p.adopt[k]
+			if !ok {
+				v = fresh[k]
+			}
+			next[k] = []byte(v)
+			cur[k] = v
+		}
+		if _, err := r.writeSourceSecret(ctx, cs, src, next); err != nil {
+			return err
+		}
+		failpoint.Hit("provision/source-stored")
+	}
+	if p.noInstances {
+		return &engine.Refusal{Reason: string(reason.ProvisionFailed), Message: "no instances to create users on (replicas: 0): scale the cluster up"}
+	}
+	if err := p.backend.Provision(ctx, cur); err != nil {
+		return err
+	}
+	if err := r.distribute(ctx, cs, cur, 1); err != nil {
+		return &engine.Refusal{Reason: string(reason.DistributionFailed), Message: err.Error()}
+	}
+	now := metav1.NewTime(r.now())
+	if err := r.casStatus(ctx, cs, func(st *v1.CredentialSetStatus) {
+		st.KeyGeneration = 1
+		st.CurrentSince = &now
+	}); err != nil {
+		return err
+	}
+	r.event(cs, "Normal", reason.Provisioned, "Provision", "generation 1 provisioned for %d identities and distributed to %d Secrets", len(keys), len(cs.Spec.Distribution))
+	return nil
+}
+
+// startRotation is seed 000 Phase 1 steps 0-1: refuse on a dual password
+// nobody can account for, else persist Phase=Rotating before touching the
+// backend.
+func (r *Reconciler) startRotation(ctx context.Context, cs *v1.CredentialSet, p *plan, src *corev1.Secret, id string) (ctrl.Result, *problem, error) {
+	cur, _ := engine.Current(src.Data, p.backend.Keys())
+	if err := p.backend.Precheck(ctx, cur); err != nil {
+		return ctrl.Result{RequeueAfter: time.Minute}, nil, err
+	}
+	if err := r.casStatus(ctx, cs, func(st *v1.CredentialSetStatus) {
+		st.Phase, st.RotationID = v1.PhaseRotating, id
+		st.RotateApplied, st.DiscardApplied = false, false
+		st.DistributedAt, st.RolledOutAt = nil, nil
+	}); err != nil {
+		return ctrl.Result{}, nil, err
+	}
+	failpoint.Hit("rotate/phase-rotating")
+	r.event(cs, "Normal", reason.RotationStarted, "Rotate", "rotation %s started", id)
+	pending := engine.InspectPending(src.Data, p.backend.Keys(), id)
+	if d := engine.Decide(engine.Input{Status: cs.Status, Pending: pending}); d.Action != engine.ContinueRotation {
+		return r.act(ctx, cs, p, src, d)
+	}
+	return r.continueRotation(ctx, cs, p, src)
+}
+
+// continueRotation is seed 000 Phase 1 steps 2-7.
+func (r *Reconciler) continueRotation(ctx context.Context, cs *v1.CredentialSet, p *plan, src *corev1.Secret) (ctrl.Result, *problem, error) {
+	keys := p.backend.Keys()
+	id := cs.Status.RotationID
+	cur, _ := engine.Current(src.Data, keys)
+	if engine.InspectPending(src.Data, keys, id) == engine.PendingNone {
+		// Stored before applied (rule 1): no backend learns a secret that
+		// is not in the source Secret first.
+		fresh, err := p.backend.NewSecrets()
+		if err != nil {
+			return ctrl.Result{}, nil, err
+		}
+		if src, err = r.writeSourceSecret(ctx, cs, src, engine.WithPending(src.Data, fresh, id)); err != nil {
+			return ctrl.Result{}, nil, err
+		}
+		failpoint.Hit("rotate/pending-stored")
+	}
+	pending := engine.Pending(src.Data, keys)
+	if !cs.Status.RotateApplied {
+		if err := p.backend.Apply(ctx, cur, pending); err != nil {
+			return ctrl.Result{}, nil, err
+		}
+		if err := r.casStatus(ctx, cs, func(st *v1.CredentialSetStatus) { st.RotateApplied = true }); err != nil {
+			return ctrl.Result{}, nil, err
+		}
+		failpoint.Hit("rotate/rotate-applied")
+		r.event(cs, "Normal", reason.RotateApplied, "Rotate", "every instance accepts both the current and the new secrets of rotation %s", id)
+	}
+	if err := r.distribute(ctx, cs, pending, cs.Status.KeyGeneration+1); err != nil {
+		return ctrl.Result{}, &problem{reason.DistributionFailed, err.Error()}, nil
+	}
+	failpoint.Hit("rotate/pending-distributed")
+	now := metav1.NewTime(r.now())
+	if err := r.casStatus(ctx, cs, func(st *v1.CredentialSetStatus) {
+		st.Phase, st.DistributedAt, st.RolledOutAt = v1.PhaseDistributed, &now, nil
+	}); err != nil {
+		return ctrl.Result{}, nil, err
+	}
+	failpoint.Hit("rotate/phase-distributed")
+	r.event(cs, "Normal", reason.Distributed, "Rotate", "new secrets of rotation %s distributed to %d Secrets; consumers restart, then discard the old secrets", id, len(cs.Spec.Distribution))
+	r.dropAnnotations(ctx, cs, engine.RotateAnnotation)
+	// Restart consumers now rather than on the next event.
+	consumers, _, err := r.syncConsumers(ctx, cs)
+	if err != nil {
+		return ctrl.Result{}, nil, err
+	}
+	cs.Status.Consumers, cs.Status.ConsumersUpdated = consumers, countRolledOut(consumers)
+	return ctrl.Result{RequeueAfter: engine.RequeueRollout}, nil, nil
+}
+
+// discard is seed 000 Phase 2: DISCARD everywhere (connecting with the new
+// secrets), confirm pending into current, back to Idle with the next
+// generation.
+func (r *Reconciler) discard(ctx context.Context, cs *v1.CredentialSet, p *plan, src *corev1.Secret, auto bool) (ctrl.Result, *problem, error) {
+	keys := p.backend.Keys()
+	id := cs.Status.RotationID
+	if !cs.Status.DiscardApplied {
+		cur, _ := engine.Current(src.Data, keys)
+		if err := p.backend.Retire(ctx, cur, engine.Pending(src.Data, keys)); err != nil {
+			return ctrl.Result{}, nil, err
+		}
+		if err := r.casStatus(ctx, cs, func(st *v1.CredentialSetStatus) { st.DiscardApplied = true }); err != nil {
+			return ctrl.Result{}, nil, err
+		}
+		failpoint.Hit("discard/discard-applied")
+		how := "on request"
+		if auto {
+			how = "by the AfterRollout policy"
+		}
+		r.event(cs, "Normal", reason.DiscardApplied, "Discard", "old secrets of rotation %s discarded on every instance (%s)", id, how)
+	}
+	if _, err := r.writeSourceSecret(ctx, cs, src, engine.Confirm(src.Data, keys)); err != nil {
+		return ctrl.Result{}, nil, err
+	}
+	failpoint.Hit("discard/confirmed")
+	now := metav1.NewTime(r.now())
+	gen := cs.Status.KeyGeneration + 1
+	if err := r.casStatus(ctx, cs, func(st *v1.CredentialSetStatus) {
+		st.LastRotationID, st.RotationID = id, ""
+		st.Phase, st.RotateApplied, st.DiscardApplied = v1.PhaseIdle, false, false
+		st.KeyGeneration, st.CurrentSince = gen, &now
+		st.DistributedAt, st.RolledOutAt = nil, nil
+	}); err != nil {
+		return ctrl.Result{}, nil, err
+	}
+	failpoint.Hit("discard/phase-idle")
+	r.event(cs, "Normal", reason.RotationCompleted, "Discard", "rotation %s complete: generation %d is current", id, gen)
+	r.dropAnnotations(ctx, cs, engine.RotateAnnotation, engine.DiscardAnnotation)
+	return ctrl.Result{}, nil, nil
+}

@@ -1,0 +1,109 @@
+package controller
+
+import (
+	"context"
+	"fmt"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	v1 "rekey.io/rekey/api/v1alpha1"
+	"rekey.io/rekey/internal/backend/mysql"
+	"rekey.io/rekey/internal/engine"
+)
+
+// plan is what one reconcile works with: the backend for the set's spec,
+// whether it has any instance to act on, and the secrets to adopt at
+// provisioning.
+type plan struct {
+	backend     engine.Backend
+	noInstances bool
+	adopt       engine.Secrets
+}
+
+// errSpec marks a spec problem the user must fix; it is not retried fast.
+type errSpec struct{ msg string }
+
+func (e *errSpec) Error() string { return e.msg }
+
+func (r *Reconciler) planFor(ctx context.Context, cs *v1.CredentialSet) (*plan, error) {
+	switch {
+	case cs.Spec.MySQL != nil:
+		return r.mysqlPlan(ctx, cs)
+	default:
+		return nil, &errSpec{"no backend block: set spec.mysql"}
+	}
+}
+
+func (r *Reconciler) mysqlPlan(ctx context.Context, cs *v1.CredentialSet) (*plan, error) {
+	spec := cs.Spec.MySQL
+	instances, err := r.mysqlInstances(ctx, cs.Namespace, spec.Instances)
+	if err != nil {
+		return nil, err
+	}
+	adminPassword := ""
+	if ref := spec.Admin.PasswordSecretRef; ref != nil {
+		if adminPassword, err = r.readSecretKey(ctx, cs.Namespace, ref.Name, ref.Key); err != nil {
+			return nil, err
+		}
+	}
+	b, err := mysql.New(spec, instances, adminPassword)
+	if err != nil {
+		return nil, &errSpec{err.Error()}
+	}
+	adopt := engine.Secrets{}
+	if ref := spec.AdoptSecretRef; ref != nil {
+		s := &corev1.Secret{}
+		if err := r.APIReader.Get(ctx, client.ObjectKey{Namespace: cs.Namespace, Name: ref.Name}, s); err != nil {
+			return nil, fmt.Errorf("read adoptSecretRef %s/%s: %w", cs.Namespace, ref.Name, err)
+		}
+		for _, k := range b.Keys() {
+			if v := s.Data[k]; len(v) > 0 {
+				adopt[k] = string(v)
+			}
+		}
+	}
+	if b.AdminKey != "" && adminPassword != "" {
+		adopt[b.AdminKey] = adminPassword
+	}
+	return &plan{backend: b, noInstances: len(instances) == 0, adopt: adopt}, nil
+}
+
+// mysqlInstances lists the instances, ordinal order for a StatefulSet.
+func (r *Reconciler) mysqlInstances(ctx context.Context, namespace string, in v1.MySQLInstances) ([]mysql.Instance, error) {
+	if in.StatefulSet == nil {
+		var out []mysql.Instance
+		for _, h := range in.Hosts {
+			out = append(out, mysql.Instance{Name: h, Addr: h})
+		}
+		return out, nil
+	}
+	ref := in.StatefulSet
+	sts := &appsv1.StatefulSet{}
+	if err := r.Client.Get(ctx, client.ObjectKey{Namespace: namespace, Name: ref.Name}, sts); err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil, &errSpec{fmt.Sprintf("StatefulSet %s/%s named in mysql.instances does not exist", namespace, ref.Name)}
+		}
+		return nil, err
+	}
+	svc := ref.ServiceName
+	if svc == "" {
+		svc = sts.Spec.ServiceName
+	}
+	port := ref.Port
+	if port == 0 {
+		port = 3306
+	}
+	replicas := int32(1)
+	if sts.Spec.Replicas != nil {
+		replicas = *sts.Spec.Replicas
+	}
+	var out []mysql.Instance
+	for i := range replicas {
+		pod := fmt.Sprintf("%s-%d", ref.Name, i)
+		out = append(out, mysql.Instance{Name: pod, Addr: fmt.Sprintf("%s.%s.%s.svc:%d", pod, svc, namespace, port)})
+	}
+	return out, nil
+}

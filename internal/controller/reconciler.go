@@ -1,0 +1,182 @@
+// Package controller carries out the engine's decisions for CredentialSets
+// against Kubernetes and the backend.
+package controller
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/go-logr/logr"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/runtime"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+
+	v1 "rekey.io/rekey/api/v1alpha1"
+	"rekey.io/rekey/internal/engine"
+	"rekey.io/rekey/internal/reason"
+)
+
+// Recorder emits Events (the events.k8s.io recorder of the manager).
+type Recorder interface {
+	Eventf(regarding runtime.Object, related runtime.Object, eventtype, reason, action, note string, args ...any)
+}
+
+// Reconciler rotates the credentials of CredentialSets.
+type Reconciler struct {
+	Client    client.Client
+	APIReader client.Reader // live reads: the set and its Secrets must never be stale
+	Recorder  Recorder
+	// Namespace holds the source Secrets (the operator's namespace).
+	Namespace string
+	Now       func() time.Time
+	// DefaultGracePeriod applies to AfterRollout without gracePeriod.
+	DefaultGracePeriod time.Duration
+}
+
+func logFrom(ctx context.Context) logr.Logger { return log.FromContext(ctx) }
+
+func (r *Reconciler) now() time.Time {
+	if r.Now != nil {
+		return r.Now()
+	}
+	return time.Now()
+}
+
+func (r *Reconciler) event(cs *v1.CredentialSet, typ string, why reason.Reason, action, msg string, args ...any) {
+	if r.Recorder != nil {
+		r.Recorder.Eventf(cs, nil, typ, string(why), action, msg, args...)
+	}
+}
+
+// problem is what stopped this reconcile; it becomes the Degraded
+// condition and a Warning Event.
+type problem struct {
+	reason  reason.Reason
+	message string
+}
+
+// Reconcile implements reconcile.Reconciler.
+func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	cs := &v1.CredentialSet{}
+	if err := r.APIReader.Get(ctx, req.NamespacedName, cs); err != nil {
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	if cs.Status.Phase == "" {
+		if err := r.casStatus(ctx, cs, func(st *v1.CredentialSetStatus) { st.Phase = v1.PhaseIdle }); err != nil {
+			return ctrl.Result{}, err
+		}
+	}
+	res, prob, err := r.reconcile(ctx, cs)
+	if err != nil && prob == nil {
+		prob = classify(err)
+		if prob != nil {
+			err = nil // reported as an event + condition, retried below
+			if res.RequeueAfter == 0 {
+				res.RequeueAfter = 10 * time.Second
+			}
+		}
+	}
+	if prob != nil {
+		r.event(cs, "Warning", prob.reason, "Reconcile", "%s", prob.message)
+	}
+	if oerr := r.observe(ctx, cs, prob); oerr != nil && err == nil && !apierrors.IsConflict(oerr) {
+		err = oerr
+	}
+	return res, err
+}
+
+// classify turns errors the user can act on into problems; others are
+// returned to controller-runtime for backoff.
+func classify(err error) *problem {
+	if u, ok := engine.AsUnreachable(err); ok {
+		return &problem{reason.InstanceUnreachable, fmt.Sprintf(
+			"instance %s is unreachable, so this phase is on hold (nothing is lost; it resumes by itself when the instance answers): %v", u.Instance, u.Err)}
+	}
+	if rf, ok := engine.AsRefusal(err); ok {
+		return &problem{reason.Reason(rf.Reason), rf.Message}
+	}
+	var se *errSpec
+	if errors.As(err, &se) {
+		return &problem{reason.InvalidSpec, se.msg + "; fix the CredentialSet spec"}
+	}
+	return nil
+}
+
+func (r *Reconciler) reconcile(ctx context.Context, cs *v1.CredentialSet) (ctrl.Result, *problem, error) {
+	p, err := r.planFor(ctx, cs)
+	if err != nil {
+		return ctrl.Result{}, nil, err
+	}
+	keys := p.backend.Keys()
+	src, err := r.getSourceSecret(ctx, cs)
+	if err != nil {
+		return ctrl.Result{}, nil, err
+	}
+	if cs.Status.KeyGeneration == 0 {
+		return ctrl.Result{}, nil, r.provision(ctx, cs, p, src)
+	}
+	if src == nil {
+		return ctrl.Result{}, &problem{reason.MissingRotationPending, fmt.Sprintf(
+			"source Secret %s/%s is gone, and with it the only copy of the current secrets; restore it from backup (rekey never recreates it, to avoid locking consumers out)", r.Namespace, SourceSecretName(cs))}, nil
+	}
+	cur, missing := engine.Current(src.Data, keys)
+	if len(missing) > 0 {
+		return ctrl.Result{}, &problem{reason.MissingRotationPending, fmt.Sprintf(
+			"source Secret %s/%s lacks current secrets %v; restore them from backup", r.Namespace, SourceSecretName(cs), missing)}, nil
+	}
+	pending := engine.InspectPending(src.Data, keys, cs.Status.RotationID)
+
+	// Distribution stands down while a rotation has not applied its secrets.
+	if usePending, write := engine.Distribution(cs.Status, pending); write {
+		secrets := cur
+		if usePending {
+			secrets = engine.Pending(src.Data, keys)
+		}
+		if err := r.distribute(ctx, cs, secrets, r.servedGeneration(cs)); err != nil {
+			return ctrl.Result{}, &problem{reason.DistributionFailed, err.Error()}, nil
+		}
+	}
+	consumers, rolledOut, err := r.syncConsumers(ctx, cs)
+	if err != nil {
+		return ctrl.Result{}, nil, err
+	}
+	cs.Status.Consumers = consumers
+	cs.Status.ConsumersUpdated = countRolledOut(consumers)
+
+	in := engine.Input{
+		Status:         cs.Status,
+		RotateRequest:  cs.Annotations[engine.RotateAnnotation],
+		DiscardRequest: cs.Annotations[engine.DiscardAnnotation],
+		NoInstances:    p.noInstances,
+		Pending:        pending,
+		Policy:         cs.Spec.Rotation.DiscardPolicy,
+		GracePeriod:    r.gracePeriod(cs),
+		RolloutDone:    rolledOut,
+		Now:            r.now(),
+	}
+	if at := cs.Status.RolledOutAt; at != nil {
+		in.RolloutDoneAt = at.Time
+	} else {
+		in.RolloutDoneAt = in.Now
+	}
+	return r.act(ctx, cs, p, src, engine.Decide(in))
+}
+
+// servedGeneration is the generation of what consumers are given.
+func (r *Reconciler) servedGeneration(cs *v1.CredentialSet) int64 {
+	if cs.Status.Phase != v1.PhaseIdle && cs.Status.RotateApplied {
+		return cs.Status.KeyGeneration + 1
+	}
+	return cs.Status.KeyGeneration
+}
+
+func (r *Reconciler) gracePeriod(cs *v1.CredentialSet) time.Duration {
+	if g := cs.Spec.Rotation.GracePeriod; g != nil {
+		return g.Duration
+	}
+	return r.DefaultGracePeriod
+}

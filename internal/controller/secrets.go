@@ -1,0 +1,120 @@
+package controller
+
+import (
+	"context"
+	"fmt"
+	"maps"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	v1 "rekey.io/rekey/api/v1alpha1"
+	"rekey.io/rekey/internal/engine"
+)
+
+// Labels and annotations on the Secrets rekey writes.
+const (
+	ManagedByLabel       = "app.kubernetes.io/managed-by"
+	ManagedByValue       = "rekey"
+	CredentialSetAnnot   = "rekey.io/credential-set"
+	GenerationAnnotation = "rekey.io/key-generation"
+)
+
+// SourceSecretName is the source Secret of a set in the operator's
+// namespace; dots cannot occur in namespace names, so it is unambiguous.
+func SourceSecretName(cs *v1.CredentialSet) string {
+	return "rekey." + cs.Namespace + "." + cs.Name
+}
+
+func setRef(cs *v1.CredentialSet) string { return cs.Namespace + "/" + cs.Name }
+
+// getSourceSecret reads the source Secret live, never from a cache: a stale
+// read could make rekey mint pending secrets twice (DESIGN.md rule 1).
+func (r *Reconciler) getSourceSecret(ctx context.Context, cs *v1.CredentialSet) (*corev1.Secret, error) {
+	s := &corev1.Secret{}
+	err := r.APIReader.Get(ctx, client.ObjectKey{Namespace: r.Namespace, Name: SourceSecretName(cs)}, s)
+	if apierrors.IsNotFound(err) {
+		return nil, nil
+	}
+	return s, err
+}
+
+// writeSourceSecret creates the source Secret or updates it under
+// optimistic locking, so a concurrent writer makes this fail, not vanish.
+func (r *Reconciler) writeSourceSecret(ctx context.Context, cs *v1.CredentialSet, existing *corev1.Secret, data map[string][]byte) (*corev1.Secret, error) {
+	if existing == nil {
+		s := &corev1.Secret{
+			ObjectMeta: metav1.ObjectMeta{Namespace: r.Namespace, Name: SourceSecretName(cs),
+				Labels:      map[string]string{ManagedByLabel: ManagedByValue},
+				Annotations: map[string]string{CredentialSetAnnot: setRef(cs)}},
+			Type: corev1.SecretTypeOpaque,
+			Data: data,
+		}
+		return s, r.Client.Create(ctx, s)
+	}
+	if maps.EqualFunc(existing.Data, data, func(a, b []byte) bool { return string(a) == string(b) }) {
+		return existing, nil
+	}
+	s := existing.DeepCopy()
+	s.Data = data
+	return s, r.Client.Update(ctx, s)
+}
+
+// distribute writes secrets under their keys to every target Secret.
+func (r *Reconciler) distribute(ctx context.Context, cs *v1.CredentialSet, secrets engine.Secrets, generation int64) error {
+	data := map[string][]byte{}
+	for k, v := range secrets {
+		data[k] = []byte(v)
+	}
+	for _, t := range cs.Spec.Distribution {
+		if err := r.writeTarget(ctx, cs, t, data, generation); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (r *Reconciler) writeTarget(ctx context.Context, cs *v1.CredentialSet, t v1.SecretTarget, data map[string][]byte, generation int64) error {
+	gen := fmt.Sprint(generation)
+	s := &corev1.Secret{}
+	err := r.APIReader.Get(ctx, client.ObjectKey{Namespace: t.Namespace, Name: t.Name}, s)
+	if apierrors.IsNotFound(err) {
+		s = &corev1.Secret{
+			ObjectMeta: metav1.ObjectMeta{Namespace: t.Namespace, Name: t.Name,
+				Labels:      map[string]string{ManagedByLabel: ManagedByValue},
+				Annotations: map[string]string{CredentialSetAnnot: setRef(cs), GenerationAnnotation: gen}},
+			Type: corev1.SecretTypeOpaque,
+			Data: data,
+		}
+		return r.Client.Create(ctx, s)
+	}
+	if err != nil {
+		return err
+	}
+	if owner := s.Annotations[CredentialSetAnnot]; owner != setRef(cs) {
+		return fmt.Errorf("Secret %s/%s exists and is not managed by this set (annotation %s=%q): delete it, or annotate it %s=%s to hand it over",
+			t.Namespace, t.Name, CredentialSetAnnot, owner, CredentialSetAnnot, setRef(cs))
+	}
+	same := maps.EqualFunc(s.Data, data, func(a, b []byte) bool { return string(a) == string(b) })
+	if same && s.Annotations[GenerationAnnotation] == gen {
+		return nil
+	}
+	s.Data = data
+	s.Annotations[GenerationAnnotation] = gen
+	return r.Client.Update(ctx, s)
+}
+
+// readSecretKey reads one key of a Secret in the set's namespace.
+func (r *Reconciler) readSecretKey(ctx context.Context, namespace, name, key string) (string, error) {
+	s := &corev1.Secret{}
+	if err := r.APIReader.Get(ctx, client.ObjectKey{Namespace: namespace, Name: name}, s); err != nil {
+		return "", fmt.Errorf("read Secret %s/%s: %w", namespace, name, err)
+	}
+	v, ok := s.Data[key]
+	if !ok || len(v) == 0 {
+		return "", fmt.Errorf("Secret %s/%s has no key %s", namespace, name, key)
+	}
+	return string(v), nil
+}

@@ -1,0 +1,58 @@
+package controller
+
+import (
+	"context"
+
+	appsv1 "k8s.io/api/apps/v1"
+	"k8s.io/apimachinery/pkg/types"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	v1 "rekey.io/rekey/api/v1alpha1"
+)
+
+const consumerIndex = "spec.consumers"
+
+func clientKey(cs *v1.CredentialSet) types.NamespacedName {
+	return types.NamespacedName{Namespace: cs.Namespace, Name: cs.Name}
+}
+
+// SetupWithManager registers the reconciler and the watches that wake it:
+// its own CredentialSets, and the consumer workloads whose rollout gates
+// discard.
+func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
+	ctx := context.Background()
+	err := mgr.GetFieldIndexer().IndexField(ctx, &v1.CredentialSet{}, consumerIndex, func(o client.Object) []string {
+		cs := o.(*v1.CredentialSet)
+		var keys []string
+		for _, c := range cs.Spec.Consumers {
+			keys = append(keys, ConsumerIndexKey(c.Kind, consumerNamespace(cs, c), c.Name))
+		}
+		return keys
+	})
+	if err != nil {
+		return err
+	}
+	mapFor := func(kind v1.ConsumerKind) handler.EventHandler {
+		return handler.EnqueueRequestsFromMapFunc(func(ctx context.Context, o client.Object) []reconcile.Request {
+			var list v1.CredentialSetList
+			if err := mgr.GetClient().List(ctx, &list, client.MatchingFields{consumerIndex: ConsumerIndexKey(kind, o.GetNamespace(), o.GetName())}); err != nil {
+				return nil
+			}
+			var reqs []reconcile.Request
+			for _, cs := range list.Items {
+				reqs = append(reqs, reconcile.Request{NamespacedName: clientKey(&cs)})
+			}
+			return reqs
+		})
+	}
+	return ctrl.NewControllerManagedBy(mgr).
+		For(&v1.CredentialSet{}).
+		Watches(&appsv1.StatefulSet{}, mapFor(v1.KindStatefulSet)).
+		Watches(&appsv1.Deployment{}, mapFor(v1.KindDeployment)).
+		Watches(&appsv1.DaemonSet{}, mapFor(v1.KindDaemonSet)).
+		Named("credentialset").
+		Complete(r)
+}

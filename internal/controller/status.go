@@ -1,0 +1,62 @@
+package controller
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	v1 "rekey.io/rekey/api/v1alpha1"
+)
+
+// casStatus writes the status mutate produces, only if (phase, rotationID)
+// are still what cs says: a JSON Patch "test" makes a write based on a stale
+// read fail instead of overwriting a newer transition (DESIGN.md rule 4).
+func (r *Reconciler) casStatus(ctx context.Context, cs *v1.CredentialSet, mutate func(*v1.CredentialSetStatus)) error {
+	next := *cs.Status.DeepCopy()
+	mutate(&next)
+	next.ObservedGeneration = cs.Generation
+	if cs.Status.Phase == "" {
+		// First write: the fields the test ops compare do not exist yet, so
+		// fall back to optimistic locking on resourceVersion.
+		orig := cs.DeepCopy()
+		cs.Status = next
+		return r.Client.Status().Patch(ctx, cs, client.MergeFromWithOptions(orig, client.MergeFromWithOptimisticLock{}))
+	}
+	ops := []map[string]any{
+		{"op": "test", "path": "/status/phase", "value": cs.Status.Phase},
+		{"op": "test", "path": "/status/rotationID", "value": cs.Status.RotationID},
+		{"op": "replace", "path": "/status", "value": next},
+	}
+	body, err := json.Marshal(ops)
+	if err != nil {
+		return err
+	}
+	if err := r.Client.Status().Patch(ctx, cs, client.RawPatch(types.JSONPatchType, body)); err != nil {
+		return fmt.Errorf("status of %s changed under us (phase %s, rotation %q): %w", cs.Name, cs.Status.Phase, cs.Status.RotationID, err)
+	}
+	return nil
+}
+
+// dropAnnotations removes trigger annotations, best effort (seed 000
+// "Annotation Removal"): status is the truth, a leftover is recognised as
+// stale next time.
+func (r *Reconciler) dropAnnotations(ctx context.Context, cs *v1.CredentialSet, keys ...string) {
+	ann := map[string]any{}
+	present := false
+	for _, k := range keys {
+		if _, ok := cs.Annotations[k]; ok {
+			ann[k] = nil
+			present = true
+		}
+	}
+	if !present {
+		return
+	}
+	body, _ := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": ann}})
+	if err := r.Client.Patch(ctx, cs.DeepCopy(), client.RawPatch(types.MergePatchType, body)); err != nil {
+		logFrom(ctx).Info("annotation removal failed; it will be recognised as stale", "error", err.Error())
+	}
+}

@@ -1,0 +1,207 @@
+package engine
+
+import (
+	"fmt"
+	"time"
+
+	v1 "rekey.io/rekey/api/v1alpha1"
+	"rekey.io/rekey/internal/reason"
+)
+
+// Trigger annotations: one-shot requests carrying a rotation ID (seed 000).
+const (
+	RotateAnnotation  = "rekey.io/rotate"
+	DiscardAnnotation = "rekey.io/discard"
+)
+
+// RequeueRollout is how often a held phase is re-checked even if a watch
+// event is missed (seed 000: 15 s, a requeue rather than an error).
+const RequeueRollout = 15 * time.Second
+
+// Action is what the controller should do next for a CredentialSet.
+type Action int
+
+const (
+	// None: nothing to do.
+	None Action = iota
+	// DropRotateRequest: remove the rotate annotation, nothing else.
+	DropRotateRequest
+	// DropDiscardRequest: remove the discard annotation, nothing else.
+	DropDiscardRequest
+	// StartRotation: pre-check, then compare-and-set Idle → Rotating.
+	StartRotation
+	// ContinueRotation: stage pending secrets, apply, distribute, → Distributed.
+	ContinueRotation
+	// Discard: retire old secrets, confirm pending, → Idle.
+	Discard
+	// Wait: requeue after Decision.Requeue without changing anything.
+	Wait
+	// Refuse: emit the refusal; Decision says which annotations to drop.
+	Refuse
+)
+
+func (a Action) String() string {
+	return [...]string{"None", "DropRotateRequest", "DropDiscardRequest", "StartRotation",
+		"ContinueRotation", "Discard", "Wait", "Refuse"}[a]
+}
+
+// Input is everything the decision depends on, gathered by the controller.
+type Input struct {
+	Status         v1.CredentialSetStatus
+	RotateRequest  string // rekey.io/rotate value, "" when absent
+	DiscardRequest string // rekey.io/discard value, "" when absent
+	NoInstances    bool   // e.g. a StatefulSet scaled to 0
+	Pending        PendingState
+	Policy         v1.DiscardPolicy
+	GracePeriod    time.Duration
+	RolloutDone    bool      // every consumer rolled out the active rotation
+	RolloutDoneAt  time.Time // since when (for AfterRollout's grace period)
+	Now            time.Time
+}
+
+// Decision is the outcome of Decide.
+type Decision struct {
+	Action        Action
+	RotationID    string // for StartRotation
+	Reason        reason.Reason
+	Message       string
+	DropRotate    bool // remove the rotate annotation (with Refuse)
+	DropDiscard   bool // remove the discard annotation (with Refuse)
+	Requeue       time.Duration
+	AutoDiscarded bool // Discard was started by the AfterRollout policy
+}
+
+// Decide is the rotation state machine of seed 000 as a pure function.
+// Phase 1 work always wins: rotate and discard never run in one reconcile.
+func Decide(in Input) Decision {
+	st := in.Status
+	switch st.Phase {
+	case v1.PhaseRotating:
+		return decideRotating(in)
+	case v1.PhaseDistributed:
+		if in.RotateRequest != "" {
+			if in.RotateRequest == st.RotationID {
+				// Phase 1 is done; the request was served.
+				return Decision{Action: DropRotateRequest}
+			}
+			return Decision{Action: Refuse, Reason: reason.RotateRefused, DropRotate: true,
+				Message: fmt.Sprintf("rotation %s is still active (Distributed): discard it (kubectl rekey discard) before requesting another; request %s was removed", st.RotationID, in.RotateRequest)}
+		}
+		return decideDiscard(in)
+	default: // Idle, or never set
+		if in.RotateRequest != "" {
+			if in.RotateRequest == st.LastRotationID {
+				// Left over after a completed cycle (best-effort removal failed).
+				return Decision{Action: DropRotateRequest}
+			}
+			if in.NoInstances {
+				return Decision{Action: Refuse, Reason: reason.RotateRefused, Requeue: RequeueRollout,
+					Message: "no running instances (replicas: 0): new secrets could not be applied anywhere; scale the cluster up and the rotation starts"}
+			}
+			return Decision{Action: StartRotation, RotationID: in.RotateRequest}
+		}
+		if in.DiscardRequest != "" {
+			if in.DiscardRequest == st.LastRotationID {
+				return Decision{Action: DropDiscardRequest}
+			}
+			return Decision{Action: Refuse, Reason: reason.DiscardSkipped, DropDiscard: true,
+				Message: fmt.Sprintf("no rotation is active, so discard %s has nothing to discard; the request was removed: start one with kubectl rekey rotate", in.DiscardRequest)}
+		}
+		return Decision{Action: None}
+	}
+}
+
+func decideRotating(in Input) Decision {
+	st := in.Status
+	switch in.Pending {
+	case PendingStale:
+		return Decision{Action: Refuse, Reason: reason.StaleRotationPending, Requeue: time.Minute,
+			Message: fmt.Sprintf("the source Secret holds pending secrets of another rotation, not %s: an earlier rotation was interrupted; run kubectl rekey recover", st.RotationID)}
+	case PendingPartial:
+		return Decision{Action: Refuse, Reason: reason.MissingRotationPending, Requeue: time.Minute,
+			Message: fmt.Sprintf("the source Secret lost some pending secrets of rotation %s; they cannot be recovered from the backend: run kubectl rekey recover", st.RotationID)}
+	case PendingNone:
+		if st.RotateApplied {
+			return Decision{Action: Refuse, Reason: reason.MissingRotationPending, Requeue: time.Minute,
+				Message: fmt.Sprintf("the source Secret lost the pending secrets of rotation %s after they were applied: run kubectl rekey recover", st.RotationID)}
+		}
+	}
+	if in.NoInstances {
+		return Decision{Action: Refuse, Reason: reason.RotateRefused, Requeue: RequeueRollout,
+			Message: "no running instances (replicas: 0): scale the cluster up and the rotation resumes"}
+	}
+	return Decision{Action: ContinueRotation}
+}
+
+func decideDiscard(in Input) Decision {
+	st := in.Status
+	requested := in.DiscardRequest != ""
+	if requested && in.DiscardRequest != st.RotationID {
+		if in.DiscardRequest == st.LastRotationID {
+			return Decision{Action: DropDiscardRequest}
+		}
+		return Decision{Action: Refuse, Reason: reason.DiscardSkipped, DropDiscard: true,
+			Message: fmt.Sprintf("discard %s does not match the active rotation %s; the request was removed: use kubectl rekey discard, which takes the active ID", in.DiscardRequest, st.RotationID)}
+	}
+	if !st.RotateApplied {
+		return Decision{Action: Refuse, Reason: reason.DiscardSkipped, DropDiscard: requested,
+			Message: "phase 1 has not been applied to every instance; the discard request was removed: re-apply it after the rotation reaches Distributed"}
+	}
+	if st.DiscardApplied {
+		// Old secrets are gone already; only confirmation remains.
+		return Decision{Action: Discard, AutoDiscarded: !requested}
+	}
+	if in.Pending != PendingMatch {
+		r := reason.MissingRotationPending
+		if in.Pending == PendingStale {
+			r = reason.StaleRotationPending
+		}
+		return Decision{Action: Refuse, Reason: r, Requeue: time.Minute,
+			Message: fmt.Sprintf("the source Secret does not hold the pending secrets of rotation %s, so old secrets cannot be discarded: run kubectl rekey recover", st.RotationID)}
+	}
+	auto := in.Policy == v1.DiscardAfterRollout
+	if !requested && !auto {
+		return Decision{Action: None}
+	}
+	if in.NoInstances {
+		return Decision{Action: Refuse, Reason: reason.DiscardRefused, Requeue: RequeueRollout,
+			Message: "no running instances (replicas: 0): the new secrets cannot be verified; scale the cluster up and discard proceeds"}
+	}
+	if !in.RolloutDone {
+		return Decision{Action: Wait, Reason: reason.WaitingForRollout, Requeue: RequeueRollout,
+			Message: "waiting for every consumer to roll out the new credentials before discarding the old ones"}
+	}
+	if !requested {
+		if left := in.RolloutDoneAt.Add(in.GracePeriod).Sub(in.Now); left > 0 {
+			return Decision{Action: Wait, Requeue: left}
+		}
+	}
+	return Decision{Action: Discard, AutoDiscarded: !requested}
+}
+
+// RestartValue is the pod-template restart annotation value for consumers:
+// the active rotation once Distributed, else the last completed one, so it
+// stays stable across Distributed → Idle (seed 000 "Rolling restart").
+func RestartValue(st v1.CredentialSetStatus) string {
+	if st.Phase == v1.PhaseDistributed {
+		return st.RotationID
+	}
+	return st.LastRotationID
+}
+
+// Distribution says what consumers' Secrets hold: current secrets when
+// idle, pending ones from the moment every instance accepts them, and
+// nothing (stand down) while a rotation has not yet applied them.
+func Distribution(st v1.CredentialSetStatus, pending PendingState) (usePending, write bool) {
+	switch {
+	case st.Phase == v1.PhaseDistributed && !st.DiscardApplied:
+		return true, pending == PendingMatch
+	case st.Phase == v1.PhaseDistributed:
+		// Pending may already be confirmed into current: both are the same secrets.
+		return pending == PendingMatch, true
+	case st.Phase == v1.PhaseRotating:
+		return true, st.RotateApplied && pending == PendingMatch
+	default:
+		return false, true
+	}
+}

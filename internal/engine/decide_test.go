@@ -1,0 +1,163 @@
+package engine
+
+import (
+	"testing"
+	"time"
+
+	v1 "rekey.io/rekey/api/v1alpha1"
+	"rekey.io/rekey/internal/reason"
+)
+
+func status(phase v1.RotationPhase, id, last string, rotateApplied, discardApplied bool) v1.CredentialSetStatus {
+	return v1.CredentialSetStatus{Phase: phase, RotationID: id, LastRotationID: last,
+		RotateApplied: rotateApplied, DiscardApplied: discardApplied}
+}
+
+func TestDecide(t *testing.T) {
+	now := time.Date(2026, 11, 23, 12, 0, 0, 0, time.UTC)
+	idle := status(v1.PhaseIdle, "", "old", false, false)
+	rotating := status(v1.PhaseRotating, "r1", "old", false, false)
+	rotatingApplied := status(v1.PhaseRotating, "r1", "old", true, false)
+	distributed := status(v1.PhaseDistributed, "r1", "old", true, false)
+	discarded := status(v1.PhaseDistributed, "r1", "old", true, true)
+
+	cases := []struct {
+		name string
+		in   Input
+		want Decision
+	}{
+		{"idle, nothing requested", Input{Status: idle}, Decision{Action: None}},
+		{"never reconciled phase counts as idle", Input{Status: v1.CredentialSetStatus{}, RotateRequest: "r1"},
+			Decision{Action: StartRotation, RotationID: "r1"}},
+		{"fresh rotate request starts", Input{Status: idle, RotateRequest: "r1"},
+			Decision{Action: StartRotation, RotationID: "r1"}},
+		{"stale rotate request (== lastRotationID) is dropped silently", Input{Status: idle, RotateRequest: "old"},
+			Decision{Action: DropRotateRequest}},
+		{"replicas 0 refuses rotate and keeps the request", Input{Status: idle, RotateRequest: "r1", NoInstances: true},
+			Decision{Action: Refuse, Reason: reason.RotateRefused, Requeue: RequeueRollout}},
+		{"rotate wins over discard in one reconcile", Input{Status: idle, RotateRequest: "r1", DiscardRequest: "r1"},
+			Decision{Action: StartRotation, RotationID: "r1"}},
+		{"discard while idle is skipped and consumed", Input{Status: idle, DiscardRequest: "zz"},
+			Decision{Action: Refuse, Reason: reason.DiscardSkipped, DropDiscard: true}},
+		{"stale discard while idle is dropped silently", Input{Status: idle, DiscardRequest: "old"},
+			Decision{Action: DropDiscardRequest}},
+
+		{"rotating continues without pending yet", Input{Status: rotating, Pending: PendingNone},
+			Decision{Action: ContinueRotation}},
+		{"rotating continues with matching pending", Input{Status: rotating, Pending: PendingMatch, RotateRequest: "r1"},
+			Decision{Action: ContinueRotation}},
+		{"rotating with another rotation's pending refuses", Input{Status: rotating, Pending: PendingStale},
+			Decision{Action: Refuse, Reason: reason.StaleRotationPending, Requeue: time.Minute}},
+		{"rotating with partial pending refuses", Input{Status: rotating, Pending: PendingPartial},
+			Decision{Action: Refuse, Reason: reason.MissingRotationPending, Requeue: time.Minute}},
+		{"applied rotation that lost its pending refuses", Input{Status: rotatingApplied, Pending: PendingNone},
+			Decision{Action: Refuse, Reason: reason.MissingRotationPending, Requeue: time.Minute}},
+		{"rotating with replicas 0 refuses", Input{Status: rotating, Pending: PendingMatch, NoInstances: true},
+			Decision{Action: Refuse, Reason: reason.RotateRefused, Requeue: RequeueRollout}},
+		{"discard request during Rotating waits for phase 1", Input{Status: rotating, Pending: PendingMatch, DiscardRequest: "r1"},
+			Decision{Action: ContinueRotation}},
+
+		{"distributed: leftover rotate request dropped silently", Input{Status: distributed, RotateRequest: "r1", Pending: PendingMatch},
+			Decision{Action: DropRotateRequest}},
+		{"distributed: another rotate request refused and consumed", Input{Status: distributed, RotateRequest: "r2", Pending: PendingMatch},
+			Decision{Action: Refuse, Reason: reason.RotateRefused, DropRotate: true}},
+		{"distributed, manual, no request: wait for the user", Input{Status: distributed, Pending: PendingMatch, Policy: v1.DiscardManual},
+			Decision{Action: None}},
+		{"distributed, discard with the wrong ID is skipped", Input{Status: distributed, Pending: PendingMatch, DiscardRequest: "r9"},
+			Decision{Action: Refuse, Reason: reason.DiscardSkipped, DropDiscard: true}},
+		{"distributed, discard before rollout waits 15s", Input{Status: distributed, Pending: PendingMatch, DiscardRequest: "r1"},
+			Decision{Action: Wait, Reason: reason.WaitingForRollout, Requeue: RequeueRollout}},
+		{"distributed, discard after rollout discards", Input{Status: distributed, Pending: PendingMatch, DiscardRequest: "r1", RolloutDone: true},
+			Decision{Action: Discard}},
+		{"distributed, replicas 0 refuses discard", Input{Status: distributed, Pending: PendingMatch, DiscardRequest: "r1", RolloutDone: true, NoInstances: true},
+			Decision{Action: Refuse, Reason: reason.DiscardRefused, Requeue: RequeueRollout}},
+		{"distributed, pending lost refuses discard", Input{Status: distributed, Pending: PendingNone, DiscardRequest: "r1", RolloutDone: true},
+			Decision{Action: Refuse, Reason: reason.MissingRotationPending, Requeue: time.Minute}},
+		{"distributed, pending of another rotation refuses discard", Input{Status: distributed, Pending: PendingStale, DiscardRequest: "r1", RolloutDone: true},
+			Decision{Action: Refuse, Reason: reason.StaleRotationPending, Requeue: time.Minute}},
+		{"distributed, not applied: discard skipped", Input{Status: status(v1.PhaseDistributed, "r1", "", false, false), DiscardRequest: "r1"},
+			Decision{Action: Refuse, Reason: reason.DiscardSkipped, DropDiscard: true}},
+		{"discard already applied finishes even with pending confirmed", Input{Status: discarded, Pending: PendingNone},
+			Decision{Action: Discard, AutoDiscarded: true}},
+		{"AfterRollout waits for the rollout", Input{Status: distributed, Pending: PendingMatch, Policy: v1.DiscardAfterRollout},
+			Decision{Action: Wait, Reason: reason.WaitingForRollout, Requeue: RequeueRollout}},
+		{"AfterRollout waits out the grace period", Input{Status: distributed, Pending: PendingMatch, Policy: v1.DiscardAfterRollout,
+			RolloutDone: true, RolloutDoneAt: now.Add(-time.Minute), GracePeriod: 5 * time.Minute, Now: now},
+			Decision{Action: Wait, Requeue: 4 * time.Minute}},
+		{"AfterRollout discards after the grace period", Input{Status: distributed, Pending: PendingMatch, Policy: v1.DiscardAfterRollout,
+			RolloutDone: true, RolloutDoneAt: now.Add(-6 * time.Minute), GracePeriod: 5 * time.Minute, Now: now},
+			Decision{Action: Discard, AutoDiscarded: true}},
+		{"AfterRollout: an explicit discard skips the grace period", Input{Status: distributed, Pending: PendingMatch, Policy: v1.DiscardAfterRollout,
+			RolloutDone: true, RolloutDoneAt: now, GracePeriod: 5 * time.Minute, Now: now, DiscardRequest: "r1"},
+			Decision{Action: Discard}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			got := Decide(c.in)
+			got.Message = "" // messages are checked below, not here
+			if got != c.want {
+				t.Fatalf("Decide = %+v\nwant      %+v", got, c.want)
+			}
+		})
+	}
+}
+
+// Every refusal must tell the user what to do next.
+func TestRefusalsNameTheNextStep(t *testing.T) {
+	inputs := []Input{
+		{Status: status(v1.PhaseIdle, "", "", false, false), RotateRequest: "r", NoInstances: true},
+		{Status: status(v1.PhaseIdle, "", "", false, false), DiscardRequest: "r"},
+		{Status: status(v1.PhaseRotating, "r", "", false, false), Pending: PendingStale},
+		{Status: status(v1.PhaseRotating, "r", "", false, false), Pending: PendingPartial},
+		{Status: status(v1.PhaseDistributed, "r", "", true, false), RotateRequest: "x"},
+		{Status: status(v1.PhaseDistributed, "r", "", true, false), DiscardRequest: "x"},
+		{Status: status(v1.PhaseDistributed, "r", "", true, false), DiscardRequest: "r", Pending: PendingNone},
+		{Status: status(v1.PhaseDistributed, "r", "", true, false), DiscardRequest: "r", Pending: PendingMatch, NoInstances: true},
+	}
+	for _, in := range inputs {
+		d := Decide(in)
+		if d.Action != Refuse || d.Reason == "" || len(d.Message) < 40 {
+			t.Errorf("input %+v: decision %+v lacks a refusal with a message", in, d)
+		}
+	}
+}
+
+func TestRestartValueIsStableAcrossCompletion(t *testing.T) {
+	cases := []struct {
+		st   v1.CredentialSetStatus
+		want string
+	}{
+		{status(v1.PhaseIdle, "", "", false, false), ""},
+		{status(v1.PhaseRotating, "abc", "", false, false), ""},
+		{status(v1.PhaseDistributed, "abc", "", true, false), "abc"},
+		{status(v1.PhaseIdle, "", "abc", false, false), "abc"},
+		{status(v1.PhaseRotating, "def", "abc", true, false), "abc"},
+		{status(v1.PhaseDistributed, "def", "abc", true, false), "def"},
+	}
+	for _, c := range cases {
+		if got := RestartValue(c.st); got != c.want {
+			t.Errorf("RestartValue(%+v) = %q, want %q", c.st, got, c.want)
+		}
+	}
+}
+
+func TestDistribution(t *testing.T) {
+	cases := []struct {
+		st                     v1.CredentialSetStatus
+		pending                PendingState
+		wantPending, wantWrite bool
+	}{
+		{status(v1.PhaseIdle, "", "", false, false), PendingNone, false, true},
+		{status(v1.PhaseRotating, "r", "", false, false), PendingMatch, true, false},
+		{status(v1.PhaseRotating, "r", "", true, false), PendingMatch, true, true},
+		{status(v1.PhaseDistributed, "r", "", true, false), PendingMatch, true, true},
+		{status(v1.PhaseDistributed, "r", "", true, false), PendingNone, true, false},
+		{status(v1.PhaseDistributed, "r", "", true, true), PendingNone, false, true},
+	}
+	for _, c := range cases {
+		p, w := Distribution(c.st, c.pending)
+		if p != c.wantPending || w != c.wantWrite {
+			t.Errorf("Distribution(%+v, %v) = %v,%v want %v,%v", c.st, c.pending, p, w, c.wantPending, c.wantWrite)
+		}
+	}
+}

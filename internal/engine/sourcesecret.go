@@ -1,0 +1,132 @@
+package engine
+
+import "sort"
+
+// Source Secret layout (seed 000 "Source Secret Layout"): current secrets
+// under their keys, and during a rotation <key>_PENDING plus ROTATION_ID.
+const (
+	PendingSuffix = "_PENDING"
+	RotationIDKey = "ROTATION_ID"
+)
+
+// PendingKey is the source Secret key of key's pending secret.
+func PendingKey(key string) string { return key + PendingSuffix }
+
+// PendingState is what the source Secret holds for a rotation.
+type PendingState int
+
+const (
+	// PendingNone: no pending key and no ROTATION_ID.
+	PendingNone PendingState = iota
+	// PendingMatch: every pending key, and ROTATION_ID equals the rotation.
+	PendingMatch
+	// PendingStale: ROTATION_ID belongs to another rotation.
+	PendingStale
+	// PendingPartial: ROTATION_ID matches (or is missing) but some pending
+	// keys are missing.
+	PendingPartial
+)
+
+func (s PendingState) String() string {
+	return [...]string{"None", "Match", "Stale", "Partial"}[s]
+}
+
+// InspectPending classifies the source Secret's pending data for rotationID.
+func InspectPending(data map[string][]byte, keys []string, rotationID string) PendingState {
+	id, hasID := data[RotationIDKey]
+	present := 0
+	for _, k := range keys {
+		if v, ok := data[PendingKey(k)]; ok && len(v) > 0 {
+			present++
+		}
+	}
+	switch {
+	case !hasID && present == 0:
+		return PendingNone
+	case hasID && string(id) != rotationID:
+		return PendingStale
+	case hasID && present == len(keys):
+		return PendingMatch
+	default:
+		return PendingPartial
+	}
+}
+
+// Current returns the current secrets of keys; missing lists keys without
+// a value.
+func Current(data map[string][]byte, keys []string) (cur Secrets, missing []string) {
+	cur = Secrets{}
+	for _, k := range keys {
+		if v := data[k]; len(v) > 0 {
+			cur[k] = string(v)
+		} else {
+			missing = append(missing, k)
+		}
+	}
+	return cur, missing
+}
+
+// Pending returns the pending secrets of keys (only meaningful when
+// InspectPending says PendingMatch).
+func Pending(data map[string][]byte, keys []string) Secrets {
+	p := Secrets{}
+	for _, k := range keys {
+		if v := data[PendingKey(k)]; len(v) > 0 {
+			p[k] = string(v)
+		}
+	}
+	return p
+}
+
+// WithPending returns data plus pending secrets and ROTATION_ID.
+func WithPending(data map[string][]byte, pending Secrets, rotationID string) map[string][]byte {
+	out := clone(data)
+	for k, v := range pending {
+		out[PendingKey(k)] = []byte(v)
+	}
+	out[RotationIDKey] = []byte(rotationID)
+	return out
+}
+
+// Confirm moves pending secrets into current and drops the rotation keys.
+// It is idempotent: with nothing pending it returns data unchanged.
+func Confirm(data map[string][]byte, keys []string) map[string][]byte {
+	out := clone(data)
+	for _, k := range keys {
+		if v, ok := out[PendingKey(k)]; ok {
+			out[k] = v
+			delete(out, PendingKey(k))
+		}
+	}
+	delete(out, RotationIDKey)
+	return out
+}
+
+// WithoutPending drops pending secrets and ROTATION_ID, keeping current
+// (the rollback of an interrupted rotation).
+func WithoutPending(data map[string][]byte, keys []string) map[string][]byte {
+	out := clone(data)
+	for _, k := range keys {
+		delete(out, PendingKey(k))
+	}
+	delete(out, RotationIDKey)
+	return out
+}
+
+// SortedKeys returns the keys of s in order, for deterministic iteration.
+func (s Secrets) SortedKeys() []string {
+	ks := make([]string, 0, len(s))
+	for k := range s {
+		ks = append(ks, k)
+	}
+	sort.Strings(ks)
+	return ks
+}
+
+func clone(data map[string][]byte) map[string][]byte {
+	out := make(map[string][]byte, len(data))
+	for k, v := range data {
+		out[k] = v
+	}
+	return out
+}

@@ -1,0 +1,52 @@
+// Package failpoint lets crash tests kill the manager at a named step, for
+// real: the process sends itself SIGKILL, so no deferred cleanup, no status
+// write and no connection close runs — exactly what a node failure does.
+//
+// It is armed only by the REKEY_FAILPOINT environment variable
+// ("name" or "name:N" for the N-th hit); unset, Hit is one map lookup.
+package failpoint
+
+import (
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+)
+
+var (
+	once   sync.Once
+	armed  string
+	target = 1
+	mu     sync.Mutex
+	hits   = map[string]int{}
+)
+
+func load() {
+	v := os.Getenv("REKEY_FAILPOINT")
+	name, n, ok := strings.Cut(v, ":")
+	armed = name
+	if ok {
+		if i, err := strconv.Atoi(n); err == nil && i > 0 {
+			target = i
+		}
+	}
+}
+
+// Hit kills the process if name is the armed failpoint and this is the
+// armed hit.
+func Hit(name string) {
+	once.Do(load)
+	if armed == "" || armed != name {
+		return
+	}
+	mu.Lock()
+	hits[name]++
+	n := hits[name]
+	mu.Unlock()
+	if n == target {
+		os.Stderr.WriteString("failpoint " + name + " hit: killing the process\n")
+		syscall.Kill(os.Getpid(), syscall.SIGKILL)
+		select {} // SIGKILL is not deliverable late, but never continue
+	}
+}
