@@ -1,0 +1,349 @@
+package testenv
+
+import (
+	"bufio"
+	"context"
+	"crypto/rand"
+	"encoding/binary"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	rabbithole "github.com/michaelklishin/rabbit-hole/v2"
+)
+
+const rabbitmqBin = "/usr/lib/rabbitmq/bin"
+
+// RabbitMQ is a private rabbitmq-server node with the management plugin.
+// Everything it owns (data, logs, config, Erlang cookie, epmd) is its own, so
+// nodes of parallel test packages never see each other.
+type RabbitMQ struct {
+	NodeName      string
+	AMQPPort      int
+	MgmtURL       string // http://127.0.0.1:port
+	AdminUser     string
+	AdminPassword string
+	Version       string
+
+	dir      string
+	env      []string // for the server and every rabbitmqctl or epmd call
+	epmd     *Process
+	server   *Process
+	stopOnce sync.Once
+}
+
+// StartRabbitMQ starts a node and waits until its management API answers.
+func (e *Env) StartRabbitMQ() (m *RabbitMQ, err error) {
+	if err := e.requireFile(rabbitmqBin+"/rabbitmq-server", "rabbitmq-server"); err != nil {
+		return nil, err
+	}
+	epmdPath, err := exec.LookPath("epmd")
+	if err != nil {
+		return nil, fmt.Errorf("rabbitmq: %w", err)
+	}
+	dir, err := os.MkdirTemp("", "rekey-rabbitmq-")
+	if err != nil {
+		return nil, err
+	}
+	m = &RabbitMQ{dir: dir, AdminUser: "rekey-admin", AdminPassword: randHex(16)}
+	defer func() {
+		if err != nil {
+			m.stop(true) // the error names the log
+		}
+	}()
+	ports, err := freePorts(4)
+	if err != nil {
+		return m, err
+	}
+	m.AMQPPort = ports[0]
+	m.MgmtURL = fmt.Sprintf("http://127.0.0.1:%d", ports[1])
+	distPort, epmdPort := ports[2], ports[3]
+	m.NodeName = filepath.Base(dir) + "@localhost"
+
+	home := filepath.Join(dir, "home")
+	// Loopback listeners only: the admin user's name is no secret. The
+	// default user gets full permissions on the default vhost, /.
+	conf := fmt.Sprintf(`listeners.tcp.default = 127.0.0.1:%d
+management.tcp.ip = 127.0.0.1
+management.tcp.port = %d
+loopback_users = none
+default_user = %s
+default_pass = %s
+default_user_tags.administrator = true
+`, m.AMQPPort, ports[1], m.AdminUser, m.AdminPassword)
+	write := func(path, content string, mode os.FileMode) {
+		if err == nil {
+			err = os.WriteFile(path, []byte(content), mode)
+		}
+	}
+	err = os.Mkdir(home, 0o700)
+	write(filepath.Join(home, ".erlang.cookie"), randHex(20), 0o400) // Erlang insists on owner-only
+	write(filepath.Join(dir, "enabled_plugins"), "[rabbitmq_management].\n", 0o644)
+	write(filepath.Join(dir, "rabbitmq.conf"), conf, 0o600)
+	// Shadows /etc/rabbitmq/rabbitmq-env.conf, which the scripts source.
+	write(filepath.Join(dir, "rabbitmq-env.conf"), "", 0o644)
+	if err != nil {
+		return m, err
+	}
+	m.env = []string{
+		"PATH=/usr/sbin:/usr/bin:/bin", "LANG=C.UTF-8", "HOME=" + home,
+		"ERL_EPMD_PORT=" + strconv.Itoa(epmdPort),
+		"RABBITMQ_CONF_ENV_FILE=" + filepath.Join(dir, "rabbitmq-env.conf"),
+	}
+	// epmd started by us rather than by the node: beam would start it as a
+	// daemon that outlives a killed test binary.
+	if m.epmd, err = startProcess(procSpec{
+		name: "epmd " + m.NodeName, path: epmdPath, dir: dir, env: m.env,
+		args:   []string{"-port", strconv.Itoa(epmdPort), "-address", "127.0.0.1"},
+		logOut: filepath.Join(dir, "epmd.log"),
+	}); err != nil {
+		return m, err
+	}
+	if err := waitTCP(m.epmd, epmdPort, 10*time.Second); err != nil {
+		return m, err
+	}
+	// The script under /usr/sbin would switch to the rabbitmq user, which
+	// could not write our directory; as root we run the real one directly.
+	// RUNNING_UNDER_SYSTEMD makes it exec the VM instead of forking it, so
+	// beam.smp keeps Pdeathsig and dies with a killed test binary.
+	if m.server, err = startProcess(procSpec{
+		name: "rabbitmq " + m.NodeName, path: rabbitmqBin + "/rabbitmq-server", dir: dir,
+		env: append(m.env[:len(m.env):len(m.env)], "RUNNING_UNDER_SYSTEMD=true",
+			"RABBITMQ_NODENAME="+m.NodeName,
+			"RABBITMQ_NODE_PORT="+strconv.Itoa(m.AMQPPort),
+			"RABBITMQ_DIST_PORT="+strconv.Itoa(distPort),
+			"RABBITMQ_SERVER_ADDITIONAL_ERL_ARGS=-kernel inet_dist_use_interface {127,0,0,1}",
+			"RABBITMQ_MNESIA_BASE="+filepath.Join(dir, "mnesia"),
+			"RABBITMQ_LOG_BASE="+filepath.Join(dir, "log"),
+			"RABBITMQ_LOGS=-",
+			"RABBITMQ_ENABLED_PLUGINS_FILE="+filepath.Join(dir, "enabled_plugins"),
+			"RABBITMQ_CONFIG_FILE="+filepath.Join(dir, "rabbitmq.conf"),
+			"RABBITMQ_ADVANCED_CONFIG_FILE="+filepath.Join(dir, "advanced.config"),
+		),
+		logOut: filepath.Join(dir, "rabbitmq.log"),
+	}); err != nil {
+		return m, err
+	}
+	return m, m.waitManagement(3 * time.Minute)
+}
+
+// RabbitMQForTest starts a node for the test and stops it when the test ends.
+func RabbitMQForTest(t testing.TB) *RabbitMQ {
+	t.Helper()
+	e := Require(t)
+	m, err := e.StartRabbitMQ()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(m.Stop)
+	t.Logf("RabbitMQ %s: amqp %s, management %s", m.Version, m.AMQPAddr(), m.MgmtURL)
+	return m
+}
+
+func (m *RabbitMQ) waitManagement(timeout time.Duration) error {
+	c := m.Client()
+	c.SetTimeout(5 * time.Second)
+	deadline := time.Now().Add(timeout)
+	var err error
+	for time.Now().Before(deadline) {
+		if m.server.Exited() {
+			return fmt.Errorf("%s exited while starting (log: %s)", m.server.Name, m.server.LogPath)
+		}
+		var ov *rabbithole.Overview
+		if ov, err = c.Overview(); err == nil {
+			m.Version = ov.RabbitMQVersion
+			// The AMQP listener starts after the management plugin.
+			return waitTCP(m.server, m.AMQPPort, time.Until(deadline))
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	return fmt.Errorf("%s: management API did not answer in %s: %v (log: %s)",
+		m.server.Name, timeout, err, m.server.LogPath)
+}
+
+// Stop stops the node, its epmd and the processes they started, and
+// removes the node's directory.
+func (m *RabbitMQ) Stop() { m.stop(false) }
+
+func (m *RabbitMQ) stop(keepDir bool) {
+	m.stopOnce.Do(func() {
+		if m.server != nil && !m.server.Exited() {
+			// The CLI is an Erlang node too: a distribution port of its own
+			// keeps parallel stops out of the small shared default range.
+			port, _ := FreePort()
+			_ = m.run(30*time.Second, []string{
+				"RABBITMQ_CTL_DIST_PORT_MIN=" + strconv.Itoa(port),
+				"RABBITMQ_CTL_DIST_PORT_MAX=" + strconv.Itoa(port),
+			}, rabbitmqBin+"/rabbitmqctl", "-n", m.NodeName, "stop")
+			select {
+			case <-m.server.done:
+			case <-time.After(15 * time.Second):
+			}
+			m.server.Stop(5 * time.Second)
+		}
+		if m.epmd != nil {
+			// Even when ours is gone: an Erlang node that finds no epmd on
+			// the port starts a daemon there, which only -kill reaches.
+			_ = m.run(10*time.Second, nil, "epmd", "-kill")
+			m.epmd.Stop(5 * time.Second)
+		}
+		if !keepDir {
+			os.RemoveAll(m.dir)
+		}
+	})
+}
+
+func (m *RabbitMQ) run(timeout time.Duration, env []string, path string, args ...string) error {
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, path, args...)
+	cmd.Env, cmd.Dir = append(m.env[:len(m.env):len(m.env)], env...), m.dir
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL, Setpgid: true}
+	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("%s %v: %w: %s", filepath.Base(path), args, err, out)
+	}
+	return nil
+}
+
+// Client is a management API client as the node's administrator.
+func (m *RabbitMQ) Client() *rabbithole.Client {
+	c, err := rabbithole.NewClient(m.MgmtURL, m.AdminUser, m.AdminPassword)
+	if err != nil {
+		panic(err) // MgmtURL is ours and always parses
+	}
+	c.SetTimeout(30 * time.Second)
+	return c
+}
+
+// AMQPAddr is host:port of the AMQP listener.
+func (m *RabbitMQ) AMQPAddr() string { return net.JoinHostPort("127.0.0.1", strconv.Itoa(m.AMQPPort)) }
+
+// CanAuthenticate logs in over AMQP 0-9-1 and reports whether the broker
+// accepted the password. It needs no tag or permission, so it checks the
+// credentials alone, as any client of the broker would.
+func (m *RabbitMQ) CanAuthenticate(user, password string) error {
+	return m.amqpLogin(user, password, "")
+}
+
+// CanOpenVhost logs in and opens vhost, which also needs the user's
+// permissions there.
+func (m *RabbitMQ) CanOpenVhost(user, password, vhost string) error {
+	return m.amqpLogin(user, password, vhost)
+}
+
+// amqpLogin speaks just enough AMQP 0-9-1 to be told yes or no; a client
+// library would be a dependency for a dozen frames.
+func (m *RabbitMQ) amqpLogin(user, password, vhost string) error {
+	c, err := net.DialTimeout("tcp", m.AMQPAddr(), 5*time.Second)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(15 * time.Second))
+	a := &amqpConn{w: c, r: bufio.NewReader(c)}
+	_, a.err = c.Write([]byte("AMQP\x00\x00\x09\x01"))
+	a.expect(10) // connection.start
+	// authentication_failure_close: the broker says why it refuses instead
+	// of dropping the connection.
+	caps := amqpLongstr(append(amqpShortstr(nil, "capabilities"), 'F'),
+		string(append(amqpShortstr(nil, "authentication_failure_close"), 't', 1)))
+	p := amqpLongstr(amqpMethod(10, 11), string(caps)) // connection.start-ok
+	p = amqpShortstr(p, "PLAIN")
+	p = amqpLongstr(p, "\x00"+user+"\x00"+password)
+	a.send(amqpShortstr(p, "en_US"))
+	tune := a.expect(30) // connection.tune: the password was accepted
+	if a.err == nil && len(tune) < 12 {
+		a.err = errors.New("short connection.tune")
+	}
+	// RabbitMQ refuses connection.close before connection.open, so a check
+	// of the password alone hangs up here; the broker logs a warning.
+	if a.err == nil && vhost != "" {
+		a.send(append(append(amqpMethod(10, 31), tune[4:10]...), 0, 0)) // tune-ok, no heartbeats
+		a.send(append(amqpShortstr(amqpShortstr(amqpMethod(10, 40), vhost), ""), 0))
+		a.expect(41) // connection.open-ok
+		a.send(append(amqpShortstr(binary.BigEndian.AppendUint16(amqpMethod(10, 50), 200), ""), 0, 0, 0, 0))
+		a.expect(51) // connection.close-ok
+	}
+	if a.err != nil {
+		return fmt.Errorf("amqp login as %q: %w", user, a.err)
+	}
+	return nil
+}
+
+// amqpConn keeps the first error so that a handshake reads as a script.
+type amqpConn struct {
+	w   io.Writer
+	r   *bufio.Reader
+	err error
+}
+
+func (a *amqpConn) send(payload []byte) {
+	if a.err == nil {
+		f := binary.BigEndian.AppendUint32([]byte{1, 0, 0}, uint32(len(payload)))
+		_, a.err = a.w.Write(append(append(f, payload...), 0xCE))
+	}
+}
+
+// expect returns the next connection method on channel 0, which must be
+// method id; connection.close becomes the error.
+func (a *amqpConn) expect(id uint16) []byte {
+	for a.err == nil {
+		typ, p := a.frame()
+		if a.err != nil || typ != 1 || len(p) < 4 {
+			continue // heartbeats and the like
+		}
+		class, method := binary.BigEndian.Uint16(p), binary.BigEndian.Uint16(p[2:])
+		switch {
+		case class == 10 && method == id:
+			return p
+		case class == 10 && method == 50 && len(p) >= 7 && int(p[6]) <= len(p)-7:
+			a.err = fmt.Errorf("broker refused: %d %s", binary.BigEndian.Uint16(p[4:]), p[7:7+int(p[6])])
+		default:
+			a.err = fmt.Errorf("unexpected method %d.%d", class, method)
+		}
+	}
+	return nil
+}
+
+func (a *amqpConn) frame() (typ byte, payload []byte) {
+	var h [7]byte
+	if _, a.err = io.ReadFull(a.r, h[:]); a.err != nil {
+		if errors.Is(a.err, io.EOF) {
+			a.err = errors.New("broker closed the connection")
+		}
+		return 0, nil
+	}
+	// Handshake frames are small; a cap spares a huge allocation on garbage.
+	p := make([]byte, min(binary.BigEndian.Uint32(h[3:]), 1<<20)+1)
+	if _, a.err = io.ReadFull(a.r, p); a.err == nil && p[len(p)-1] != 0xCE {
+		a.err = errors.New("bad frame end")
+	}
+	return h[0], p[:len(p)-1]
+}
+
+func amqpMethod(class, id uint16) []byte {
+	return binary.BigEndian.AppendUint16(binary.BigEndian.AppendUint16(nil, class), id)
+}
+
+func amqpShortstr(b []byte, s string) []byte { return append(append(b, byte(len(s))), s...) }
+
+func amqpLongstr(b []byte, s string) []byte {
+	return append(binary.BigEndian.AppendUint32(b, uint32(len(s))), s...)
+}
+
+func randHex(n int) string {
+	b := make([]byte, n)
+	rand.Read(b)
+	return hex.EncodeToString(b)
+}
