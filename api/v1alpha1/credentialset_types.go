@@ -47,7 +47,6 @@ type CredentialSetSpec struct {
 	// distributed; discard waits until every one has rolled out.
 	// +optional
 	// +kubebuilder:validation:MaxItems=64
-	// +kubebuilder:validation:XValidation:rule="self.all(c, self.exists_one(d, d.kind == c.kind && d.name == c.name && (has(d.namespace) ? d.namespace : '') == (has(c.namespace) ? c.namespace : '')))",message="consumers must not repeat a workload"
 	Consumers []ConsumerRef `json:"consumers,omitempty"`
 
 	// Rotation sets how a rotation completes.

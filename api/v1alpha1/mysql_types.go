@@ -25,7 +25,6 @@ type MySQLSpec struct {
 	// +listMapKey=name
 	// +listMapKey=host
 	// +kubebuilder:validation:MaxItems=128
-	// +kubebuilder:validation:XValidation:rule="self.all(u, self.exists_one(v, (has(v.secretKey) && has(u.secretKey) && v.secretKey == u.secretKey) || (!has(v.secretKey) && !has(u.secretKey) && v.name == u.name)))",message="each user needs its own secretKey"
 	Users []MySQLUser `json:"users,omitempty"`
 
 	// AdoptSecretRef names a Secret, in the CredentialSet's namespace, with
@@ -99,6 +98,7 @@ type MySQLUser struct {
 	// distributed Secrets; default <NAME>_PASSWORD in upper snake case.
 	// +optional
 	// +kubebuilder:validation:Pattern=`^[A-Z][A-Z0-9_]{0,62}$`
+	// +kubebuilder:validation:MaxLength=63
 	// +kubebuilder:validation:XValidation:rule="!self.endsWith('_PENDING') && self != 'ROTATION_ID'",message="secretKey must not end in _PENDING nor be ROTATION_ID: rekey uses those"
 	SecretKey string `json:"secretKey,omitempty"`
 	// Grants given when rekey creates the user.

@@ -20,10 +20,16 @@ func (r *Reconciler) casStatus(ctx context.Context, cs *v1.CredentialSet, mutate
 	next.ObservedGeneration = cs.Generation
 	if cs.Status.Phase == "" {
 		// First write: the fields the test ops compare do not exist yet, so
-		// fall back to optimistic locking on resourceVersion.
-		orig := cs.DeepCopy()
-		cs.Status = next
-		return r.Client.Status().Patch(ctx, cs, client.MergeFromWithOptions(orig, client.MergeFromWithOptimisticLock{}))
+		// fall back to optimistic locking on resourceVersion. The whole
+		// status is sent, empty rotationID included, so later tests find it.
+		body, err := json.Marshal(map[string]any{
+			"metadata": map[string]any{"resourceVersion": cs.ResourceVersion},
+			"status":   next,
+		})
+		if err != nil {
+			return err
+		}
+		return r.Client.Status().Patch(ctx, cs, client.RawPatch(types.MergePatchType, body))
 	}
 	ops := []map[string]any{
 		{"op": "test", "path": "/status/phase", "value": cs.Status.Phase},

@@ -1,0 +1,182 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	v1 "rekey.io/rekey/api/v1alpha1"
+	"rekey.io/rekey/internal/controller"
+	"rekey.io/rekey/internal/engine"
+	"rekey.io/rekey/internal/testenv"
+)
+
+var nsSeq struct {
+	sync.Mutex
+	n int
+}
+
+// newNamespace creates a namespace for one test.
+func newNamespace(t testing.TB) string {
+	t.Helper()
+	nsSeq.Lock()
+	nsSeq.n++
+	name := fmt.Sprintf("t%d-%d", time.Now().Unix()%100000, nsSeq.n)
+	nsSeq.Unlock()
+	if err := k8s.Create(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}); err != nil {
+		t.Fatal(err)
+	}
+	return name
+}
+
+func ctxT(t testing.TB) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// eventually polls cond until it holds or the timeout passes.
+func eventually(t testing.TB, timeout time.Duration, what string, cond func() (bool, string)) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	state := ""
+	for time.Now().Before(deadline) {
+		var ok bool
+		if ok, state = cond(); ok {
+			return
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	t.Fatalf("timed out after %s waiting for %s (last state: %s)", timeout, what, state)
+}
+
+func getSet(t testing.TB, ns, name string) *v1.CredentialSet {
+	t.Helper()
+	cs := &v1.CredentialSet{}
+	if err := k8s.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: name}, cs); err != nil {
+		t.Fatal(err)
+	}
+	return cs
+}
+
+func stateOf(cs *v1.CredentialSet) string {
+	return fmt.Sprintf("phase=%s rotation=%q applied=%v/%v gen=%d last=%q conditions=%v",
+		cs.Status.Phase, cs.Status.RotationID, cs.Status.RotateApplied, cs.Status.DiscardApplied,
+		cs.Status.KeyGeneration, cs.Status.LastRotationID, condSummary(cs))
+}
+
+func condSummary(cs *v1.CredentialSet) string {
+	var parts []string
+	for _, c := range cs.Status.Conditions {
+		parts = append(parts, c.Type+"="+string(c.Status)+"/"+c.Reason)
+	}
+	return strings.Join(parts, ",")
+}
+
+// waitPhase waits for phase and generation.
+func waitPhase(t testing.TB, ns, name string, phase v1.RotationPhase, gen int64) *v1.CredentialSet {
+	t.Helper()
+	var cs *v1.CredentialSet
+	eventually(t, 2*time.Minute, fmt.Sprintf("%s/%s phase %s generation %d", ns, name, phase, gen), func() (bool, string) {
+		cs = getSet(t, ns, name)
+		return cs.Status.Phase == phase && cs.Status.KeyGeneration == gen, stateOf(cs)
+	})
+	return cs
+}
+
+func annotate(t testing.TB, ns, name, key, value string) {
+	t.Helper()
+	cs := getSet(t, ns, name)
+	patch := client.MergeFrom(cs.DeepCopy())
+	if cs.Annotations == nil {
+		cs.Annotations = map[string]string{}
+	}
+	cs.Annotations[key] = value
+	if err := k8s.Patch(context.Background(), cs, patch); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func rotate(t testing.TB, ns, name, id string) { annotate(t, ns, name, engine.RotateAnnotation, id) }
+func discard(t testing.TB, ns, name, id string) {
+	annotate(t, ns, name, engine.DiscardAnnotation, id)
+}
+
+func secretData(t testing.TB, ns, name string) map[string][]byte {
+	t.Helper()
+	s := &corev1.Secret{}
+	if err := k8s.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: name}, s); err != nil {
+		t.Fatal(err)
+	}
+	return s.Data
+}
+
+func sourceData(t testing.TB, cs *v1.CredentialSet) map[string][]byte {
+	return secretData(t, OperatorNamespace, controller.SourceSecretName(cs))
+}
+
+// waitEvent waits for an Event with reason about the set and returns its note.
+func waitEvent(t testing.TB, ns, name, why string) string {
+	t.Helper()
+	note := ""
+	eventually(t, time.Minute, "event "+why+" on "+name, func() (bool, string) {
+		var list eventsv1.EventList
+		if err := k8s.List(context.Background(), &list, client.InNamespace(ns)); err != nil {
+			return false, err.Error()
+		}
+		var seen []string
+		for _, e := range list.Items {
+			if e.Regarding.Name == name && e.Reason == why {
+				note = e.Note
+				return true, ""
+			}
+			seen = append(seen, e.Reason)
+		}
+		return false, strings.Join(seen, ",")
+	})
+	return note
+}
+
+func condition(cs *v1.CredentialSet, typ string) *metav1.Condition {
+	for i := range cs.Status.Conditions {
+		if cs.Status.Conditions[i].Type == typ {
+			return &cs.Status.Conditions[i]
+		}
+	}
+	return nil
+}
+
+// prepareUser creates an account directly on each instance, unlogged, as a
+// cluster manager (MOCO's agent) would before rekey adopts it.
+func prepareUser(t testing.TB, insts []*testenv.MySQLInstance, user, password string, grants string) {
+	t.Helper()
+	for _, i := range insts {
+		stmts := []string{"SET SESSION sql_log_bin=0", "SET GLOBAL super_read_only=OFF",
+			fmt.Sprintf("CREATE USER '%s'@'%%' IDENTIFIED BY '%s'", user, password)}
+		if grants != "" {
+			stmts = append(stmts, fmt.Sprintf("GRANT %s ON *.* TO '%s'@'%%'", grants, user))
+		}
+		if i.Role != testenv.RolePrimary {
+			stmts = append(stmts, "SET GLOBAL super_read_only=ON")
+		}
+		if err := i.Exec(stmts...); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+func createSecret(t testing.TB, ns, name string, data map[string]string) {
+	t.Helper()
+	s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}, StringData: data}
+	if err := k8s.Create(context.Background(), s); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -1,0 +1,138 @@
+// Package e2e proves rekey's rotation end to end: a real kube-apiserver
+// and etcd (envtest), a real MySQL cluster (primary, two replicas and a
+// downstream cluster's instance), and the real manager — in-process for most
+// tests, as a separate process where a test kills it.
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
+	"k8s.io/utils/ptr"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/config"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	v1 "rekey.io/rekey/api/v1alpha1"
+	"rekey.io/rekey/internal/controller"
+	"rekey.io/rekey/internal/testenv"
+)
+
+// OperatorNamespace holds the source Secrets in every test.
+const OperatorNamespace = "rekey-system"
+
+var (
+	env    *testenv.Env
+	cp     *testenv.ControlPlane
+	k8s    client.Client
+	scheme = runtime.NewScheme()
+)
+
+func TestMain(m *testing.M) {
+	os.Exit(run(m))
+}
+
+func run(m *testing.M) int {
+	// Manager logs go to a file per run (kept for failures), never to the
+	// test output by default: REKEY_TEST_LOGS=1 shows them.
+	logOut := io.Writer(io.Discard)
+	if f, err := os.CreateTemp("", "rekey-e2e-manager-*.log"); err == nil {
+		logOut = f
+		fmt.Printf("manager log: %s\n", f.Name())
+		defer f.Close()
+	}
+	if os.Getenv("REKEY_TEST_LOGS") != "" {
+		logOut = os.Stderr
+	}
+	ctrl.SetLogger(zap.New(zap.WriteTo(logOut), zap.UseDevMode(true)))
+	_ = clientgoscheme.AddToScheme(scheme)
+	_ = v1.AddToScheme(scheme)
+	var err error
+	if env, err = testenv.Load(); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	if cp, err = env.StartAPIServer(testenv.ControlPlaneOptions{CRDDirectoryPaths: []string{"config/crd/bases"}}); err != nil {
+		fmt.Fprintln(os.Stderr, "control plane:", err)
+		return 1
+	}
+	defer cp.Stop()
+	fmt.Printf("kube-apiserver %s\n", cp.Version)
+	if k8s, err = client.New(cp.Config, client.Options{Scheme: scheme}); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: OperatorNamespace}}
+	if err := k8s.Create(context.Background(), ns); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	return m.Run()
+}
+
+// startManager runs the manager in this process until the test ends.
+func startManager(t testing.TB, cfg *rest.Config) {
+	t.Helper()
+	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
+		Scheme:                 scheme,
+		Metrics:                metricsserver.Options{BindAddress: "0"},
+		HealthProbeBindAddress: "0",
+		// Tests start a manager each; the name check is per process.
+		Controller: config.Controller{SkipNameValidation: ptr.To(true)},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := &controller.Reconciler{
+		Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(),
+		Recorder: mgr.GetEventRecorder("rekey"), Namespace: OperatorNamespace,
+		DefaultGracePeriod: 2 * time.Second,
+	}
+	if err := r.SetupWithManager(mgr); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- mgr.Start(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("manager: %v", err)
+		}
+	})
+}
+
+var managerBinary string
+
+// buildManager builds cmd/manager once per test binary.
+func buildManager(t testing.TB) string {
+	t.Helper()
+	if managerBinary != "" {
+		return managerBinary
+	}
+	dir, err := os.MkdirTemp("", "rekey-manager-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(dir, "manager")
+	cmd := exec.Command("go", "build", "-o", out, "./cmd/manager")
+	cmd.Dir = env.RepoRoot
+	if b, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("build manager: %v\n%s", err, b)
+	}
+	managerBinary = out
+	return out
+}

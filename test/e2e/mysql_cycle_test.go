@@ -1,0 +1,149 @@
+package e2e
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	v1 "rekey.io/rekey/api/v1alpha1"
+	"rekey.io/rekey/internal/engine"
+	"rekey.io/rekey/internal/reason"
+	"rekey.io/rekey/internal/testenv"
+)
+
+// TestMySQLFullCycle walks seed 000's whole cycle for the moco preset and
+// checks, at every phase boundary, who can log in with which password, what
+// the Secrets hold, and that nothing travelled by binlog.
+func TestMySQLFullCycle(t *testing.T) {
+	c := testenv.MySQLClusterForTest(t, testenv.MySQLOptions{Downstream: true})
+	ns := newNamespace(t)
+	startManager(t, cp.Config)
+	downUsers, downGTID := userTable(t, c.Downstream), gtidExecuted(t, c.Downstream)
+	primaryGTID := gtidExecuted(t, c.Primary)
+
+	cs := mocoSet(t, ns, "moco", c)
+	if err := k8s.Create(ctxT(t), cs); err != nil {
+		t.Fatal(err)
+	}
+
+	// Provisioning: generation 1, the admin adopted, the 7 others created.
+	cs = waitPhase(t, ns, "moco", v1.PhaseIdle, 1)
+	src := sourceData(t, cs)
+	gen1 := userPasswords(src, mocoKeys, "")
+	if len(gen1) != 8 {
+		t.Fatalf("source Secret holds %d of 8 passwords", len(gen1))
+	}
+	if gen1["moco-admin"] != string(secretData(t, ns, "moco-init")["ADMIN_PASSWORD"]) {
+		t.Fatal("the admin's existing password was not adopted")
+	}
+	for u, pw := range gen1 {
+		if u != "moco-admin" && (len(pw) < 32 || strings.Trim(pw, engine.PasswordAlphabet) != "") {
+			t.Fatalf("generated password of %s is not 32+ letters and digits", u)
+		}
+	}
+	loginMatrix(t, "after provisioning", c.Instances(), gen1, nil)
+	assertDistributed(t, ns, "moco-creds", gen1)
+	if cond := condition(cs, reason.CondReady); cond == nil || cond.Status != "True" {
+		t.Fatalf("Ready condition after provisioning: %+v", cond)
+	}
+
+	p := startProber(t, c.Instances(), ns, "moco-creds", mocoKeys)
+
+	// Phase 1.
+	rotate(t, ns, "moco", "rot-1")
+	cs = waitPhase(t, ns, "moco", v1.PhaseDistributed, 1)
+	if !cs.Status.RotateApplied || cs.Status.RotationID != "rot-1" {
+		t.Fatalf("after phase 1: %s", stateOf(cs))
+	}
+	src = sourceData(t, cs)
+	pend := userPasswords(src, mocoKeys, engine.PendingSuffix)
+	if len(pend) != 8 || string(src[engine.RotationIDKey]) != "rot-1" {
+		t.Fatalf("source Secret during rotation: %d pending keys, ROTATION_ID %q", len(pend), src[engine.RotationIDKey])
+	}
+	if cur := userPasswords(src, mocoKeys, ""); !equalMaps(cur, gen1) {
+		t.Fatal("current passwords changed during phase 1")
+	}
+	both := map[string]string{}
+	for u := range gen1 {
+		if gen1[u] == pend[u] {
+			t.Fatalf("pending password of %s equals the current one", u)
+		}
+		both[u] = pend[u]
+	}
+	loginMatrix(t, "Distributed: new passwords", c.Instances(), pend, nil)
+	loginMatrix(t, "Distributed: old passwords", c.Instances(), gen1, nil)
+	assertDistributed(t, ns, "moco-creds", pend)
+	assertSuperReadOnly(t, append(c.Replicas, c.Downstream)...)
+	eventually(t, 30*time.Second, "rotate annotation removed", func() (bool, string) {
+		_, ok := getSet(t, ns, "moco").Annotations[engine.RotateAnnotation]
+		return !ok, "still annotated"
+	})
+	waitEvent(t, ns, "moco", string(reason.Distributed))
+
+	time.Sleep(time.Second) // a verification window, as an operator would take
+	// Phase 2.
+	discard(t, ns, "moco", "rot-1")
+	cs = waitPhase(t, ns, "moco", v1.PhaseIdle, 2)
+	if cs.Status.LastRotationID != "rot-1" || cs.Status.RotationID != "" || cs.Status.RotateApplied || cs.Status.DiscardApplied {
+		t.Fatalf("after discard: %s", stateOf(cs))
+	}
+	loginMatrix(t, "Idle after discard", c.Instances(), pend, gen1)
+	src = sourceData(t, cs)
+	if cur := userPasswords(src, mocoKeys, ""); !equalMaps(cur, pend) {
+		t.Fatal("source Secret's current passwords are not the confirmed pending ones")
+	}
+	if len(userPasswords(src, mocoKeys, engine.PendingSuffix)) != 0 || src[engine.RotationIDKey] != nil {
+		t.Fatal("source Secret kept rotation keys after discard")
+	}
+	assertDistributed(t, ns, "moco-creds", pend)
+	assertSuperReadOnly(t, append(c.Replicas, c.Downstream)...)
+	p.assertNoGap(t)
+
+	// Nothing travelled by binlog: not the provisioning, not the rotation.
+	if err := c.Downstream.WaitCaughtUp(c.Primary); err != nil {
+		t.Fatal(err)
+	}
+	if got := userTable(t, c.Downstream); got != downUsers {
+		t.Fatal("the downstream cluster's mysql.user changed: credential DDL travelled by binlog")
+	}
+	if got := gtidExecuted(t, c.Downstream); got != downGTID {
+		t.Fatalf("downstream gtid_executed moved from %q to %q", downGTID, got)
+	}
+	if got := gtidExecuted(t, c.Primary); got != primaryGTID {
+		t.Fatalf("primary gtid_executed moved from %q to %q: something was binlogged", primaryGTID, got)
+	}
+
+	// A stale rotate annotation (left by a failed removal) starts nothing.
+	rotate(t, ns, "moco", "rot-1")
+	eventually(t, 30*time.Second, "stale rotate annotation removed", func() (bool, string) {
+		_, ok := getSet(t, ns, "moco").Annotations[engine.RotateAnnotation]
+		return !ok, "still annotated"
+	})
+	if cs = getSet(t, ns, "moco"); cs.Status.Phase != v1.PhaseIdle || cs.Status.KeyGeneration != 2 {
+		t.Fatalf("stale annotation changed state: %s", stateOf(cs))
+	}
+	loginMatrix(t, "after stale annotation", c.Instances(), pend, gen1)
+}
+
+func assertDistributed(t testing.TB, ns, name string, want map[string]string) {
+	t.Helper()
+	eventually(t, 30*time.Second, "distributed Secret "+name, func() (bool, string) {
+		got := userPasswords(secretData(t, ns, name), mocoKeys, "")
+		return equalMaps(got, want), "holds other passwords"
+	})
+}
+
+func equalMaps(a, b map[string]string) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for k, v := range a {
+		if b[k] != v {
+			return false
+		}
+	}
+	return true
+}
+
+var _ = context.Background

@@ -1,0 +1,199 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	v1 "rekey.io/rekey/api/v1alpha1"
+	"rekey.io/rekey/internal/testenv"
+)
+
+// mocoKeys maps MOCO's Secret keys to its users (seed 000).
+var mocoKeys = map[string]string{
+	"ADMIN_PASSWORD": "moco-admin", "AGENT_PASSWORD": "moco-agent", "REPLICATION_PASSWORD": "moco-repl",
+	"CLONE_DONOR_PASSWORD": "moco-clone-donor", "EXPORTER_PASSWORD": "moco-exporter", "BACKUP_PASSWORD": "moco-backup",
+	"READONLY_PASSWORD": "moco-readonly", "WRITABLE_PASSWORD": "moco-writable",
+}
+
+// mocoSet is a moco-preset CredentialSet for the cluster whose admin
+// (moco-admin) already exists with the password in Secret <name>-init.
+func mocoSet(t testing.TB, ns, name string, c *testenv.MySQLCluster) *v1.CredentialSet {
+	t.Helper()
+	adminPw := "Init" + strings.Repeat("x", 30) + name
+	prepareUser(t, c.Instances(), "moco-admin", adminPw, "ALL PRIVILEGES")
+	for _, i := range c.Instances() {
+		if err := i.Exec("SET SESSION sql_log_bin=0", "SET GLOBAL super_read_only=OFF",
+			"GRANT ALL PRIVILEGES ON *.* TO 'moco-admin'@'%' WITH GRANT OPTION",
+			map[bool]string{true: "SELECT 1", false: "SET GLOBAL super_read_only=ON"}[i.Role == testenv.RolePrimary]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	createSecret(t, ns, name+"-init", map[string]string{"ADMIN_PASSWORD": adminPw})
+	return &v1.CredentialSet{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+		Spec: v1.CredentialSetSpec{
+			MySQL: &v1.MySQLSpec{
+				Instances: v1.MySQLInstances{Hosts: c.Addrs()},
+				Admin:     v1.MySQLAdmin{User: "moco-admin", PasswordSecretRef: &v1.SecretKeyRef{Name: name + "-init", Key: "ADMIN_PASSWORD"}},
+				Preset:    "moco",
+			},
+			Distribution: []v1.SecretTarget{{Namespace: ns, Name: name + "-creds"}},
+		},
+	}
+}
+
+// userPasswords maps user name → password from Secret data keyed like MOCO.
+func userPasswords(data map[string][]byte, keys map[string]string, suffix string) map[string]string {
+	out := map[string]string{}
+	for k, u := range keys {
+		if v, ok := data[k+suffix]; ok {
+			out[u] = string(v)
+		}
+	}
+	return out
+}
+
+// loginMatrix asserts, for every user × instance, that MySQL accepts the
+// passwords in accept and refuses those in refuse.
+func loginMatrix(t testing.TB, when string, insts []*testenv.MySQLInstance, accept, refuse map[string]string) {
+	t.Helper()
+	var mu sync.Mutex
+	var bad []string
+	var wg sync.WaitGroup
+	check := func(i *testenv.MySQLInstance, user, pw string, want bool) {
+		defer wg.Done()
+		err := i.CanLogin(user, pw)
+		if (err == nil) != want {
+			mu.Lock()
+			bad = append(bad, fmt.Sprintf("%s on %s: login ok=%v, want %v", user, i.Name, err == nil, want))
+			mu.Unlock()
+		}
+	}
+	for _, i := range insts {
+		for u, pw := range accept {
+			wg.Add(1)
+			go check(i, u, pw, true)
+		}
+		for u, pw := range refuse {
+			wg.Add(1)
+			go check(i, u, pw, false)
+		}
+	}
+	wg.Wait()
+	if len(bad) > 0 {
+		sort.Strings(bad)
+		t.Fatalf("login matrix %s:\n%s", when, strings.Join(bad, "\n"))
+	}
+}
+
+// prober logs in continuously as a consumer would: with whatever the
+// distributed Secret holds at that moment, on every instance.
+type prober struct {
+	attempts, failures atomic.Int64
+	mu                 sync.Mutex
+	firstFailures      []string
+	stop               chan struct{}
+	done               chan struct{}
+}
+
+func startProber(t testing.TB, insts []*testenv.MySQLInstance, ns, secret string, keys map[string]string) *prober {
+	p := &prober{stop: make(chan struct{}), done: make(chan struct{})}
+	go func() {
+		defer close(p.done)
+		for {
+			select {
+			case <-p.stop:
+				return
+			default:
+			}
+			s := &corev1.Secret{}
+			if err := k8s.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: secret}, s); err != nil {
+				time.Sleep(50 * time.Millisecond)
+				continue
+			}
+			var wg sync.WaitGroup
+			for k, u := range keys {
+				pw := string(s.Data[k])
+				for _, i := range insts {
+					wg.Add(1)
+					go func() {
+						defer wg.Done()
+						p.attempts.Add(1)
+						if err := i.CanLogin(u, pw); err != nil {
+							p.failures.Add(1)
+							p.mu.Lock()
+							if len(p.firstFailures) < 10 {
+								p.firstFailures = append(p.firstFailures, fmt.Sprintf("%s %s on %s: %v", time.Now().Format("15:04:05.000"), u, i.Name, err))
+							}
+							p.mu.Unlock()
+						}
+					}()
+				}
+			}
+			wg.Wait()
+			time.Sleep(20 * time.Millisecond)
+		}
+	}()
+	t.Cleanup(func() { p.halt() })
+	return p
+}
+
+func (p *prober) halt() {
+	select {
+	case <-p.stop:
+	default:
+		close(p.stop)
+	}
+	<-p.done
+}
+
+// assertNoGap stops the prober and fails the test on any refused login.
+func (p *prober) assertNoGap(t testing.TB) {
+	t.Helper()
+	p.halt()
+	t.Logf("prober: %d logins, %d failed", p.attempts.Load(), p.failures.Load())
+	if p.attempts.Load() == 0 {
+		t.Fatal("prober made no login attempt")
+	}
+	if p.failures.Load() > 0 {
+		t.Fatalf("consumers were locked out %d times:\n%s", p.failures.Load(), strings.Join(p.firstFailures, "\n"))
+	}
+}
+
+// userTable snapshots accounts with their authentication data.
+func userTable(t testing.TB, i *testenv.MySQLInstance) string {
+	t.Helper()
+	v, err := i.QueryString("SELECT GROUP_CONCAT(CONCAT(User,'@',Host,':',HEX(authentication_string),':',COALESCE(CAST(User_attributes AS CHAR),'')) ORDER BY User, Host SEPARATOR ';') FROM mysql.user")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return v
+}
+
+func gtidExecuted(t testing.TB, i *testenv.MySQLInstance) string {
+	t.Helper()
+	v, err := i.QueryString("SELECT @@GLOBAL.gtid_executed")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return v
+}
+
+func assertSuperReadOnly(t testing.TB, insts ...*testenv.MySQLInstance) {
+	t.Helper()
+	for _, i := range insts {
+		if v, err := i.QueryString("SELECT @@GLOBAL.super_read_only"); err != nil || v != "1" {
+			t.Fatalf("%s: super_read_only = %q (%v), want 1", i.Name, v, err)
+		}
+	}
+}
