@@ -43,6 +43,11 @@ func (r *Reconciler) mysqlPlan(ctx context.Context, cs *v1.CredentialSet) (*plan
 	if err != nil {
 		return nil, err
 	}
+	if r.AddressMap != nil {
+		for i := range instances {
+			instances[i].Addr = r.AddressMap(instances[i].Addr)
+		}
+	}
 	adminPassword := ""
 	if ref := spec.Admin.PasswordSecretRef; ref != nil {
 		if adminPassword, err = r.readSecretKey(ctx, cs.Namespace, ref.Name, ref.Key); err != nil {

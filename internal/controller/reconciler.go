@@ -35,6 +35,10 @@ type Reconciler struct {
 	Now       func() time.Time
 	// DefaultGracePeriod applies to AfterRollout without gracePeriod.
 	DefaultGracePeriod time.Duration
+	// AddressMap, when set, rewrites instance addresses before use. Tests
+	// set it because cluster DNS (<pod>.<svc>.<ns>.svc) does not exist on
+	// their machine; production leaves it nil.
+	AddressMap func(addr string) string
 }
 
 func logFrom(ctx context.Context) logr.Logger { return log.FromContext(ctx) }

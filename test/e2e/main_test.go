@@ -84,7 +84,7 @@ func run(m *testing.M) int {
 }
 
 // startManager runs the manager in this process until the test ends.
-func startManager(t testing.TB, cfg *rest.Config) {
+func startManager(t testing.TB, cfg *rest.Config, opts ...func(*controller.Reconciler)) {
 	t.Helper()
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme:                 scheme,
@@ -100,6 +100,9 @@ func startManager(t testing.TB, cfg *rest.Config) {
 		Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(),
 		Recorder: mgr.GetEventRecorder("rekey"), Namespace: OperatorNamespace,
 		DefaultGracePeriod: 2 * time.Second,
+	}
+	for _, o := range opts {
+		o(r)
 	}
 	if err := r.SetupWithManager(mgr); err != nil {
 		t.Fatal(err)

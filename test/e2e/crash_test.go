@@ -1,0 +1,170 @@
+package e2e
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"syscall"
+	"testing"
+	"time"
+
+	v1 "rekey.io/rekey/api/v1alpha1"
+	"rekey.io/rekey/internal/engine"
+	"rekey.io/rekey/internal/testenv"
+)
+
+// managerProcess is the real manager binary, killable for real.
+type managerProcess struct {
+	cmd    *exec.Cmd
+	log    string
+	exited chan struct{} // closed when the process has been waited for
+	err    error
+}
+
+// startManagerProcess runs cmd/manager against the test API server;
+// failpoint, if set, makes it SIGKILL itself at that step.
+func startManagerProcess(t testing.TB, failpoint string) *managerProcess {
+	t.Helper()
+	bin := buildManager(t)
+	logf, err := os.CreateTemp("", "rekey-manager-*.log")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer logf.Close()
+	cmd := exec.Command(bin, "--namespace", OperatorNamespace, "--metrics-bind-address", "0",
+		"--health-probe-bind-address", "0", "--default-grace-period", "2s")
+	cmd.Env = append(os.Environ(), "KUBECONFIG="+cp.Kubeconfig, "REKEY_FAILPOINT="+failpoint)
+	cmd.Stdout, cmd.Stderr = logf, logf
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	m := &managerProcess{cmd: cmd, log: logf.Name(), exited: make(chan struct{})}
+	go func() { m.err = cmd.Wait(); close(m.exited) }()
+	t.Cleanup(func() { m.stop() })
+	return m
+}
+
+func (m *managerProcess) stop() {
+	select {
+	case <-m.exited:
+		return
+	default:
+	}
+	m.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-m.exited:
+	case <-time.After(20 * time.Second):
+		m.cmd.Process.Kill()
+		<-m.exited
+	}
+}
+
+// waitKilled waits until the failpoint killed the process.
+func (m *managerProcess) waitKilled(t testing.TB, failpoint string) {
+	t.Helper()
+	select {
+	case <-m.exited:
+		ws, _ := m.cmd.ProcessState.Sys().(syscall.WaitStatus)
+		if !ws.Signaled() || ws.Signal() != syscall.SIGKILL {
+			log, _ := os.ReadFile(m.log)
+			t.Fatalf("manager exited (%v) but not killed at %s:\n%s", m.err, failpoint, tail(string(log), 2000))
+		}
+	case <-time.After(2 * time.Minute):
+		log, _ := os.ReadFile(m.log)
+		t.Fatalf("failpoint %s was never reached:\n%s", failpoint, tail(string(log), 3000))
+	}
+}
+
+func tail(s string, n int) string {
+	if len(s) > n {
+		return s[len(s)-n:]
+	}
+	return s
+}
+
+// assertRecoverable checks rule 1 at a crash point: on every instance,
+// every user accepts a password the source Secret holds, and where MySQL
+// holds a dual password, the source Secret holds the pending one.
+func assertRecoverable(t testing.TB, when string, c *testenv.MySQLCluster, cs *v1.CredentialSet) {
+	t.Helper()
+	src := sourceData(t, cs)
+	cur := userPasswords(src, mocoKeys, "")
+	pend := userPasswords(src, mocoKeys, engine.PendingSuffix)
+	for _, i := range c.Instances() {
+		for u := range cur {
+			dual, err := i.QueryString("SELECT JSON_CONTAINS_PATH(COALESCE(User_attributes,'{}'),'one','$.additional_password') FROM mysql.user WHERE User=? AND Host='%'", u)
+			if err != nil {
+				t.Fatal(err)
+			}
+			okCur := i.CanLogin(u, cur[u]) == nil
+			okPend := pend[u] != "" && i.CanLogin(u, pend[u]) == nil
+			if dual == "1" && !okPend {
+				t.Fatalf("%s: %s on %s has a secondary password but no pending password in the source Secret logs in", when, u, i.Name)
+			}
+			if !okCur && !okPend {
+				t.Fatalf("%s: %s on %s accepts no password the source Secret holds", when, u, i.Name)
+			}
+		}
+	}
+}
+
+// TestCrashSafety kills the real manager after every persisted step of
+// both phases (and between instances), starts a fresh one, and shows every
+// cycle completes while consumers never lose a login.
+func TestCrashSafety(t *testing.T) {
+	c := testenv.MySQLClusterForTest(t, testenv.MySQLOptions{})
+	ns := newNamespace(t)
+	cs := mocoSet(t, ns, "crash", c)
+	if err := k8sCreate(t, cs); err != nil {
+		t.Fatal(err)
+	}
+
+	// Provisioning crashes first.
+	for _, fp := range []string{"provision/source-stored", "provision/instance-done:2"} {
+		startManagerProcess(t, fp).waitKilled(t, fp)
+	}
+	m := startManagerProcess(t, "")
+	cs = waitPhase(t, ns, "crash", v1.PhaseIdle, 1)
+	m.stop()
+	loginMatrix(t, "provisioned after crashes", c.Instances(), userPasswords(sourceData(t, cs), mocoKeys, ""), nil)
+
+	p := startProber(t, c.Instances(), ns, "crash-creds", mocoKeys)
+	rotateFPs := []string{"rotate/phase-rotating", "rotate/pending-stored", "rotate/instance-applied:1",
+		"rotate/instance-applied:2", "rotate/rotate-applied", "rotate/pending-distributed", "rotate/phase-distributed"}
+	discardFPs := []string{"discard/instance-retired:1", "discard/instance-retired:2", "discard/discard-applied",
+		"discard/confirmed", "discard/phase-idle", "discard/instance-retired:3", "discard/discard-applied"}
+	for n := range rotateFPs {
+		rfp, dfp := rotateFPs[n], discardFPs[n]
+		gen := int64(n + 1)
+		id := fmt.Sprintf("crash-%d", n)
+		old := userPasswords(sourceData(t, cs), mocoKeys, "")
+
+		mp := startManagerProcess(t, rfp)
+		rotate(t, ns, "crash", id)
+		mp.waitKilled(t, rfp)
+		assertRecoverable(t, "killed at "+rfp, c, getSet(t, ns, "crash"))
+
+		m := startManagerProcess(t, dfp)
+		cs = waitPhase(t, ns, "crash", v1.PhaseDistributed, gen)
+		pend := userPasswords(sourceData(t, cs), mocoKeys, engine.PendingSuffix)
+		// Both passwords log in everywhere: a second RETAIN would have
+		// evicted the old one.
+		loginMatrix(t, "Distributed after a crash at "+rfp, c.Instances(), old, nil)
+		loginMatrix(t, "Distributed after a crash at "+rfp, c.Instances(), pend, nil)
+		discard(t, ns, "crash", id)
+		m.waitKilled(t, dfp)
+		assertRecoverable(t, "killed at "+dfp, c, getSet(t, ns, "crash"))
+
+		m = startManagerProcess(t, "")
+		cs = waitPhase(t, ns, "crash", v1.PhaseIdle, gen+1)
+		loginMatrix(t, fmt.Sprintf("Idle after crashes at %s and %s", rfp, dfp), c.Instances(), pend, old)
+		assertSuperReadOnly(t, c.Replicas...)
+		m.stop()
+		t.Logf("cycle %d: crashed at %s and %s, completed at generation %d", n+1, rfp, dfp, gen+1)
+	}
+	p.assertNoGap(t)
+}
+
+func k8sCreate(t testing.TB, cs *v1.CredentialSet) error { return k8s.Create(ctxT(t), cs) }
+

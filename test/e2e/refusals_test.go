@@ -1,0 +1,252 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	v1 "rekey.io/rekey/api/v1alpha1"
+	"rekey.io/rekey/internal/controller"
+	"rekey.io/rekey/internal/engine"
+	"rekey.io/rekey/internal/reason"
+	"rekey.io/rekey/internal/testenv"
+)
+
+// stsSet is a moco set whose instances come from StatefulSet "db" (3
+// replicas), with cluster DNS names mapped onto the test cluster.
+func stsSet(t *testing.T, ns, name string, c *testenv.MySQLCluster) *v1.CredentialSet {
+	t.Helper()
+	sts := &appsv1.StatefulSet{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "db"},
+		Spec: appsv1.StatefulSetSpec{
+			Replicas: ptr.To(int32(3)), ServiceName: "db",
+			Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "db"}},
+			Template: corev1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"app": "db"}},
+				Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "mysqld", Image: "mysql:9.7"}}},
+			},
+		},
+	}
+	if err := k8s.Create(ctxT(t), sts); err != nil {
+		t.Fatal(err)
+	}
+	addrs := map[string]string{}
+	for n, i := range c.Instances() {
+		addrs[fmt.Sprintf("db-%d.db.%s.svc:3306", n, ns)] = i.Addr()
+	}
+	startManager(t, cp.Config, func(r *controller.Reconciler) {
+		r.AddressMap = func(a string) string { return addrs[a] }
+	})
+	cs := mocoSet(t, ns, name, c)
+	cs.Spec.MySQL.Instances = v1.MySQLInstances{StatefulSet: &v1.StatefulSetInstances{Name: "db"}}
+	if err := k8s.Create(ctxT(t), cs); err != nil {
+		t.Fatal(err)
+	}
+	waitPhase(t, ns, name, v1.PhaseIdle, 1)
+	return cs
+}
+
+func scale(t *testing.T, ns, name string, n int32) {
+	t.Helper()
+	sts := &appsv1.StatefulSet{}
+	if err := k8s.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: name}, sts); err != nil {
+		t.Fatal(err)
+	}
+	patch := client.MergeFrom(sts.DeepCopy())
+	sts.Spec.Replicas = &n
+	if err := k8s.Patch(context.Background(), sts, patch); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// waitDegraded waits for the Degraded condition with reason and returns
+// its message.
+func waitDegraded(t *testing.T, ns, name string, why reason.Reason) string {
+	t.Helper()
+	msg := ""
+	eventually(t, time.Minute, "Degraded="+string(why), func() (bool, string) {
+		cs := getSet(t, ns, name)
+		c := condition(cs, reason.CondDegraded)
+		if c != nil && c.Status == metav1.ConditionTrue && c.Reason == string(why) {
+			msg = c.Message
+			return true, ""
+		}
+		return false, stateOf(cs)
+	})
+	return msg
+}
+
+func mustContain(t *testing.T, what, s string, parts ...string) {
+	t.Helper()
+	for _, p := range parts {
+		if !strings.Contains(s, p) {
+			t.Fatalf("%s %q does not mention %q", what, s, p)
+		}
+	}
+}
+
+// TestRefusalsAndHealthGate: every refusal of seed 000 that a live cluster
+// can reach, each with its Warning Event and Degraded condition, and the
+// health gate holding and resuming a phase.
+func TestRefusalsAndHealthGate(t *testing.T) {
+	c := testenv.MySQLClusterForTest(t, testenv.MySQLOptions{})
+	ns := newNamespace(t)
+	stsSet(t, ns, "ref", c)
+	gen1 := userPasswords(sourceData(t, getSet(t, ns, "ref")), mocoKeys, "")
+
+	t.Run("discard with no active rotation is skipped and consumed", func(t *testing.T) {
+		discard(t, ns, "ref", "nope")
+		note := waitEvent(t, ns, "ref", string(reason.DiscardSkipped))
+		mustContain(t, "DiscardSkipped event", note, "kubectl rekey rotate")
+		eventually(t, 30*time.Second, "discard annotation consumed", func() (bool, string) {
+			_, ok := getSet(t, ns, "ref").Annotations[engine.DiscardAnnotation]
+			return !ok, "still there"
+		})
+	})
+
+	t.Run("a dual password nobody accounts for refuses the rotation", func(t *testing.T) {
+		r1 := c.Replicas[0]
+		if err := r1.Exec("SET SESSION sql_log_bin=0", "SET GLOBAL super_read_only=OFF",
+			"ALTER USER 'moco-readonly'@'%' IDENTIFIED BY 'someone-elses' RETAIN CURRENT PASSWORD",
+			"SET GLOBAL super_read_only=ON"); err != nil {
+			t.Fatal(err)
+		}
+		rotate(t, ns, "ref", "r-dual")
+		note := waitEvent(t, ns, "ref", string(reason.DualPasswordExists))
+		mustContain(t, "DualPasswordExists event", note, "moco-readonly@%", "db-1", "DISCARD OLD PASSWORD")
+		msg := waitDegraded(t, ns, "ref", reason.DualPasswordExists)
+		mustContain(t, "Degraded condition", msg, "db-1")
+		if cs := getSet(t, ns, "ref"); cs.Status.Phase != v1.PhaseIdle {
+			t.Fatalf("refused rotation left phase %s", cs.Status.Phase)
+		}
+		// The documented reset (DESIGN.md's correction of seed 000), then retry.
+		if err := r1.Exec("SET SESSION sql_log_bin=0", "SET GLOBAL super_read_only=OFF",
+			fmt.Sprintf("ALTER USER 'moco-readonly'@'%%' IDENTIFIED BY '%s'", gen1["moco-readonly"]),
+			"ALTER USER 'moco-readonly'@'%' DISCARD OLD PASSWORD", "SET GLOBAL super_read_only=ON"); err != nil {
+			t.Fatal(err)
+		}
+		rotate(t, ns, "ref", "r-dual-2")
+		waitPhase(t, ns, "ref", v1.PhaseDistributed, 1)
+		discard(t, ns, "ref", "r-dual-2")
+		waitPhase(t, ns, "ref", v1.PhaseIdle, 2)
+	})
+
+	t.Run("replicas 0 refuses rotate and discard; scaling up resumes", func(t *testing.T) {
+		scale(t, ns, "db", 0)
+		rotate(t, ns, "ref", "r-zero")
+		note := waitEvent(t, ns, "ref", string(reason.RotateRefused))
+		mustContain(t, "RotateRefused event", note, "replicas: 0", "scale")
+		if cs := getSet(t, ns, "ref"); cs.Status.Phase != v1.PhaseIdle {
+			t.Fatalf("rotation started with no instances: %s", stateOf(cs))
+		}
+		scale(t, ns, "db", 3)
+		waitPhase(t, ns, "ref", v1.PhaseDistributed, 2)
+		scale(t, ns, "db", 0)
+		discard(t, ns, "ref", "r-zero")
+		note = waitEvent(t, ns, "ref", string(reason.DiscardRefused))
+		mustContain(t, "DiscardRefused event", note, "replicas: 0")
+		if cs := getSet(t, ns, "ref"); cs.Status.Phase != v1.PhaseDistributed || cs.Status.DiscardApplied {
+			t.Fatalf("discard went ahead with no instances: %s", stateOf(cs))
+		}
+		scale(t, ns, "db", 3)
+		waitPhase(t, ns, "ref", v1.PhaseIdle, 3)
+	})
+
+	t.Run("an unreachable instance holds the phase; it resumes when back", func(t *testing.T) {
+		old := userPasswords(sourceData(t, getSet(t, ns, "ref")), mocoKeys, "")
+		down := c.Replicas[1]
+		down.Stop()
+		rotate(t, ns, "ref", "r-down")
+		note := waitEvent(t, ns, "ref", string(reason.InstanceUnreachable))
+		mustContain(t, "InstanceUnreachable event", note, "db-2")
+		mustContain(t, "Degraded condition", waitDegraded(t, ns, "ref", reason.InstanceUnreachable), "db-2")
+		if err := down.Start(); err != nil {
+			t.Fatal(err)
+		}
+		cs := waitPhase(t, ns, "ref", v1.PhaseDistributed, 3)
+		pend := userPasswords(sourceData(t, cs), mocoKeys, engine.PendingSuffix)
+		loginMatrix(t, "Distributed after the instance came back", c.Instances(), pend, nil)
+		loginMatrix(t, "Distributed after the instance came back", c.Instances(), old, nil)
+
+		down.Stop()
+		discard(t, ns, "ref", "r-down")
+		eventually(t, time.Minute, "discard held by the health gate", func() (bool, string) {
+			cs := getSet(t, ns, "ref")
+			c := condition(cs, reason.CondDegraded)
+			return c != nil && c.Status == "True" && strings.Contains(c.Message, "db-2"), stateOf(cs)
+		})
+		if err := down.Start(); err != nil {
+			t.Fatal(err)
+		}
+		waitPhase(t, ns, "ref", v1.PhaseIdle, 4)
+		loginMatrix(t, "Idle after the instance came back", c.Instances(), pend, old)
+		cs = getSet(t, ns, "ref")
+		if d := condition(cs, reason.CondDegraded); d == nil || d.Status != "False" {
+			t.Fatalf("Degraded after recovery: %+v", d)
+		}
+	})
+}
+
+// TestPendingTampering: the source Secret losing or changing its pending
+// data stops the cycle with the documented event instead of guessing.
+func TestPendingTampering(t *testing.T) {
+	c := testenv.MySQLClusterForTest(t, testenv.MySQLOptions{})
+	ns := newNamespace(t)
+	startManager(t, cp.Config)
+	for _, name := range []string{"miss", "stale"} {
+		cs := mocoSet(t, ns, name, c)
+		cs.Spec.Distribution[0].Name = name + "-creds"
+		if name == "stale" {
+			// Both sets rotate the same users: give the second its own
+			// cluster view by using only the primary.
+			continue
+		}
+		if err := k8s.Create(ctxT(t), cs); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitPhase(t, ns, "miss", v1.PhaseIdle, 1)
+
+	t.Run("pending keys deleted while Distributed: MissingRotationPending", func(t *testing.T) {
+		rotate(t, ns, "miss", "r-miss")
+		cs := waitPhase(t, ns, "miss", v1.PhaseDistributed, 1)
+		editSource(t, cs, func(d map[string][]byte) { delete(d, "AGENT_PASSWORD"+engine.PendingSuffix) })
+		discard(t, ns, "miss", "r-miss")
+		note := waitEvent(t, ns, "miss", string(reason.MissingRotationPending))
+		mustContain(t, "MissingRotationPending event", note, "kubectl rekey recover")
+		waitDegraded(t, ns, "miss", reason.MissingRotationPending)
+		if cs := getSet(t, ns, "miss"); cs.Status.Phase != v1.PhaseDistributed || cs.Status.DiscardApplied {
+			t.Fatalf("discard went ahead without pending secrets: %s", stateOf(cs))
+		}
+		// Nothing was discarded: the old passwords still log in.
+		loginMatrix(t, "after the refused discard", c.Instances(), userPasswords(sourceData(t, cs), mocoKeys, ""), nil)
+	})
+
+	t.Run("ROTATION_ID changed while Distributed: StaleRotationPending", func(t *testing.T) {
+		cs := getSet(t, ns, "miss")
+		editSource(t, cs, func(d map[string][]byte) { d[engine.RotationIDKey] = []byte("someone-else") })
+		discard(t, ns, "miss", "r-miss")
+		note := waitEvent(t, ns, "miss", string(reason.StaleRotationPending))
+		mustContain(t, "StaleRotationPending event", note, "kubectl rekey recover")
+	})
+}
+
+func editSource(t *testing.T, cs *v1.CredentialSet, edit func(map[string][]byte)) {
+	t.Helper()
+	s := &corev1.Secret{}
+	if err := k8s.Get(context.Background(), client.ObjectKey{Namespace: OperatorNamespace, Name: controller.SourceSecretName(cs)}, s); err != nil {
+		t.Fatal(err)
+	}
+	edit(s.Data)
+	if err := k8s.Update(context.Background(), s); err != nil {
+		t.Fatal(err)
+	}
+}
