@@ -79,7 +79,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		prob = classify(err)
 		if prob != nil {
 			err = nil // reported as an event + condition, retried below
-			if res.RequeueAfter == 0 {
+			if res.RequeueAfter == 0 || prob.reason == reason.InstanceUnreachable {
+				// The health gate polls: the phase resumes soon after
+				// the instance answers again.
 				res.RequeueAfter = 10 * time.Second
 			}
 		}

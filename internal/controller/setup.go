@@ -13,7 +13,8 @@ import (
 	v1 "rekey.io/rekey/api/v1alpha1"
 )
 
-const consumerIndex = "spec.consumers"
+// consumerIndex maps a workload to the sets that consume it or run on it.
+const consumerIndex = "spec.workloads"
 
 func clientKey(cs *v1.CredentialSet) types.NamespacedName {
 	return types.NamespacedName{Namespace: cs.Namespace, Name: cs.Name}
@@ -29,6 +30,11 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		var keys []string
 		for _, c := range cs.Spec.Consumers {
 			keys = append(keys, ConsumerIndexKey(c.Kind, consumerNamespace(cs, c), c.Name))
+		}
+		// A StatefulSet holding the instances wakes the set too: scaling
+		// it from 0 resumes a refused phase at once.
+		if m := cs.Spec.MySQL; m != nil && m.Instances.StatefulSet != nil {
+			keys = append(keys, ConsumerIndexKey(v1.KindStatefulSet, cs.Namespace, m.Instances.StatefulSet.Name))
 		}
 		return keys
 	})

@@ -44,9 +44,11 @@ func TestMySQLFullCycle(t *testing.T) {
 	}
 	loginMatrix(t, "after provisioning", c.Instances(), gen1, nil)
 	assertDistributed(t, ns, "moco-creds", gen1)
-	if cond := condition(cs, reason.CondReady); cond == nil || cond.Status != "True" {
-		t.Fatalf("Ready condition after provisioning: %+v", cond)
-	}
+	eventually(t, 30*time.Second, "Ready=True after provisioning", func() (bool, string) {
+		cs := getSet(t, ns, "moco")
+		cond := condition(cs, reason.CondReady)
+		return cond != nil && cond.Status == "True", stateOf(cs)
+	})
 
 	p := startProber(t, c.Instances(), ns, "moco-creds", mocoKeys)
 

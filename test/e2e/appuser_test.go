@@ -1,0 +1,87 @@
+package e2e
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	v1 "rekey.io/rekey/api/v1alpha1"
+	"rekey.io/rekey/internal/engine"
+	"rekey.io/rekey/internal/reason"
+	"rekey.io/rekey/internal/testenv"
+)
+
+// TestApplicationUserAfterRollout: rekey creates an application user with
+// its grants on every instance (connecting as a separate, unrotated admin),
+// and with discardPolicy AfterRollout finishes the rotation by itself.
+func TestApplicationUserAfterRollout(t *testing.T) {
+	c := testenv.MySQLClusterForTest(t, testenv.MySQLOptions{})
+	ns := newNamespace(t)
+	startManager(t, cp.Config)
+	prepareUser(t, c.Instances(), "ops-admin", "ops-admin-password-for-tests", "")
+	for _, i := range c.Instances() {
+		if err := i.Exec("SET SESSION sql_log_bin=0", "SET GLOBAL super_read_only=OFF",
+			"GRANT ALL PRIVILEGES ON *.* TO 'ops-admin'@'%' WITH GRANT OPTION",
+			map[bool]string{true: "SELECT 1", false: "SET GLOBAL super_read_only=ON"}[i.Role == testenv.RolePrimary]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	createSecret(t, ns, "ops-admin", map[string]string{"password": "ops-admin-password-for-tests"})
+	cs := &v1.CredentialSet{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "orders"},
+		Spec: v1.CredentialSetSpec{
+			MySQL: &v1.MySQLSpec{
+				Instances: v1.MySQLInstances{Hosts: c.Addrs()},
+				Admin:     v1.MySQLAdmin{User: "ops-admin", PasswordSecretRef: &v1.SecretKeyRef{Name: "ops-admin", Key: "password"}},
+				Users: []v1.MySQLUser{{Name: "orders", Grants: []v1.MySQLGrant{
+					{Privileges: []string{"SELECT", "INSERT"}, On: "orders.*"}}}},
+			},
+			Distribution: []v1.SecretTarget{{Namespace: ns, Name: "orders-db"}},
+			Rotation:     v1.RotationSpec{DiscardPolicy: v1.DiscardAfterRollout, GracePeriod: &metav1.Duration{Duration: time.Second}},
+		},
+	}
+	if err := k8s.Create(ctxT(t), cs); err != nil {
+		t.Fatal(err)
+	}
+	cs = waitPhase(t, ns, "orders", v1.PhaseIdle, 1)
+	keys := map[string]string{"ORDERS_PASSWORD": "orders"}
+	gen1 := userPasswords(sourceData(t, cs), keys, "")
+	loginMatrix(t, "after provisioning", c.Instances(), gen1, nil)
+	for _, i := range c.Instances() {
+		// SHOW GRANTS returns one row per grant; the first is USAGE.
+		db, _ := i.DB()
+		rows, err := db.Query("SHOW GRANTS FOR 'orders'@'%'")
+		if err != nil {
+			t.Fatal(err)
+		}
+		var all []string
+		for rows.Next() {
+			var s string
+			rows.Scan(&s)
+			all = append(all, s)
+		}
+		rows.Close()
+		db.Close()
+		if !strings.Contains(strings.Join(all, ";"), "GRANT SELECT, INSERT ON `orders`.* TO `orders`@`%`") {
+			t.Fatalf("%s: grants of orders = %v", i.Name, all)
+		}
+	}
+	if got := userPasswords(secretData(t, ns, "orders-db"), keys, ""); !equalMaps(got, gen1) {
+		t.Fatal("distributed Secret does not hold ORDERS_PASSWORD")
+	}
+	p := startProber(t, c.Instances(), ns, "orders-db", keys)
+	rotate(t, ns, "orders", "orders-1")
+	// No discard request: AfterRollout (no consumers to wait for) and a
+	// 1 s grace period end the rotation.
+	cs = waitPhase(t, ns, "orders", v1.PhaseIdle, 2)
+	src := sourceData(t, cs)
+	gen2 := userPasswords(src, keys, "")
+	loginMatrix(t, "after the automatic discard", c.Instances(), gen2, gen1)
+	if _, ok := src["ORDERS_PASSWORD"+engine.PendingSuffix]; ok {
+		t.Fatal("pending key left after completion")
+	}
+	mustContain(t, "DiscardApplied event", waitEvent(t, ns, "orders", string(reason.DiscardApplied)), "AfterRollout")
+	p.assertNoGap(t)
+}
