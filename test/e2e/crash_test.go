@@ -167,4 +167,3 @@ func TestCrashSafety(t *testing.T) {
 }
 
 func k8sCreate(t testing.TB, cs *v1.CredentialSet) error { return k8s.Create(ctxT(t), cs) }
-
