@@ -151,6 +151,9 @@ type CredentialSetStatus struct {
 	// CurrentSince is when the current credentials became current.
 	// +optional
 	CurrentSince *metav1.Time `json:"currentSince,omitempty"`
+	// RotationStartedAt is when the active rotation started.
+	// +optional
+	RotationStartedAt *metav1.Time `json:"rotationStartedAt,omitempty"`
 	// DistributedAt is when the active rotation's credentials were
 	// distributed.
 	// +optional

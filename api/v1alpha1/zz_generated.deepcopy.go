@@ -136,6 +136,10 @@ func (in *CredentialSetStatus) DeepCopyInto(out *CredentialSetStatus) {
 		in, out := &in.CurrentSince, &out.CurrentSince
 		*out = (*in).DeepCopy()
 	}
+	if in.RotationStartedAt != nil {
+		in, out := &in.RotationStartedAt, &out.RotationStartedAt
+		*out = (*in).DeepCopy()
+	}
 	if in.DistributedAt != nil {
 		in, out := &in.DistributedAt, &out.DistributedAt
 		*out = (*in).DeepCopy()

@@ -11,6 +11,7 @@ import (
 	v1 "rekey.io/rekey/api/v1alpha1"
 	"rekey.io/rekey/internal/engine"
 	"rekey.io/rekey/internal/failpoint"
+	"rekey.io/rekey/internal/metrics"
 	"rekey.io/rekey/internal/reason"
 )
 
@@ -100,10 +101,11 @@ func (r *Reconciler) startRotation(ctx context.Context, cs *v1.CredentialSet, p 
 	if err := p.backend.Precheck(ctx, cur); err != nil {
 		return ctrl.Result{RequeueAfter: time.Minute}, nil, err
 	}
+	started := metav1.NewTime(r.now())
 	if err := r.casStatus(ctx, cs, func(st *v1.CredentialSetStatus) {
 		st.Phase, st.RotationID = v1.PhaseRotating, id
 		st.RotateApplied, st.DiscardApplied = false, false
-		st.DistributedAt, st.RolledOutAt = nil, nil
+		st.RotationStartedAt, st.DistributedAt, st.RolledOutAt = &started, nil, nil
 	}); err != nil {
 		return ctrl.Result{}, nil, err
 	}
@@ -155,6 +157,9 @@ func (r *Reconciler) continueRotation(ctx context.Context, cs *v1.CredentialSet,
 		return ctrl.Result{}, nil, err
 	}
 	failpoint.Hit("rotate/phase-distributed")
+	if st := cs.Status.RotationStartedAt; st != nil {
+		metrics.PhaseEnded(string(v1.PhaseRotating), now.Sub(st.Time))
+	}
 	r.event(cs, "Normal", reason.Distributed, "Rotate", "new secrets of rotation %s distributed to %d Secrets; consumers restart, then discard the old secrets", id, len(cs.Spec.Distribution))
 	r.dropAnnotations(ctx, cs, engine.RotateAnnotation)
 	// Restart consumers now rather than on the next event.
@@ -193,15 +198,20 @@ func (r *Reconciler) discard(ctx context.Context, cs *v1.CredentialSet, p *plan,
 	failpoint.Hit("discard/confirmed")
 	now := metav1.NewTime(r.now())
 	gen := cs.Status.KeyGeneration + 1
+	distributedAt := cs.Status.DistributedAt
 	if err := r.casStatus(ctx, cs, func(st *v1.CredentialSetStatus) {
 		st.LastRotationID, st.RotationID = id, ""
 		st.Phase, st.RotateApplied, st.DiscardApplied = v1.PhaseIdle, false, false
 		st.KeyGeneration, st.CurrentSince = gen, &now
-		st.DistributedAt, st.RolledOutAt = nil, nil
+		st.RotationStartedAt, st.DistributedAt, st.RolledOutAt = nil, nil, nil
 	}); err != nil {
 		return ctrl.Result{}, nil, err
 	}
 	failpoint.Hit("discard/phase-idle")
+	metrics.Completed(cs.Namespace, cs.Name, now.Time)
+	if distributedAt != nil {
+		metrics.PhaseEnded(string(v1.PhaseDistributed), now.Sub(distributedAt.Time))
+	}
 	r.event(cs, "Normal", reason.RotationCompleted, "Discard", "rotation %s complete: generation %d is current", id, gen)
 	r.dropAnnotations(ctx, cs, engine.RotateAnnotation, engine.DiscardAnnotation)
 	return ctrl.Result{}, nil, nil

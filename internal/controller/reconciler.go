@@ -17,6 +17,7 @@ import (
 
 	v1 "rekey.io/rekey/api/v1alpha1"
 	"rekey.io/rekey/internal/engine"
+	"rekey.io/rekey/internal/metrics"
 	"rekey.io/rekey/internal/reason"
 )
 
@@ -67,6 +68,9 @@ type problem struct {
 func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	cs := &v1.CredentialSet{}
 	if err := r.APIReader.Get(ctx, req.NamespacedName, cs); err != nil {
+		if apierrors.IsNotFound(err) {
+			metrics.Forget(req.Namespace, req.Name)
+		}
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
 	if cs.Status.Phase == "" {
@@ -88,7 +92,13 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	}
 	if prob != nil {
 		r.event(cs, "Warning", prob.reason, "Reconcile", "%s", prob.message)
+		metrics.Refused(cs.Namespace, cs.Name, string(prob.reason))
 	}
+	var since *time.Time
+	if cs.Status.CurrentSince != nil {
+		since = &cs.Status.CurrentSince.Time
+	}
+	metrics.Observe(cs.Namespace, cs.Name, string(cs.Status.Phase), cs.Status.KeyGeneration, since)
 	if oerr := r.observe(ctx, cs, prob); oerr != nil && err == nil && !apierrors.IsConflict(oerr) {
 		err = oerr
 	}

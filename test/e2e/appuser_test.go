@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -20,14 +21,7 @@ func TestApplicationUserAfterRollout(t *testing.T) {
 	c := testenv.MySQLClusterForTest(t, testenv.MySQLOptions{})
 	ns := newNamespace(t)
 	startManager(t, cp.Config)
-	prepareUser(t, c.Instances(), "ops-admin", "ops-admin-password-for-tests", "")
-	for _, i := range c.Instances() {
-		if err := i.Exec("SET SESSION sql_log_bin=0", "SET GLOBAL super_read_only=OFF",
-			"GRANT ALL PRIVILEGES ON *.* TO 'ops-admin'@'%' WITH GRANT OPTION",
-			map[bool]string{true: "SELECT 1", false: "SET GLOBAL super_read_only=ON"}[i.Role == testenv.RolePrimary]); err != nil {
-			t.Fatal(err)
-		}
-	}
+	prepareAdmin(t, c.Instances(), "ops-admin", "ops-admin-password-for-tests")
 	createSecret(t, ns, "ops-admin", map[string]string{"password": "ops-admin-password-for-tests"})
 	cs := &v1.CredentialSet{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "orders"},
@@ -84,4 +78,21 @@ func TestApplicationUserAfterRollout(t *testing.T) {
 	}
 	mustContain(t, "DiscardApplied event", waitEvent(t, ns, "orders", string(reason.DiscardApplied)), "AfterRollout")
 	p.assertNoGap(t)
+
+	set := map[string]string{"namespace": ns, "name": "orders"}
+	if v, ok := metricValue(t, "rekey_rotations_total", map[string]string{"namespace": ns, "name": "orders", "result": "completed"}); !ok || v != 1 {
+		t.Fatalf("rekey_rotations_total{completed} = %v (present %v), want 1", v, ok)
+	}
+	eventually(t, 30*time.Second, "metrics observe generation 2 in Idle", func() (bool, string) {
+		g, _ := metricValue(t, "rekey_key_generation", set)
+		idle, _ := metricValue(t, "rekey_credentialset_phase", map[string]string{"namespace": ns, "name": "orders", "phase": "Idle"})
+		return g == 2 && idle == 1, fmt.Sprintf("generation %v, idle %v", g, idle)
+	})
+	if _, ok := metricValue(t, "rekey_credential_age_seconds", set); !ok {
+		t.Fatal("no rekey_credential_age_seconds for the set")
+	}
+	if n, _ := metricValue(t, "rekey_phase_duration_seconds", map[string]string{"phase": "Rotating"}); n < 1 {
+		t.Fatal("no Rotating phase duration observed")
+	}
+	assertNoSecretInMetrics(t, gen1["orders"], gen2["orders"])
 }

@@ -154,23 +154,28 @@ func condition(cs *v1.CredentialSet, typ string) *metav1.Condition {
 	return nil
 }
 
-// prepareUser creates an account directly on each instance, unlogged, as a
-// cluster manager (MOCO's agent) would before rekey adopts it.
-func prepareUser(t testing.TB, insts []*testenv.MySQLInstance, user, password string, grants string) {
+// onEachInstance runs statements directly on each instance, unlogged and
+// with super_read_only lifted around them, as a cluster manager (MOCO's
+// agent) would.
+func onEachInstance(t testing.TB, insts []*testenv.MySQLInstance, stmts ...string) {
 	t.Helper()
 	for _, i := range insts {
-		stmts := []string{"SET SESSION sql_log_bin=0", "SET GLOBAL super_read_only=OFF",
-			fmt.Sprintf("CREATE USER '%s'@'%%' IDENTIFIED BY '%s'", user, password)}
-		if grants != "" {
-			stmts = append(stmts, fmt.Sprintf("GRANT %s ON *.* TO '%s'@'%%'", grants, user))
-		}
+		all := append([]string{"SET SESSION sql_log_bin=0", "SET GLOBAL super_read_only=OFF"}, stmts...)
 		if i.Role != testenv.RolePrimary {
-			stmts = append(stmts, "SET GLOBAL super_read_only=ON")
+			all = append(all, "SET GLOBAL super_read_only=ON")
 		}
-		if err := i.Exec(stmts...); err != nil {
+		if err := i.Exec(all...); err != nil {
 			t.Fatal(err)
 		}
 	}
+}
+
+// prepareAdmin creates an administrator account on each instance before
+// rekey is told about it.
+func prepareAdmin(t testing.TB, insts []*testenv.MySQLInstance, user, password string) {
+	t.Helper()
+	onEachInstance(t, insts, fmt.Sprintf("CREATE USER '%s'@'%%' IDENTIFIED BY '%s'", user, password),
+		fmt.Sprintf("GRANT ALL PRIVILEGES ON *.* TO '%s'@'%%' WITH GRANT OPTION", user))
 }
 
 func createSecret(t testing.TB, ns, name string, data map[string]string) {

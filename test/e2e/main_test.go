@@ -50,7 +50,7 @@ func run(m *testing.M) int {
 	// test output by default: REKEY_TEST_LOGS=1 shows them.
 	logOut := io.Writer(io.Discard)
 	if f, err := os.CreateTemp("", "rekey-e2e-manager-*.log"); err == nil {
-		logOut = f
+		logOut, managerLog = f, f.Name()
 		fmt.Printf("manager log: %s\n", f.Name())
 		defer f.Close()
 	}
@@ -119,6 +119,9 @@ func startManager(t testing.TB, cfg *rest.Config, opts ...func(*controller.Recon
 }
 
 var managerBinary string
+
+// managerLog is the in-process managers' log file, scanned for secrets.
+var managerLog string
 
 // buildManager builds cmd/manager once per test binary.
 func buildManager(t testing.TB) string {

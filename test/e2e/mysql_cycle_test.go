@@ -2,9 +2,14 @@ package e2e
 
 import (
 	"context"
+	"encoding/json"
+	"os"
 	"strings"
 	"testing"
 	"time"
+
+	eventsv1 "k8s.io/api/events/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1 "rekey.io/rekey/api/v1alpha1"
 	"rekey.io/rekey/internal/engine"
@@ -116,6 +121,8 @@ func TestMySQLFullCycle(t *testing.T) {
 		t.Fatalf("primary gtid_executed moved from %q to %q: something was binlogged", primaryGTID, got)
 	}
 
+	assertNoSecretLeaked(t, ns, "moco", gen1, pend)
+
 	// A stale rotate annotation (left by a failed removal) starts nothing.
 	rotate(t, ns, "moco", "rot-1")
 	eventually(t, 30*time.Second, "stale rotate annotation removed", func() (bool, string) {
@@ -126,6 +133,39 @@ func TestMySQLFullCycle(t *testing.T) {
 		t.Fatalf("stale annotation changed state: %s", stateOf(cs))
 	}
 	loginMatrix(t, "after stale annotation", c.Instances(), pend, gen1)
+}
+
+// assertNoSecretLeaked scans what the operator produced — its log, the
+// set's events and status — for any password (DESIGN.md rule 6).
+func assertNoSecretLeaked(t testing.TB, ns, name string, passwords ...map[string]string) {
+	t.Helper()
+	var hay strings.Builder
+	if managerLog != "" {
+		b, err := os.ReadFile(managerLog)
+		if err != nil {
+			t.Fatal(err)
+		}
+		hay.Write(b)
+	}
+	var evs eventsv1.EventList
+	if err := k8s.List(context.Background(), &evs, client.InNamespace(ns)); err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range evs.Items {
+		hay.WriteString(e.Note + e.Reason)
+	}
+	st, _ := json.Marshal(getSet(t, ns, name))
+	hay.Write(st)
+	if hay.Len() < 100 {
+		t.Fatal("nothing to scan: the log, events and status are empty")
+	}
+	for _, m := range passwords {
+		for u, pw := range m {
+			if strings.Contains(hay.String(), pw) {
+				t.Fatalf("the password of %s appears in the manager's log, events or status", u)
+			}
+		}
+	}
 }
 
 func assertDistributed(t testing.TB, ns, name string, want map[string]string) {
@@ -147,5 +187,3 @@ func equalMaps(a, b map[string]string) bool {
 	}
 	return true
 }
-
-var _ = context.Background

@@ -30,14 +30,7 @@ var mocoKeys = map[string]string{
 func mocoSet(t testing.TB, ns, name string, c *testenv.MySQLCluster) *v1.CredentialSet {
 	t.Helper()
 	adminPw := "Init" + strings.Repeat("x", 30) + name
-	prepareUser(t, c.Instances(), "moco-admin", adminPw, "ALL PRIVILEGES")
-	for _, i := range c.Instances() {
-		if err := i.Exec("SET SESSION sql_log_bin=0", "SET GLOBAL super_read_only=OFF",
-			"GRANT ALL PRIVILEGES ON *.* TO 'moco-admin'@'%' WITH GRANT OPTION",
-			map[bool]string{true: "SELECT 1", false: "SET GLOBAL super_read_only=ON"}[i.Role == testenv.RolePrimary]); err != nil {
-			t.Fatal(err)
-		}
-	}
+	prepareAdmin(t, c.Instances(), "moco-admin", adminPw)
 	createSecret(t, ns, name+"-init", map[string]string{"ADMIN_PASSWORD": adminPw})
 	return &v1.CredentialSet{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},

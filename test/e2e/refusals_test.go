@@ -114,11 +114,8 @@ func TestRefusalsAndHealthGate(t *testing.T) {
 
 	t.Run("a dual password nobody accounts for refuses the rotation", func(t *testing.T) {
 		r1 := c.Replicas[0]
-		if err := r1.Exec("SET SESSION sql_log_bin=0", "SET GLOBAL super_read_only=OFF",
-			"ALTER USER 'moco-readonly'@'%' IDENTIFIED BY 'someone-elses' RETAIN CURRENT PASSWORD",
-			"SET GLOBAL super_read_only=ON"); err != nil {
-			t.Fatal(err)
-		}
+		onEachInstance(t, []*testenv.MySQLInstance{r1},
+			"ALTER USER 'moco-readonly'@'%' IDENTIFIED BY 'someone-elses' RETAIN CURRENT PASSWORD")
 		rotate(t, ns, "ref", "r-dual")
 		note := waitEvent(t, ns, "ref", string(reason.DualPasswordExists))
 		mustContain(t, "DualPasswordExists event", note, "moco-readonly@%", "db-1", "DISCARD OLD PASSWORD")
@@ -128,11 +125,9 @@ func TestRefusalsAndHealthGate(t *testing.T) {
 			t.Fatalf("refused rotation left phase %s", cs.Status.Phase)
 		}
 		// The documented reset (DESIGN.md's correction of seed 000), then retry.
-		if err := r1.Exec("SET SESSION sql_log_bin=0", "SET GLOBAL super_read_only=OFF",
+		onEachInstance(t, []*testenv.MySQLInstance{r1},
 			fmt.Sprintf("ALTER USER 'moco-readonly'@'%%' IDENTIFIED BY '%s'", gen1["moco-readonly"]),
-			"ALTER USER 'moco-readonly'@'%' DISCARD OLD PASSWORD", "SET GLOBAL super_read_only=ON"); err != nil {
-			t.Fatal(err)
-		}
+			"ALTER USER 'moco-readonly'@'%' DISCARD OLD PASSWORD")
 		rotate(t, ns, "ref", "r-dual-2")
 		waitPhase(t, ns, "ref", v1.PhaseDistributed, 1)
 		discard(t, ns, "ref", "r-dual-2")
