@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -131,9 +132,11 @@ func TestCrashSafety(t *testing.T) {
 
 	p := startProber(t, c.Instances(), ns, "crash-creds", mocoKeys)
 	rotateFPs := []string{"rotate/phase-rotating", "rotate/pending-stored", "rotate/instance-applied:1",
-		"rotate/instance-applied:2", "rotate/rotate-applied", "rotate/pending-distributed", "rotate/phase-distributed"}
+		"rotate/instance-applied:2", "rotate/rotate-applied", "rotate/pending-distributed", "rotate/phase-distributed",
+		"rotate/read-only-lifted:1"}
 	discardFPs := []string{"discard/instance-retired:1", "discard/instance-retired:2", "discard/discard-applied",
-		"discard/confirmed", "discard/phase-idle", "discard/instance-retired:3", "discard/discard-applied"}
+		"discard/confirmed", "discard/phase-idle", "discard/instance-retired:3", "discard/discard-applied",
+		"discard/read-only-lifted:2"}
 	for n := range rotateFPs {
 		rfp, dfp := rotateFPs[n], discardFPs[n]
 		gen := int64(n + 1)
@@ -144,6 +147,7 @@ func TestCrashSafety(t *testing.T) {
 		rotate(t, ns, "crash", id)
 		mp.waitKilled(t, rfp)
 		assertRecoverable(t, "killed at "+rfp, c, getSet(t, ns, "crash"))
+		assertLiftedByCrash(t, rfp, c)
 
 		m := startManagerProcess(t, dfp)
 		cs = waitPhase(t, ns, "crash", v1.PhaseDistributed, gen)
@@ -155,6 +159,7 @@ func TestCrashSafety(t *testing.T) {
 		discard(t, ns, "crash", id)
 		m.waitKilled(t, dfp)
 		assertRecoverable(t, "killed at "+dfp, c, getSet(t, ns, "crash"))
+		assertLiftedByCrash(t, dfp, c)
 
 		m = startManagerProcess(t, "")
 		cs = waitPhase(t, ns, "crash", v1.PhaseIdle, gen+1)
@@ -164,6 +169,20 @@ func TestCrashSafety(t *testing.T) {
 		t.Logf("cycle %d: crashed at %s and %s, completed at generation %d", n+1, rfp, dfp, gen+1)
 	}
 	p.assertNoGap(t)
+}
+
+// assertLiftedByCrash: a kill right after super_read_only was lifted
+// really leaves the replica writable — the hazard the next run must undo.
+func assertLiftedByCrash(t testing.TB, fp string, c *testenv.MySQLCluster) {
+	t.Helper()
+	name, n, ok := strings.Cut(fp, ":")
+	if !strings.HasSuffix(name, "/read-only-lifted") || !ok {
+		return
+	}
+	r := c.Replicas[int(n[0]-'1')]
+	if v, err := r.QueryString("SELECT @@GLOBAL.super_read_only"); err != nil || v != "0" {
+		t.Fatalf("killed at %s but %s has super_read_only=%q (%v): the crash did not leave it lifted", fp, r.Name, v, err)
+	}
 }
 
 func k8sCreate(t testing.TB, cs *v1.CredentialSet) error { return k8s.Create(ctxT(t), cs) }

@@ -89,7 +89,8 @@ func (b *Backend) eachInstance(ctx context.Context, step string, passwords []str
 		return &engine.Refusal{Reason: string(reason.RotateRefused), Message: "no instances: scale the cluster up"}
 	}
 	for _, inst := range b.Instances {
-		s, err := openSession(ctx, inst, b.TLS, b.AdminUser, passwords...)
+		phase, _, _ := strings.Cut(step, "/")
+		s, err := openSession(ctx, phase, inst, b.TLS, b.AdminUser, passwords...)
 		if err != nil {
 			return err
 		}

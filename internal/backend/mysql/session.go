@@ -9,6 +9,8 @@ import (
 	"time"
 
 	driver "github.com/go-sql-driver/mysql"
+
+	"rekey.io/rekey/internal/failpoint"
 )
 
 // Instance is one mysqld the backend acts on.
@@ -26,6 +28,7 @@ type session struct {
 	db        *sql.DB
 	conn      *sql.Conn
 	liftedSRO bool
+	step      string   // names failpoints: the phase this session serves
 	secrets   []string // redacted from every error this session returns
 }
 
@@ -41,7 +44,7 @@ func dsn(addr, user, password, tls string) string {
 }
 
 // openSession connects as user with the first password that MySQL accepts.
-func openSession(ctx context.Context, inst Instance, tls, user string, passwords ...string) (*session, error) {
+func openSession(ctx context.Context, step string, inst Instance, tls, user string, passwords ...string) (*session, error) {
 	var lastErr error
 	for _, pw := range passwords {
 		if pw == "" {
@@ -61,7 +64,7 @@ func openSession(ctx context.Context, inst Instance, tls, user string, passwords
 			}
 			return nil, unreachable(inst, err)
 		}
-		s := &session{inst: inst, db: db, conn: conn, secrets: passwords}
+		s := &session{inst: inst, db: db, conn: conn, secrets: passwords, step: step}
 		if err := s.prepare(ctx); err != nil {
 			s.close(ctx)
 			return nil, err
@@ -101,15 +104,21 @@ func (s *session) prepare(ctx context.Context) error {
 	if err := s.exec(ctx, "SET SESSION sql_mode=''"); err != nil {
 		return err
 	}
-	var sro int
-	if err := s.conn.QueryRowContext(ctx, "SELECT @@GLOBAL.super_read_only").Scan(&sro); err != nil {
-		return s.wrap("read super_read_only", err)
+	// The role is read live. read_only marks an instance that must not
+	// take writes (a replica, an intermediate primary); super_read_only
+	// is lifted there for the DDL. read_only stays ON when only
+	// super_read_only is lifted, so an instance a crashed rekey left with
+	// super_read_only=OFF is recognised here and restored at close.
+	var ro, sro int
+	if err := s.conn.QueryRowContext(ctx, "SELECT @@GLOBAL.read_only, @@GLOBAL.super_read_only").Scan(&ro, &sro); err != nil {
+		return s.wrap("read read_only", err)
 	}
-	if sro == 1 {
+	if ro == 1 || sro == 1 {
 		if err := s.exec(ctx, "SET GLOBAL super_read_only=OFF"); err != nil {
 			return err
 		}
 		s.liftedSRO = true
+		failpoint.Hit(s.step + "/read-only-lifted")
 	}
 	return nil
 }
