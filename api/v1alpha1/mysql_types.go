@@ -2,7 +2,7 @@ package v1alpha1
 
 // MySQLSpec says how to reach one MySQL cluster and which users rotate.
 //
-// +kubebuilder:validation:XValidation:rule="has(self.preset) != (has(self.users) && size(self.users) > 0)",message="set either mysql.preset or mysql.users, not both and not neither"
+// +kubebuilder:validation:XValidation:rule="has(self.preset) || (has(self.users) && size(self.users) > 0)",message="name the users to rotate: set mysql.preset, mysql.users, or both"
 type MySQLSpec struct {
 	// Instances are the cluster's mysqld instances; every credential change
 	// is applied on each of them, because it is never written to the binlog.
@@ -19,7 +19,7 @@ type MySQLSpec struct {
 	// +kubebuilder:validation:Enum=moco
 	Preset string `json:"preset,omitempty"`
 
-	// Users to rotate when no preset is set.
+	// Users to rotate, besides the preset's if one is set.
 	// +optional
 	// +listType=map
 	// +listMapKey=name

@@ -29,8 +29,7 @@ func TestAdmissionRejectsMalformedSpecs(t *testing.T) {
 		want   string
 	}{
 		{"no backend", func(cs *v1.CredentialSet) { cs.Spec.MySQL = nil }, "set exactly one backend block"},
-		{"preset and users", func(cs *v1.CredentialSet) { cs.Spec.MySQL.Preset = "moco" }, "set either mysql.preset or mysql.users"},
-		{"neither preset nor users", func(cs *v1.CredentialSet) { cs.Spec.MySQL.Users = nil }, "set either mysql.preset or mysql.users"},
+		{"neither preset nor users", func(cs *v1.CredentialSet) { cs.Spec.MySQL.Users = nil }, "name the users to rotate"},
 		{"unknown preset", func(cs *v1.CredentialSet) { cs.Spec.MySQL.Users = nil; cs.Spec.MySQL.Preset = "vitess" }, `supported values: "moco"`},
 		{"hosts and statefulSet", func(cs *v1.CredentialSet) {
 			cs.Spec.MySQL.Instances.StatefulSet = &v1.StatefulSetInstances{Name: "db"}

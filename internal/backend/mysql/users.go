@@ -63,30 +63,30 @@ var mocoGrants = map[string][]v1.MySQLGrant{
 // because these strings end up in SQL.
 func ResolveUsers(spec *v1.MySQLSpec) ([]User, error) {
 	var users []User
-	switch {
-	case spec.Preset == "moco":
+	switch spec.Preset {
+	case "moco":
 		for _, m := range mocoUsers {
 			users = append(users, User{Name: m.name, Host: "%", Key: m.key, Grants: mocoGrants[m.name]})
 		}
-	case spec.Preset != "":
-		return nil, fmt.Errorf("unknown preset %q: the only preset is \"moco\"", spec.Preset)
+	case "":
 	default:
-		for _, u := range spec.Users {
-			host := u.Host
-			if host == "" {
-				host = "%"
-			}
-			key := u.SecretKey
-			if key == "" {
-				key = DefaultKey(u.Name)
-			}
-			users = append(users, User{Name: u.Name, Host: host, Key: key, Grants: u.Grants})
+		return nil, fmt.Errorf("unknown preset %q: the only preset is \"moco\"", spec.Preset)
+	}
+	for _, u := range spec.Users {
+		host := u.Host
+		if host == "" {
+			host = "%"
 		}
+		key := u.SecretKey
+		if key == "" {
+			key = DefaultKey(u.Name)
+		}
+		users = append(users, User{Name: u.Name, Host: host, Key: key, Grants: u.Grants})
 	}
 	if len(users) == 0 {
 		return nil, fmt.Errorf("no users to rotate: set mysql.preset or mysql.users")
 	}
-	seen := map[string]string{}
+	seen, accounts := map[string]string{}, map[string]bool{}
 	for _, u := range users {
 		if err := u.validate(); err != nil {
 			return nil, err
@@ -94,7 +94,10 @@ func ResolveUsers(spec *v1.MySQLSpec) ([]User, error) {
 		if other, dup := seen[u.Key]; dup {
 			return nil, fmt.Errorf("users %s and %s share secretKey %s: give each its own", other, u, u.Key)
 		}
-		seen[u.Key] = u.String()
+		if accounts[u.String()] {
+			return nil, fmt.Errorf("user %s is listed twice (the moco preset already has it?): list it once", u)
+		}
+		seen[u.Key], accounts[u.String()] = u.String(), true
 	}
 	return users, nil
 }
