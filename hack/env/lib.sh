@@ -15,3 +15,4 @@ BIN_DIR=$REKEY_CACHE/bin/kube-$KUBE_VERSION-etcd-$ETCD_VERSION-kwok-$KWOK_VERSIO
 SID_DIR=$REKEY_CACHE/sid
 
 log() { printf '[env] %s\n' "$*" >&2; }
+TOOLS_DIR=$REKEY_CACHE/bin/tools-helm-$HELM_VERSION-kustomize-$KUSTOMIZE_VERSION

@@ -9,5 +9,6 @@ mkdir -p "$REKEY_CACHE"
 "$dir/sid-chroot.sh" &
 sid=$!
 "$dir/control-plane.sh"
+"$dir/tools.sh"
 wait "$sid"
 log "environment ready in $REKEY_CACHE"

@@ -14,6 +14,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -134,7 +135,13 @@ default_user_tags.administrator = true
 	}); err != nil {
 		return m, err
 	}
-	return m, m.waitManagement(3 * time.Minute)
+	if err := m.waitManagement(3 * time.Minute); err != nil {
+		return m, err
+	}
+	if want := e.Versions["RABBITMQ_SERIES"]; !strings.HasPrefix(m.Version, want) {
+		return m, fmt.Errorf("rabbitmq-server %s is not the pinned %s*: run `make env` or update hack/env/versions.env", m.Version, want)
+	}
+	return m, nil
 }
 
 // RabbitMQForTest starts a node for the test and stops it when the test ends.
