@@ -86,8 +86,10 @@ func (r *Reconciler) mysqlInstances(ctx context.Context, namespace string, in v1
 		return out, nil
 	}
 	ref := in.StatefulSet
+	// Read live: a cached, stale replica count could leave a new instance
+	// out of a phase.
 	sts := &appsv1.StatefulSet{}
-	if err := r.Client.Get(ctx, client.ObjectKey{Namespace: namespace, Name: ref.Name}, sts); err != nil {
+	if err := r.APIReader.Get(ctx, client.ObjectKey{Namespace: namespace, Name: ref.Name}, sts); err != nil {
 		if apierrors.IsNotFound(err) {
 			return nil, &errSpec{fmt.Sprintf("StatefulSet %s/%s named in mysql.instances does not exist", namespace, ref.Name)}
 		}

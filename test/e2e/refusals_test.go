@@ -128,9 +128,14 @@ func TestRefusalsAndHealthGate(t *testing.T) {
 		onEachInstance(t, []*testenv.MySQLInstance{r1},
 			fmt.Sprintf("ALTER USER 'moco-readonly'@'%%' IDENTIFIED BY '%s'", gen1["moco-readonly"]),
 			"ALTER USER 'moco-readonly'@'%' DISCARD OLD PASSWORD")
-		rotate(t, ns, "ref", "r-dual-2")
-		waitPhase(t, ns, "ref", v1.PhaseDistributed, 1)
-		discard(t, ns, "ref", "r-dual-2")
+		// The refused request stays: once the reset is done, the rotation
+		// starts by itself (an edit of the set wakes rekey before its retry).
+		annotate(t, ns, "ref", "test.rekey.io/touch", "after-reset")
+		cs := waitPhase(t, ns, "ref", v1.PhaseDistributed, 1)
+		if cs.Status.RotationID != "r-dual" {
+			t.Fatalf("rotation %q started, want the refused request r-dual", cs.Status.RotationID)
+		}
+		discard(t, ns, "ref", "r-dual")
 		waitPhase(t, ns, "ref", v1.PhaseIdle, 2)
 	})
 
