@@ -3,7 +3,7 @@ SHELL := /usr/bin/env bash
 GO ?= go
 GOTESTFLAGS ?= -count=1 -timeout 45m
 
-.PHONY: all build test env generate manifests vet fmt clean
+.PHONY: all build test env demo generate manifests vet fmt clean
 
 all: build
 
@@ -14,6 +14,11 @@ build:
 ## env: build or install what the tests run (cached in ~/.cache/rekey)
 env:
 	hack/env/setup.sh
+
+## demo: rotate a live 3-instance MySQL cluster under client load with kubectl rekey
+demo: env
+	$(GO) build -o bin/ ./cmd/kubectl-rekey ./cmd/rekey-demo
+	bin/rekey-demo --plugin bin/kubectl-rekey
 
 ## test: prepare the environment if needed, then run every test against real servers
 test: env vet

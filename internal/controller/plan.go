@@ -95,22 +95,5 @@ func (r *Reconciler) mysqlInstances(ctx context.Context, namespace string, in v1
 		}
 		return nil, err
 	}
-	svc := ref.ServiceName
-	if svc == "" {
-		svc = sts.Spec.ServiceName
-	}
-	port := ref.Port
-	if port == 0 {
-		port = 3306
-	}
-	replicas := int32(1)
-	if sts.Spec.Replicas != nil {
-		replicas = *sts.Spec.Replicas
-	}
-	var out []mysql.Instance
-	for i := range replicas {
-		pod := fmt.Sprintf("%s-%d", ref.Name, i)
-		out = append(out, mysql.Instance{Name: pod, Addr: fmt.Sprintf("%s.%s.%s.svc:%d", pod, svc, namespace, port)})
-	}
-	return out, nil
+	return mysql.StatefulSetInstances(sts, *ref), nil
 }

@@ -1,0 +1,47 @@
+package plugin
+
+import (
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	v1 "rekey.io/rekey/api/v1alpha1"
+	"rekey.io/rekey/internal/reason"
+)
+
+func TestNextStep(t *testing.T) {
+	at := metav1.NewTime(time.Unix(1700000000, 0))
+	one := []v1.ConsumerRef{{Kind: v1.KindDeployment, Name: "api"}, {Kind: v1.KindStatefulSet, Name: "db"}}
+	degraded := []metav1.Condition{{Type: reason.CondDegraded, Status: metav1.ConditionTrue, Reason: "InstanceUnreachable", Message: "instance db-1 is unreachable"}}
+	healthy := []metav1.Condition{{Type: reason.CondDegraded, Status: metav1.ConditionFalse, Reason: "Healthy", Message: "no problem seen"}}
+	cases := []struct {
+		name      string
+		st        v1.CredentialSetStatus
+		consumers []v1.ConsumerRef
+		policy    v1.DiscardPolicy
+		want      string
+	}{
+		{"never reconciled", v1.CredentialSetStatus{}, nil, "", "wait: the operator has not picked this set up yet"},
+		{"provisioning", v1.CredentialSetStatus{Phase: v1.PhaseIdle}, nil, "", "wait: the operator provisions the credentials"},
+		{"idle", v1.CredentialSetStatus{Phase: v1.PhaseIdle, KeyGeneration: 3, Conditions: healthy}, one, "", "rotate when needed"},
+		{"rotating", v1.CredentialSetStatus{Phase: v1.PhaseRotating, KeyGeneration: 3}, one, "", "wait: applying new passwords"},
+		{"degraded wins", v1.CredentialSetStatus{Phase: v1.PhaseRotating, KeyGeneration: 3, Conditions: degraded}, one, "", "instance db-1 is unreachable"},
+		{"rollout pending", v1.CredentialSetStatus{Phase: v1.PhaseDistributed, ConsumersUpdated: "1/2"}, one, "", "wait for consumers to roll out (1/2)"},
+		{"rollout not yet counted", v1.CredentialSetStatus{Phase: v1.PhaseDistributed}, one, "", "wait for consumers to roll out (0/2)"},
+		{"rolled out, manual", v1.CredentialSetStatus{Phase: v1.PhaseDistributed, ConsumersUpdated: "2/2", RolledOutAt: &at}, one, v1.DiscardManual, "verify, then kubectl rekey discard orders"},
+		{"rolled out, policy unset", v1.CredentialSetStatus{Phase: v1.PhaseDistributed, RolledOutAt: &at}, one, "", "verify, then kubectl rekey discard orders"},
+		{"no consumers, manual", v1.CredentialSetStatus{Phase: v1.PhaseDistributed}, nil, v1.DiscardManual, "verify, then kubectl rekey discard orders"},
+		{"rolled out, after rollout", v1.CredentialSetStatus{Phase: v1.PhaseDistributed, RolledOutAt: &at}, one, v1.DiscardAfterRollout, "discard happens automatically"},
+		{"discard applied", v1.CredentialSetStatus{Phase: v1.PhaseDistributed, DiscardApplied: true, RolledOutAt: &at}, one, "", "wait: old passwords discarded, completing the rotation"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			cs := &v1.CredentialSet{ObjectMeta: metav1.ObjectMeta{Name: "orders"}, Status: c.st,
+				Spec: v1.CredentialSetSpec{Consumers: c.consumers, Rotation: v1.RotationSpec{DiscardPolicy: c.policy}}}
+			if got := NextStep(cs); got != c.want {
+				t.Errorf("NextStep = %q, want %q", got, c.want)
+			}
+		})
+	}
+}

@@ -1,0 +1,135 @@
+package plugin
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"text/tabwriter"
+
+	appsv1 "k8s.io/api/apps/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	v1 "rekey.io/rekey/api/v1alpha1"
+	"rekey.io/rekey/internal/backend/mysql"
+	"rekey.io/rekey/internal/controller"
+)
+
+// printPlan is rotate --dry-run: what a rotation would touch, read from the
+// spec and the StatefulSet, never from MySQL (only the operator connects).
+func (s *session) printPlan(ctx context.Context, cs *v1.CredentialSet) error {
+	if cs.Spec.MySQL == nil {
+		return fmt.Errorf("credentialset %q has no spec.mysql, the only backend this plugin knows", cs.Name)
+	}
+	out := s.opts.Out
+	if gen := cs.Status.KeyGeneration; gen > 0 {
+		fmt.Fprintf(out, "Dry run: nothing was changed. A rotation of credentialset %s would move generation %d to %d.\n", setRef(cs), gen, gen+1)
+	} else {
+		fmt.Fprintf(out, "Dry run: nothing was changed. Credentialset %s is not provisioned yet: the operator provisions generation 1 first, then this rotation makes generation 2.\n", setRef(cs))
+	}
+
+	instances, note, err := s.instances(ctx, cs)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(out, "Instances (%d, each gets ALTER USER ... RETAIN CURRENT PASSWORD; role read live by the operator):\n", len(instances))
+	for _, i := range instances {
+		fmt.Fprintf(out, "  %s\n", i)
+	}
+	if note != "" {
+		fmt.Fprintf(out, "  %s\n", note)
+	}
+
+	users, err := mysql.ResolveUsers(cs.Spec.MySQL)
+	if err != nil {
+		fmt.Fprintf(out, "Users: none usable: %v\n", err)
+	} else {
+		fmt.Fprintf(out, "Users (%d):\n", len(users))
+		tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
+		for _, u := range users {
+			admin := ""
+			if u.Name == cs.Spec.MySQL.Admin.User {
+				admin = "\t(rekey connects as this user)"
+			}
+			fmt.Fprintf(tw, "  %s\tkey %s%s\n", u, u.Key, admin)
+		}
+		tw.Flush()
+	}
+
+	fmt.Fprintln(out, "Secrets to update:")
+	fmt.Fprintf(out, "  source Secret %s in the operator's namespace (new passwords are stored there first)\n", controller.SourceSecretName(cs))
+	for _, t := range cs.Spec.Distribution {
+		fmt.Fprintf(out, "  %s/%s\n", t.Namespace, t.Name)
+	}
+	if len(cs.Spec.Distribution) == 0 {
+		fmt.Fprintln(out, "  no distribution Secret (spec.distribution is empty)")
+	}
+
+	fmt.Fprintln(out, "Workloads to restart:")
+	for _, c := range cs.Spec.Consumers {
+		fmt.Fprintf(out, "  %s\n", s.describeConsumer(ctx, cs, c))
+	}
+	if len(cs.Spec.Consumers) == 0 {
+		fmt.Fprintln(out, "  none (spec.consumers is empty)")
+	}
+	printThen(out, cs, s.ns)
+	return nil
+}
+
+func printThen(out io.Writer, cs *v1.CredentialSet, ns string) {
+	if cs.Spec.Rotation.DiscardPolicy == v1.DiscardAfterRollout {
+		fmt.Fprintln(out, "Then: the old passwords are discarded automatically once every consumer rolled out and the grace period passed (discardPolicy AfterRollout).")
+		return
+	}
+	fmt.Fprintf(out, "Then: once consumers rolled out and work, run kubectl rekey discard %s -n %s (discardPolicy Manual).\n", cs.Name, ns)
+}
+
+// instances lists instance addresses as the operator derives them
+// (internal/controller/plan.go): hosts as given, or one DNS name per
+// StatefulSet ordinal below spec.replicas. note explains an empty list.
+func (s *session) instances(ctx context.Context, cs *v1.CredentialSet) ([]string, string, error) {
+	in := cs.Spec.MySQL.Instances
+	if in.StatefulSet == nil {
+		return in.Hosts, "", nil
+	}
+	ref := in.StatefulSet
+	sts := &appsv1.StatefulSet{}
+	err := s.c.Get(ctx, client.ObjectKey{Namespace: cs.Namespace, Name: ref.Name}, sts)
+	if apierrors.IsNotFound(err) {
+		return nil, fmt.Sprintf("StatefulSet %s/%s does not exist: the operator cannot rotate until it does", cs.Namespace, ref.Name), nil
+	}
+	if err != nil {
+		return nil, "", fmt.Errorf("read StatefulSet %s/%s: %w", cs.Namespace, ref.Name, err)
+	}
+	if sts.Spec.Replicas != nil && *sts.Spec.Replicas == 0 {
+		return nil, fmt.Sprintf("StatefulSet %s/%s has replicas: 0: the operator refuses to rotate until it is scaled up", cs.Namespace, ref.Name), nil
+	}
+	var out []string
+	for _, i := range mysql.StatefulSetInstances(sts, *ref) {
+		out = append(out, i.Addr)
+	}
+	return out, "", nil
+}
+
+// describeConsumer names a consumer and says if it is missing, which the
+// operator would report as a rollout that never completes.
+func (s *session) describeConsumer(ctx context.Context, cs *v1.CredentialSet, c v1.ConsumerRef) string {
+	ns := c.Namespace
+	if ns == "" {
+		ns = cs.Namespace
+	}
+	line := fmt.Sprintf("%s %s/%s", c.Kind, ns, c.Name)
+	var obj client.Object
+	switch c.Kind {
+	case v1.KindStatefulSet:
+		obj = &appsv1.StatefulSet{}
+	case v1.KindDeployment:
+		obj = &appsv1.Deployment{}
+	default:
+		obj = &appsv1.DaemonSet{}
+	}
+	if err := s.c.Get(ctx, client.ObjectKey{Namespace: ns, Name: c.Name}, obj); apierrors.IsNotFound(err) {
+		line += " (not found: discard would wait for it forever)"
+	}
+	return line
+}

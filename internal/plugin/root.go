@@ -1,0 +1,131 @@
+// Package plugin is the `kubectl rekey` plugin. It only reads CredentialSets
+// and writes the same trigger annotations a user could write with kubectl
+// annotate; the operator does all the work. `show` is the only command that
+// prints a secret.
+package plugin
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"time"
+
+	"github.com/spf13/cobra"
+	"k8s.io/client-go/tools/clientcmd"
+)
+
+// Options are what a caller injects: where output goes and, for tests, how
+// fast --wait polls.
+type Options struct {
+	Out, Err io.Writer
+	// PollInterval is how often --wait re-reads the set (default 1s).
+	PollInterval time.Duration
+	// Now is the clock for ages and elapsed times (default time.Now).
+	Now func() time.Time
+}
+
+func (o *Options) defaults() {
+	if o.Out == nil {
+		o.Out = os.Stdout
+	}
+	if o.Err == nil {
+		o.Err = os.Stderr
+	}
+	if o.PollInterval == 0 {
+		o.PollInterval = time.Second
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+}
+
+// defaultTimeout bounds --wait; discard waits for consumer rollouts, which
+// can take a while for big StatefulSets.
+const defaultTimeout = 15 * time.Minute
+
+// Main runs the plugin with args (without the program name) and returns
+// the process exit code.
+func Main(ctx context.Context, args []string, o Options) int {
+	o.defaults()
+	root := NewRootCommand(o)
+	root.SetArgs(args)
+	if err := root.ExecuteContext(ctx); err != nil {
+		fmt.Fprintln(o.Err, "error:", err)
+		return 1
+	}
+	return 0
+}
+
+// NewRootCommand builds the command tree. Errors are returned, not printed:
+// Main prints them once, without the usage text that would bury them.
+func NewRootCommand(o Options) *cobra.Command {
+	o.defaults()
+	a := &app{opts: o, loading: clientcmd.NewDefaultClientConfigLoadingRules()}
+	root := &cobra.Command{
+		Use:   "kubectl-rekey",
+		Short: "Rotate the credentials of rekey CredentialSets",
+		Long: `kubectl rekey rotates the credentials of a rekey CredentialSet in two steps:
+  rotate   new passwords are applied next to the current ones and distributed
+  discard  once consumers rolled out, the old passwords stop working
+Both only write an annotation (rekey.io/rotate, rekey.io/discard), exactly as
+kubectl annotate could; the rekey operator does the work.`,
+		SilenceUsage:  true,
+		SilenceErrors: true,
+		Annotations:   map[string]string{cobra.CommandDisplayNameAnnotation: "kubectl rekey"},
+		CompletionOptions: cobra.CompletionOptions{
+			DisableDefaultCmd: true,
+		},
+	}
+	root.SetOut(o.Out)
+	root.SetErr(o.Err)
+	// The same flags and defaults as kubectl: KUBECONFIG, the current
+	// context and its namespace unless overridden.
+	f := root.PersistentFlags()
+	f.StringVar(&a.loading.ExplicitPath, "kubeconfig", "", "path to the kubeconfig file (default: $KUBECONFIG or ~/.kube/config)")
+	f.StringVar(&a.overrides.CurrentContext, "context", "", "the kubeconfig context to use")
+	f.StringVarP(&a.overrides.Context.Namespace, "namespace", "n", "", "namespace of the CredentialSet (default: the context's namespace)")
+	root.AddCommand(newRotateCommand(a), newDiscardCommand(a), newStatusCommand(a), newShowCommand(a))
+	return root
+}
+
+// app holds what the flags parsed into until a command opens a session.
+type app struct {
+	opts      Options
+	loading   *clientcmd.ClientConfigLoadingRules
+	overrides clientcmd.ConfigOverrides
+}
+
+// nameArg requires exactly one CredentialSet name, saying how to find one.
+func nameArg(verb string) cobra.PositionalArgs {
+	return func(_ *cobra.Command, args []string) error {
+		switch {
+		case len(args) == 0:
+			return fmt.Errorf("%s needs the name of a CredentialSet: kubectl rekey %s NAME (list them with kubectl rekey status)", verb, verb)
+		case len(args) > 1:
+			return fmt.Errorf("%s takes one CredentialSet name, got %d: %v", verb, len(args), args)
+		}
+		return nil
+	}
+}
+
+// waitFlags are --wait and --timeout, shared by rotate and discard.
+type waitFlags struct {
+	wait    bool
+	timeout time.Duration
+}
+
+func (w *waitFlags) bind(cmd *cobra.Command, until string) {
+	cmd.Flags().BoolVar(&w.wait, "wait", false, "follow the request until "+until+", printing progress")
+	cmd.Flags().DurationVar(&w.timeout, "timeout", defaultTimeout, "how long --wait follows before giving up (the operator goes on regardless)")
+}
+
+func (w *waitFlags) check(cmd *cobra.Command) error {
+	if cmd.Flags().Changed("timeout") && !w.wait {
+		return fmt.Errorf("--timeout only applies with --wait: add --wait")
+	}
+	if w.timeout <= 0 {
+		return fmt.Errorf("--timeout must be positive, e.g. --timeout 10m")
+	}
+	return nil
+}

@@ -1,0 +1,103 @@
+package plugin
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/tools/clientcmd"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	v1 "rekey.io/rekey/api/v1alpha1"
+)
+
+var scheme = func() *runtime.Scheme {
+	s := runtime.NewScheme()
+	utilruntime.Must(clientgoscheme.AddToScheme(s))
+	utilruntime.Must(v1.AddToScheme(s))
+	return s
+}()
+
+// session is one command's connection: a client and the namespace in use.
+type session struct {
+	c    client.Client
+	ns   string
+	opts Options
+}
+
+func (a *app) session() (*session, error) {
+	cc := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(a.loading, &a.overrides)
+	cfg, err := cc.ClientConfig()
+	if err != nil {
+		return nil, fmt.Errorf("no usable kubeconfig (%v): pass --kubeconfig, set KUBECONFIG, or pick a context with --context", err)
+	}
+	ns, _, err := cc.Namespace()
+	if err != nil {
+		return nil, fmt.Errorf("namespace from kubeconfig: %w: pass -n NAMESPACE", err)
+	}
+	cfg.UserAgent = "kubectl-rekey"
+	c, err := client.New(cfg, client.Options{Scheme: scheme})
+	if err != nil {
+		return nil, fmt.Errorf("connect to %s: %w", cfg.Host, err)
+	}
+	return &session{c: c, ns: ns, opts: a.opts}, nil
+}
+
+var errNoAPI = errors.New("this cluster does not serve rekey.io/v1alpha1 CredentialSets: install rekey's CRD (config/crd) and operator first")
+
+func (s *session) getSet(ctx context.Context, name string) (*v1.CredentialSet, error) {
+	cs := &v1.CredentialSet{}
+	err := s.c.Get(ctx, client.ObjectKey{Namespace: s.ns, Name: name}, cs)
+	switch {
+	case apierrors.IsNotFound(err):
+		return nil, fmt.Errorf("credentialset %q not found in namespace %q: list the sets there with kubectl rekey status -n %s", name, s.ns, s.ns)
+	case meta.IsNoMatchError(err):
+		return nil, errNoAPI
+	case err != nil:
+		return nil, fmt.Errorf("read credentialset %s/%s: %w", s.ns, name, err)
+	}
+	return cs, nil
+}
+
+func (s *session) listSets(ctx context.Context) ([]v1.CredentialSet, error) {
+	l := &v1.CredentialSetList{}
+	err := s.c.List(ctx, l, client.InNamespace(s.ns))
+	if meta.IsNoMatchError(err) {
+		return nil, errNoAPI
+	}
+	if err != nil {
+		return nil, fmt.Errorf("list credentialsets in %s: %w", s.ns, err)
+	}
+	return l.Items, nil
+}
+
+// annotate writes one annotation with a JSON merge patch, as `kubectl
+// annotate` does. The resourceVersion in the patch makes it conditional:
+// the phase checked before writing is still the phase when it lands.
+func (s *session) annotate(ctx context.Context, cs *v1.CredentialSet, key, value string) error {
+	body, err := json.Marshal(map[string]any{"metadata": map[string]any{
+		"resourceVersion": cs.ResourceVersion,
+		"annotations":     map[string]string{key: value},
+	}})
+	if err != nil {
+		return err
+	}
+	err = s.c.Patch(ctx, cs, client.RawPatch(types.MergePatchType, body))
+	switch {
+	case apierrors.IsConflict(err):
+		return fmt.Errorf("credentialset %s/%s changed while kubectl rekey checked it (the operator may have moved on): check kubectl rekey status %s, then run the command again", s.ns, cs.Name, cs.Name)
+	case err != nil:
+		return fmt.Errorf("annotate credentialset %s/%s with %s: %w", s.ns, cs.Name, key, err)
+	}
+	return nil
+}
+
+// setRef is how output names a set: namespace/name.
+func setRef(cs *v1.CredentialSet) string { return cs.Namespace + "/" + cs.Name }
