@@ -1,0 +1,240 @@
+package manifests
+
+import (
+	"bytes"
+	"fmt"
+	"maps"
+	"os"
+	"path/filepath"
+	"reflect"
+	"sort"
+	"strconv"
+	"strings"
+	"testing"
+	"text/template"
+
+	"sigs.k8s.io/yaml"
+)
+
+const chartDir = "charts/rekey"
+
+// helmFuncs are the few Sprig/Helm functions the chart's templates use,
+// implemented as Helm documents them. A template using another one fails
+// to parse here: add it below, or keep the templates simple.
+func helmFuncs(tpl **template.Template) template.FuncMap {
+	empty := func(v any) bool {
+		if v == nil {
+			return true
+		}
+		rv := reflect.ValueOf(v)
+		switch rv.Kind() {
+		case reflect.Map, reflect.Slice, reflect.Array, reflect.String:
+			return rv.Len() == 0
+		}
+		return rv.IsZero()
+	}
+	indent := func(n int, s string) string {
+		pad := strings.Repeat(" ", n)
+		return pad + strings.ReplaceAll(s, "\n", "\n"+pad)
+	}
+	return template.FuncMap{
+		"include": func(name string, data any) (string, error) {
+			var b strings.Builder
+			err := (*tpl).ExecuteTemplate(&b, name, data)
+			return b.String(), err
+		},
+		"toYaml": func(v any) string {
+			out, err := yaml.Marshal(v)
+			if err != nil {
+				return ""
+			}
+			return strings.TrimSuffix(string(out), "\n")
+		},
+		"indent":  indent,
+		"nindent": func(n int, s string) string { return "\n" + indent(n, s) },
+		"quote": func(v ...any) string {
+			var out []string
+			for _, s := range v {
+				if s != nil {
+					out = append(out, strconv.Quote(fmt.Sprint(s)))
+				}
+			}
+			return strings.Join(out, " ")
+		},
+		"default": func(d any, given ...any) any {
+			if len(given) == 0 || empty(given[0]) {
+				return d
+			}
+			return given[0]
+		},
+		"trunc": func(n int, s string) string {
+			if len(s) > n {
+				return s[:n]
+			}
+			return s
+		},
+		"trimSuffix": func(suffix, s string) string { return strings.TrimSuffix(s, suffix) },
+		"contains":   func(substr, s string) bool { return strings.Contains(s, substr) },
+		"fail":       func(msg string) (string, error) { return "", fmt.Errorf("fail: %s", msg) },
+		"int": func(v any) int {
+			switch n := v.(type) {
+			case int:
+				return n
+			case int64:
+				return int(n)
+			case float64:
+				return int(n)
+			case string:
+				i, _ := strconv.Atoi(n)
+				return i
+			}
+			return 0
+		},
+	}
+}
+
+// merge overlays b on a, recursing into maps (Helm's --set / -f).
+func merge(a, b map[string]any) map[string]any {
+	out := maps.Clone(a)
+	for k, v := range b {
+		if bm, ok := v.(map[string]any); ok {
+			if am, ok := out[k].(map[string]any); ok {
+				out[k] = merge(am, bm)
+				continue
+			}
+		}
+		out[k] = v
+	}
+	return out
+}
+
+type chartMeta struct {
+	APIVersion string `json:"apiVersion"`
+	Name       string `json:"name"`
+	Version    string `json:"version"`
+	AppVersion string `json:"appVersion"`
+}
+
+// render renders the chart's templates like `helm template`, with values
+// overlaid on values.yaml, and returns its objects.
+func render(t *testing.T, release, namespace string, values map[string]any) ([]object, error) {
+	t.Helper()
+	var meta chartMeta
+	if err := yaml.Unmarshal(readFile(t, chartDir+"/Chart.yaml"), &meta); err != nil {
+		t.Fatal(err)
+	}
+	var defaults map[string]any
+	if err := yaml.Unmarshal(readFile(t, chartDir+"/values.yaml"), &defaults); err != nil {
+		t.Fatalf("values.yaml: %v", err)
+	}
+	// sigs.k8s.io/yaml gives JSON numbers as float64, as Helm does.
+	ctx := map[string]any{
+		"Values":  merge(defaults, values),
+		"Release": map[string]any{"Name": release, "Namespace": namespace, "Service": "Helm"},
+		"Chart":   map[string]any{"Name": meta.Name, "Version": meta.Version, "AppVersion": meta.AppVersion},
+	}
+	var tpl *template.Template
+	tpl = template.New(meta.Name).Funcs(helmFuncs(&tpl)).Option("missingkey=zero")
+	files, err := filepath.Glob(filepath.Join(root, chartDir, "templates", "*"))
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no templates: %v", err)
+	}
+	sort.Strings(files)
+	var names []string
+	for _, f := range files {
+		data, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		name := filepath.Base(f)
+		if _, err := tpl.New(name).Parse(string(data)); err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		if !strings.HasPrefix(name, "_") && (strings.HasSuffix(name, ".yaml") || strings.HasSuffix(name, ".yml")) {
+			names = append(names, name)
+		}
+	}
+	var out []object
+	for _, name := range names {
+		var b bytes.Buffer
+		if err := tpl.ExecuteTemplate(&b, name, ctx); err != nil {
+			return nil, fmt.Errorf("%s: %w", name, err)
+		}
+		text := strings.ReplaceAll(b.String(), "<no value>", "")
+		objs, err := decode(chartDir+"/templates/"+name, []byte(text))
+		if err != nil {
+			return nil, fmt.Errorf("%w\n%s", err, text)
+		}
+		out = append(out, objs...)
+	}
+	return out, nil
+}
+
+func TestChartMetadata(t *testing.T) {
+	var meta chartMeta
+	if err := yaml.Unmarshal(readFile(t, chartDir+"/Chart.yaml"), &meta); err != nil {
+		t.Fatal(err)
+	}
+	if meta.APIVersion != "v2" || meta.Name != "rekey" || meta.Version != "0.1.0" || meta.AppVersion != "v0.1.0" {
+		t.Errorf("Chart.yaml: %+v", meta)
+	}
+}
+
+// TestChartRBAC renders the chart with cluster-wide Secrets (the default)
+// and with Secrets limited to listed namespaces, and checks both grant the
+// manager exactly what it uses.
+func TestChartRBAC(t *testing.T) {
+	cases := []struct {
+		name           string
+		values         map[string]any
+		secretNS       []string
+		leaderElection bool
+	}{
+		{"defaults", nil, []string{""}, true},
+		{"narrowed", map[string]any{"rbac": map[string]any{
+			"clusterWideSecrets": false, "secretNamespaces": []any{"shop", "orders"}}},
+			[]string{"shop", "orders"}, true},
+		{"single replica without leader election", map[string]any{"leaderElection": map[string]any{"enabled": false}},
+			[]string{""}, false},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			objs, err := render(t, "rekey", "ops", c.values)
+			if err != nil {
+				t.Fatal(err)
+			}
+			what := "chart (" + c.name + ")"
+			for _, o := range objs {
+				if !clusterScoped[o.meta.Kind] && o.meta.Metadata.Namespace == "" {
+					t.Errorf("%s: %s has no namespace", what, o)
+				}
+			}
+			r := loadRBAC(t, objs)
+			checkRules(t, what, r)
+			checkGrants(t, what, effective(t, what, r, "ops", "rekey"), needed("ops", c.secretNS, c.leaderElection))
+			checkDeployment(t, objs, "rekey", c.leaderElection)
+		})
+	}
+}
+
+// TestChartRefusesReplicasWithoutLeaderElection: two managers without a
+// leader would both rotate the same sets.
+func TestChartRefusesReplicasWithoutLeaderElection(t *testing.T) {
+	_, err := render(t, "rekey", "ops", map[string]any{"replicas": 2, "leaderElection": map[string]any{"enabled": false}})
+	if err == nil || !strings.Contains(err.Error(), "leaderElection") {
+		t.Errorf("want a failure naming leaderElection, got %v", err)
+	}
+}
+
+// TestChartWithoutRBAC: rbac.create=false renders no RBAC objects.
+func TestChartWithoutRBAC(t *testing.T) {
+	objs, err := render(t, "rekey", "ops", map[string]any{"rbac": map[string]any{"create": false}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, o := range objs {
+		if strings.HasPrefix(o.meta.APIVersion, "rbac.authorization.k8s.io/") {
+			t.Errorf("rbac.create=false still renders %s", o)
+		}
+	}
+}
