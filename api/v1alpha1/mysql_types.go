@@ -107,14 +107,15 @@ type MySQLUser struct {
 	Grants []MySQLGrant `json:"grants,omitempty"`
 }
 
-// MySQLGrant is GRANT <privileges> ON <on> TO user.
+// MySQLGrant is GRANT <privileges> ON <object> TO user. (Not named "on":
+// YAML 1.1, which kubectl and Helm use, reads a bare on as true.)
 type MySQLGrant struct {
 	// +kubebuilder:validation:MinItems=1
 	// +kubebuilder:validation:items:Pattern=`^[A-Z][A-Z_ ]{0,40}[A-Z]$`
 	Privileges []string `json:"privileges"`
-	// On is db.table with * wildcards, e.g. "app.*" or "*.*".
+	// Object is db.table with * wildcards, e.g. "app.*" or "*.*".
 	// +kubebuilder:validation:Pattern=`^(\*|[A-Za-z0-9_$]{1,64})\.(\*|[A-Za-z0-9_$]{1,64})$`
-	On string `json:"on"`
+	Object string `json:"object"`
 	// +optional
 	WithGrantOption bool `json:"withGrantOption,omitempty"`
 }

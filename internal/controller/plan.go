@@ -48,8 +48,16 @@ func (r *Reconciler) mysqlPlan(ctx context.Context, cs *v1.CredentialSet) (*plan
 			instances[i].Addr = r.AddressMap(instances[i].Addr)
 		}
 	}
+	// Bootstrap Secrets are read only while they matter: the admin's
+	// password at provisioning, or always when the admin is not rotated
+	// (the source Secret is the truth for rotated users afterwards).
+	provisioning := cs.Status.KeyGeneration == 0
+	rotatedAdmin, err := mysql.AdminIsRotated(spec)
+	if err != nil {
+		return nil, &errSpec{err.Error()}
+	}
 	adminPassword := ""
-	if ref := spec.Admin.PasswordSecretRef; ref != nil {
+	if ref := spec.Admin.PasswordSecretRef; ref != nil && (provisioning || !rotatedAdmin) {
 		if adminPassword, err = r.readSecretKey(ctx, cs.Namespace, ref.Name, ref.Key); err != nil {
 			return nil, err
 		}
@@ -59,7 +67,7 @@ func (r *Reconciler) mysqlPlan(ctx context.Context, cs *v1.CredentialSet) (*plan
 		return nil, &errSpec{err.Error()}
 	}
 	adopt := engine.Secrets{}
-	if ref := spec.AdoptSecretRef; ref != nil {
+	if ref := spec.AdoptSecretRef; ref != nil && provisioning {
 		s := &corev1.Secret{}
 		if err := r.APIReader.Get(ctx, client.ObjectKey{Namespace: cs.Namespace, Name: ref.Name}, s); err != nil {
 			return nil, fmt.Errorf("read adoptSecretRef %s/%s: %w", cs.Namespace, ref.Name, err)

@@ -79,9 +79,13 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		}
 	}
 	res, prob, err := r.reconcile(ctx, cs)
-	if err != nil && prob == nil {
+	if err != nil && prob == nil && !isRace(ctx, err) {
 		prob = classify(err)
-		if prob != nil {
+		if prob == nil {
+			// Still retried with backoff, but visible where users look,
+			// not only in the manager's log.
+			prob = &problem{reason.BackendError, err.Error() + "; rekey retries with backoff"}
+		} else {
 			err = nil // reported as an event + condition, retried below
 			if res.RequeueAfter == 0 || prob.reason == reason.InstanceUnreachable {
 				// The health gate polls: the phase resumes soon after
@@ -99,10 +103,16 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		since = &cs.Status.CurrentSince.Time
 	}
 	metrics.Observe(cs.Namespace, cs.Name, string(cs.Status.Phase), cs.Status.KeyGeneration, since)
-	if oerr := r.observe(ctx, cs, prob); oerr != nil && err == nil && !apierrors.IsConflict(oerr) {
+	if oerr := r.observe(ctx, cs, prob); oerr != nil && err == nil && !isRace(ctx, oerr) {
 		err = oerr
 	}
 	return res, err
+}
+
+// isRace: another writer (or a shutdown) got there first; the next
+// reconcile starts from a fresh read, so there is nothing to report.
+func isRace(ctx context.Context, err error) bool {
+	return errors.Is(err, errStale) || apierrors.IsConflict(err) || ctx.Err() != nil
 }
 
 // classify turns errors the user can act on into problems; others are

@@ -3,13 +3,19 @@ package controller
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1 "rekey.io/rekey/api/v1alpha1"
 )
+
+// errStale marks a write refused because the set moved on since it was
+// read: the expected outcome of a race, retried with a fresh read.
+var errStale = errors.New("stale read")
 
 // casStatus writes the status mutate produces, only if (phase, rotationID)
 // are still what cs says: a JSON Patch "test" makes a write based on a stale
@@ -41,7 +47,10 @@ func (r *Reconciler) casStatus(ctx context.Context, cs *v1.CredentialSet, mutate
 		return err
 	}
 	if err := r.Client.Status().Patch(ctx, cs, client.RawPatch(types.JSONPatchType, body)); err != nil {
-		return fmt.Errorf("status of %s changed under us (phase %s, rotation %q): %w", cs.Name, cs.Status.Phase, cs.Status.RotationID, err)
+		if apierrors.IsInvalid(err) || apierrors.IsConflict(err) {
+			return fmt.Errorf("%w: %s left phase %s of rotation %q: %v", errStale, cs.Name, cs.Status.Phase, cs.Status.RotationID, err)
+		}
+		return err
 	}
 	return nil
 }

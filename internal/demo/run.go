@@ -180,7 +180,7 @@ func setUp(ctx context.Context, k8s client.Client, c *testenv.MySQLCluster, node
 					Instances: v1.MySQLInstances{Hosts: c.Addrs()},
 					Admin:     v1.MySQLAdmin{User: "moco-admin", PasswordSecretRef: &v1.SecretKeyRef{Name: "moco-bootstrap", Key: "ADMIN_PASSWORD"}},
 					Preset:    "moco",
-					Users:     []v1.MySQLUser{{Name: "app", Grants: []v1.MySQLGrant{{Privileges: []string{"SELECT"}, On: "mysql.*"}}}},
+					Users:     []v1.MySQLUser{{Name: "app", Grants: []v1.MySQLGrant{{Privileges: []string{"SELECT"}, Object: "mysql.*"}}}},
 				},
 				Distribution: []v1.SecretTarget{{Namespace: namespace, Name: secret}},
 				Consumers:    []v1.ConsumerRef{{Kind: v1.KindDeployment, Name: "app"}},

@@ -15,6 +15,7 @@ type Env struct {
 	Cache    string
 	BinDir   string // control plane binaries
 	SidDir   string // Debian unstable chroot with mysqld and ceph
+	ToolsDir string // helm and kustomize
 	Versions map[string]string
 }
 
@@ -57,10 +58,18 @@ func load() (*Env, error) {
 		Cache:    cache,
 		BinDir: filepath.Join(cache, "bin", fmt.Sprintf("kube-%s-etcd-%s-kwok-%s",
 			versions["KUBE_VERSION"], versions["ETCD_VERSION"], versions["KWOK_VERSION"])),
-		SidDir:   filepath.Join(cache, "sid"),
+		SidDir: filepath.Join(cache, "sid"),
+		ToolsDir: filepath.Join(cache, "bin", fmt.Sprintf("tools-helm-%s-kustomize-%s",
+			versions["HELM_VERSION"], versions["KUSTOMIZE_VERSION"])),
 		Versions: versions,
 	}
 	return e, nil
+}
+
+// Tool returns the path of a pinned tool binary (helm, kustomize).
+func (e *Env) Tool(name string) (string, error) {
+	p := filepath.Join(e.ToolsDir, name)
+	return p, e.requireFile(filepath.Join(e.ToolsDir, ".complete"), name)
 }
 
 func (e *Env) requireFile(path, what string) error {

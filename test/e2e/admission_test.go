@@ -38,8 +38,8 @@ func TestAdmissionRejectsMalformedSpecs(t *testing.T) {
 		{"SQL in a user name", func(cs *v1.CredentialSet) { cs.Spec.MySQL.Users[0].Name = "x'; DROP USER root; --" }, "spec.mysql.users[0].name"},
 		{"secretKey taken by rekey", func(cs *v1.CredentialSet) { cs.Spec.MySQL.Users[0].SecretKey = "APP_PENDING" }, "must not end in _PENDING"},
 		{"grant on a bad object", func(cs *v1.CredentialSet) {
-			cs.Spec.MySQL.Users[0].Grants = []v1.MySQLGrant{{Privileges: []string{"SELECT"}, On: "app"}}
-		}, "spec.mysql.users[0].grants[0].on"},
+			cs.Spec.MySQL.Users[0].Grants = []v1.MySQLGrant{{Privileges: []string{"SELECT"}, Object: "app"}}
+		}, "spec.mysql.users[0].grants[0].object"},
 		{"grace period with Manual", func(cs *v1.CredentialSet) {
 			cs.Spec.Rotation = v1.RotationSpec{DiscardPolicy: v1.DiscardManual, GracePeriod: &metav1.Duration{}}
 		}, "gracePeriod applies only to discardPolicy AfterRollout"},

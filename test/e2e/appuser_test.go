@@ -30,7 +30,7 @@ func TestApplicationUserAfterRollout(t *testing.T) {
 				Instances: v1.MySQLInstances{Hosts: c.Addrs()},
 				Admin:     v1.MySQLAdmin{User: "ops-admin", PasswordSecretRef: &v1.SecretKeyRef{Name: "ops-admin", Key: "password"}},
 				Users: []v1.MySQLUser{{Name: "orders", Grants: []v1.MySQLGrant{
-					{Privileges: []string{"SELECT", "INSERT"}, On: "orders.*"}}}},
+					{Privileges: []string{"SELECT", "INSERT"}, Object: "orders.*"}}}},
 			},
 			Distribution: []v1.SecretTarget{{Namespace: ns, Name: "orders-db"}},
 			Rotation:     v1.RotationSpec{DiscardPolicy: v1.DiscardAfterRollout, GracePeriod: &metav1.Duration{Duration: time.Second}},

@@ -38,16 +38,31 @@ func New(spec *v1.MySQLSpec, instances []Instance, adminPassword string) (*Backe
 		return nil, err
 	}
 	b := &Backend{Instances: instances, Users: users, AdminUser: spec.Admin.User,
-		AdminPassword: adminPassword, TLS: tlsMode(spec.TLS)}
-	for _, u := range users {
-		if u.Name == spec.Admin.User && (u.Host == "%" || u.Host == "127.0.0.1") {
-			b.AdminKey = u.Key
-		}
-	}
+		AdminPassword: adminPassword, TLS: tlsMode(spec.TLS), AdminKey: adminKey(spec.Admin.User, users)}
 	if b.AdminKey == "" && adminPassword == "" {
 		return nil, fmt.Errorf("admin user %s is not rotated by this set, so mysql.admin.passwordSecretRef must give its password", spec.Admin.User)
 	}
 	return b, nil
+}
+
+// adminKey is the admin's source Secret key if the admin is rotated: an
+// account of that name open to any host (rekey connects from anywhere).
+func adminKey(admin string, users []User) string {
+	for _, u := range users {
+		if u.Name == admin && u.Host == "%" {
+			return u.Key
+		}
+	}
+	return ""
+}
+
+// AdminIsRotated reports whether the spec's admin is one of its users.
+func AdminIsRotated(spec *v1.MySQLSpec) (bool, error) {
+	users, err := ResolveUsers(spec)
+	if err != nil {
+		return false, err
+	}
+	return adminKey(spec.Admin.User, users) != "", nil
 }
 
 func tlsMode(m string) string {
@@ -119,7 +134,7 @@ func (b *Backend) Provision(ctx context.Context, cur engine.Secrets) error {
 			if exists {
 				if err := b.verifyLogin(ctx, s.inst, u, cur[u.Key]); err != nil {
 					return &engine.Refusal{Reason: string(reason.ProvisionFailed), Message: fmt.Sprintf(
-						"user %s already exists on %s and does not accept the password rekey holds for it: put its password in the adoptSecretRef Secret under %s (or drop the user) and rekey adopts it", u, s.inst.Name, u.Key)}
+						"user %s already exists on %s and does not accept the password rekey holds for it: put its password in the adoptSecretRef Secret under %s and delete that key from the source Secret (or drop the user), and rekey adopts it", u, s.inst.Name, u.Key)}
 				}
 				continue
 			}

@@ -42,13 +42,13 @@ var mocoUsers = []struct{ name, key string }{
 }
 
 func grant(on string, privs ...string) v1.MySQLGrant {
-	return v1.MySQLGrant{Privileges: privs, On: on}
+	return v1.MySQLGrant{Privileges: privs, Object: on}
 }
 
 // mocoGrants approximate what MOCO gives each system user, so a preset
 // cluster provisioned by rekey works for MOCO's components.
 var mocoGrants = map[string][]v1.MySQLGrant{
-	"moco-admin":       {{Privileges: []string{"ALL PRIVILEGES"}, On: "*.*", WithGrantOption: true}},
+	"moco-admin":       {{Privileges: []string{"ALL PRIVILEGES"}, Object: "*.*", WithGrantOption: true}},
 	"moco-agent":       {grant("*.*", "BACKUP_ADMIN", "BINLOG_ADMIN", "CLONE_ADMIN", "CONNECTION_ADMIN", "RELOAD", "REPLICATION CLIENT", "REPLICATION SLAVE", "SYSTEM_VARIABLES_ADMIN", "SELECT")},
 	"moco-repl":        {grant("*.*", "REPLICATION CLIENT", "REPLICATION SLAVE")},
 	"moco-clone-donor": {grant("*.*", "BACKUP_ADMIN", "SERVICE_CONNECTION_ADMIN")},
@@ -122,8 +122,8 @@ func (u User) validate() error {
 		return fmt.Errorf("user %s: secretKey %q: use upper-case letters, digits and '_', not ending in _PENDING", u.Name, u.Key)
 	}
 	for _, g := range u.Grants {
-		if !onPattern.MatchString(g.On) {
-			return fmt.Errorf("user %s: grant on %q: use db.table with * wildcards", u.Name, g.On)
+		if !onPattern.MatchString(g.Object) {
+			return fmt.Errorf("user %s: grant object %q: use db.table with * wildcards", u.Name, g.Object)
 		}
 		for _, p := range g.Privileges {
 			if !privPattern.MatchString(p) {
@@ -137,7 +137,7 @@ func (u User) validate() error {
 func (u User) grantStatements() []string {
 	var out []string
 	for _, g := range u.Grants {
-		db, table, _ := strings.Cut(g.On, ".")
+		db, table, _ := strings.Cut(g.Object, ".")
 		s := fmt.Sprintf("GRANT %s ON %s.%s TO %s", strings.Join(g.Privileges, ", "), ident(db), ident(table), u.Account())
 		if g.WithGrantOption {
 			s += " WITH GRANT OPTION"

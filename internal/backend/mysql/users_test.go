@@ -23,7 +23,7 @@ func TestResolveUsers(t *testing.T) {
 		{"preset user listed again", v1.MySQLSpec{Preset: "moco", Users: []v1.MySQLUser{{Name: "moco-admin", SecretKey: "X"}}}, nil, "listed twice"},
 		{"quote in a name", v1.MySQLSpec{Users: []v1.MySQLUser{{Name: "a'b"}}}, nil, "user name"},
 		{"quote in a host", v1.MySQLSpec{Users: []v1.MySQLUser{{Name: "a", Host: "x'"}}}, nil, "host"},
-		{"SQL in a privilege", v1.MySQLSpec{Users: []v1.MySQLUser{{Name: "a", Grants: []v1.MySQLGrant{{Privileges: []string{"SELECT; DROP"}, On: "*.*"}}}}}, nil, "privilege"},
+		{"SQL in a privilege", v1.MySQLSpec{Users: []v1.MySQLUser{{Name: "a", Grants: []v1.MySQLGrant{{Privileges: []string{"SELECT; DROP"}, Object: "*.*"}}}}}, nil, "privilege"},
 		{"pending suffix", v1.MySQLSpec{Users: []v1.MySQLUser{{Name: "a", SecretKey: "A_PENDING"}}}, nil, "_PENDING"},
 	}
 	for _, c := range cases {
