@@ -31,12 +31,14 @@ func run() error {
 	var (
 		namespace, metricsAddr, probeAddr string
 		leaderElect                       bool
+		concurrency                       int
 		grace                             time.Duration
 	)
 	flag.StringVar(&namespace, "namespace", envOr("POD_NAMESPACE", "rekey-system"), "namespace of the source Secrets (the operator's own)")
 	flag.StringVar(&metricsAddr, "metrics-bind-address", ":8080", "address of the metrics endpoint (0 disables it)")
 	flag.StringVar(&probeAddr, "health-probe-bind-address", ":8081", "address of the health probes")
 	flag.BoolVar(&leaderElect, "leader-elect", false, "elect a leader, for running more than one replica")
+	flag.IntVar(&concurrency, "instance-concurrency", 8, "instances a phase works on at once (1: one after another, as seed 000)")
 	flag.DurationVar(&grace, "default-grace-period", 5*time.Minute, "grace period of discardPolicy AfterRollout when the set gives none")
 	opts := zap.Options{}
 	opts.BindFlags(flag.CommandLine)
@@ -65,11 +67,12 @@ func run() error {
 		return err
 	}
 	r := &controller.Reconciler{
-		Client:             mgr.GetClient(),
-		APIReader:          mgr.GetAPIReader(),
-		Recorder:           mgr.GetEventRecorder("rekey"),
-		Namespace:          namespace,
-		DefaultGracePeriod: grace,
+		Client:              mgr.GetClient(),
+		APIReader:           mgr.GetAPIReader(),
+		Recorder:            mgr.GetEventRecorder("rekey"),
+		Namespace:           namespace,
+		DefaultGracePeriod:  grace,
+		InstanceConcurrency: concurrency,
 	}
 	if err := r.SetupWithManager(mgr); err != nil {
 		return err

@@ -66,6 +66,7 @@ func (r *Reconciler) mysqlPlan(ctx context.Context, cs *v1.CredentialSet) (*plan
 	if err != nil {
 		return nil, &errSpec{err.Error()}
 	}
+	b.Concurrency = r.InstanceConcurrency
 	adopt := engine.Secrets{}
 	if ref := spec.AdoptSecretRef; ref != nil && provisioning {
 		s := &corev1.Secret{}

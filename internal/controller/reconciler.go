@@ -36,6 +36,9 @@ type Reconciler struct {
 	Now       func() time.Time
 	// DefaultGracePeriod applies to AfterRollout without gracePeriod.
 	DefaultGracePeriod time.Duration
+	// InstanceConcurrency bounds how many instances a phase works on at
+	// once (1 = one after another).
+	InstanceConcurrency int
 	// AddressMap, when set, rewrites instance addresses before use. Tests
 	// set it because cluster DNS (<pod>.<svc>.<ns>.svc) does not exist on
 	// their machine; production leaves it nil.

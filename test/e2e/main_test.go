@@ -99,7 +99,7 @@ func startManager(t testing.TB, cfg *rest.Config, opts ...func(*controller.Recon
 	r := &controller.Reconciler{
 		Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(),
 		Recorder: mgr.GetEventRecorder("rekey"), Namespace: OperatorNamespace,
-		DefaultGracePeriod: 2 * time.Second,
+		DefaultGracePeriod: 2 * time.Second, InstanceConcurrency: 8,
 	}
 	for _, o := range opts {
 		o(r)

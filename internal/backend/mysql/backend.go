@@ -8,6 +8,8 @@ import (
 	"fmt"
 	"strings"
 
+	"golang.org/x/sync/errgroup"
+
 	v1 "rekey.io/rekey/api/v1alpha1"
 	"rekey.io/rekey/internal/engine"
 	"rekey.io/rekey/internal/failpoint"
@@ -26,6 +28,9 @@ type Backend struct {
 	// AdminPassword is the admin's fixed password when it is not rotated.
 	AdminPassword string
 	TLS           string // go-sql-driver tls= value
+	// Concurrency bounds how many instances are worked on at once; 1 is
+	// the sequential baseline of seed 000.
+	Concurrency int
 }
 
 var _ engine.Backend = (*Backend)(nil)
@@ -98,28 +103,35 @@ func (b *Backend) adminPasswords(first, then engine.Secrets) []string {
 	return []string{first[b.AdminKey], then[b.AdminKey]}
 }
 
-// eachInstance runs fn in a prepared session on every instance, in order.
+// eachInstance runs fn in a prepared session on every instance, at most
+// Concurrency at a time (1: one after another, in order). Instances are
+// independent: one failing does not interrupt the others mid-statement,
+// which could leave super_read_only lifted; the first error is returned.
 func (b *Backend) eachInstance(ctx context.Context, step string, passwords []string, secrets engine.Secrets, fn func(*session) error) error {
 	if len(b.Instances) == 0 {
 		return &engine.Refusal{Reason: string(reason.RotateRefused), Message: "no instances: scale the cluster up"}
 	}
+	phase, _, _ := strings.Cut(step, "/")
+	var g errgroup.Group
+	g.SetLimit(max(b.Concurrency, 1))
 	for _, inst := range b.Instances {
-		phase, _, _ := strings.Cut(step, "/")
-		s, err := openSession(ctx, phase, inst, b.TLS, b.AdminUser, passwords...)
-		if err != nil {
+		g.Go(func() error {
+			s, err := openSession(ctx, phase, inst, b.TLS, b.AdminUser, passwords...)
+			if err != nil {
+				return err
+			}
+			s.secrets = append(s.secrets, values(secrets)...)
+			err = fn(s)
+			if cerr := s.close(ctx); err == nil {
+				err = cerr
+			}
+			if err == nil {
+				failpoint.Hit(step)
+			}
 			return err
-		}
-		s.secrets = append(s.secrets, values(secrets)...)
-		err = fn(s)
-		if cerr := s.close(ctx); err == nil {
-			err = cerr
-		}
-		if err != nil {
-			return err
-		}
-		failpoint.Hit(step)
+		})
 	}
-	return nil
+	return g.Wait()
 }
 
 // Provision implements engine.Backend: create missing users with their
