@@ -3,7 +3,7 @@ SHELL := /usr/bin/env bash
 GO ?= go
 GOTESTFLAGS ?= -count=1 -timeout 45m
 
-.PHONY: all build test env demo generate manifests vet fmt clean
+.PHONY: all build test env demo bench generate manifests vet fmt clean
 
 all: build
 
@@ -19,6 +19,10 @@ env:
 demo: env
 	$(GO) build -o bin/ ./cmd/kubectl-rekey ./cmd/rekey-demo
 	bin/rekey-demo --plugin bin/kubectl-rekey
+
+## bench: speed goals as side-by-side ratios (see docs/benchmarks.md)
+bench: env
+	$(GO) test -run '^$$' -bench . -benchtime 3x -timeout 30m ./test/bench/
 
 ## test: prepare the environment if needed, then run every test against real servers
 test: env vet

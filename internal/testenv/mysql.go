@@ -85,6 +85,7 @@ func (c *MySQLCluster) Stop() {
 // MySQLOptions shape a cluster.
 type MySQLOptions struct {
 	Replicas   int  // replicas besides the primary; default 2
+	NoReplicas bool // a lone primary (Replicas is ignored)
 	Downstream bool // also start the downstream instance
 }
 
@@ -350,7 +351,10 @@ func firstWords(s string) string {
 // StartMySQLCluster starts a primary, its replicas and (optionally) the
 // downstream instance, and wires GTID replication between them.
 func (e *Env) StartMySQLCluster(opts MySQLOptions) (c *MySQLCluster, err error) {
-	if opts.Replicas == 0 {
+	switch {
+	case opts.NoReplicas:
+		opts.Replicas = 0
+	case opts.Replicas == 0:
 		opts.Replicas = 2
 	}
 	c = &MySQLCluster{}
