@@ -140,6 +140,14 @@ type CredentialSetStatus struct {
 	// DiscardApplied: every instance has dropped the old credentials.
 	// +optional
 	DiscardApplied bool `json:"discardApplied,omitempty"`
+	// ResetPending: a rotation was rolled back (abort or recover); once the
+	// consumers run the current secrets again, the backend is reset to
+	// accept only those.
+	// +optional
+	ResetPending bool `json:"resetPending,omitempty"`
+	// LastRecoverID is the most recent recover request served.
+	// +optional
+	LastRecoverID string `json:"lastRecoverID,omitempty"`
 	// LastRotationID is the most recently completed rotation; a trigger
 	// carrying it is stale.
 	// +optional

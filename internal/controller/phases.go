@@ -23,6 +23,9 @@ func (r *Reconciler) act(ctx context.Context, cs *v1.CredentialSet, p *plan, src
 	case engine.DropDiscardRequest:
 		r.dropAnnotations(ctx, cs, engine.DiscardAnnotation)
 	case engine.Refuse:
+		if d.DropAbort {
+			r.dropAnnotations(ctx, cs, engine.AbortAnnotation)
+		}
 		if d.DropRotate {
 			r.dropAnnotations(ctx, cs, engine.RotateAnnotation)
 		}
@@ -38,6 +41,12 @@ func (r *Reconciler) act(ctx context.Context, cs *v1.CredentialSet, p *plan, src
 		return r.continueRotation(ctx, cs, p, src)
 	case engine.Discard:
 		return r.discard(ctx, cs, p, src, d.AutoDiscarded)
+	case engine.Rollback:
+		return r.rollback(ctx, cs, p, src, d.RecoverID)
+	case engine.Recover:
+		return r.recover(ctx, cs, d.RecoverID)
+	case engine.Reset:
+		return r.reset(ctx, cs, p, src)
 	}
 	return ctrl.Result{}, nil, nil
 }

@@ -180,6 +180,8 @@ func (r *Reconciler) reconcile(ctx context.Context, cs *v1.CredentialSet) (ctrl.
 		Status:         cs.Status,
 		RotateRequest:  cs.Annotations[engine.RotateAnnotation],
 		DiscardRequest: cs.Annotations[engine.DiscardAnnotation],
+		AbortRequest:   cs.Annotations[engine.AbortAnnotation],
+		RecoverRequest: cs.Annotations[engine.RecoverAnnotation],
 		NoInstances:    p.noInstances,
 		Pending:        pending,
 		Policy:         cs.Spec.Rotation.DiscardPolicy,

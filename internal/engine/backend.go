@@ -28,6 +28,9 @@ type Backend interface {
 	Apply(ctx context.Context, cur, pending Secrets) error
 	// Retire makes cur invalid everywhere; pending stays valid.
 	Retire(ctx context.Context, cur, pending Secrets) error
+	// Reset makes cur the only valid secret everywhere: the rollback of a
+	// rotation, once no consumer uses anything else.
+	Reset(ctx context.Context, cur Secrets) error
 }
 
 // Refusal is a backend's reason not to proceed: a Warning Event and a

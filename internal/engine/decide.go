@@ -12,6 +12,11 @@ import (
 const (
 	RotateAnnotation  = "rekey.io/rotate"
 	DiscardAnnotation = "rekey.io/discard"
+	// AbortAnnotation carries the active rotation ID to roll back.
+	AbortAnnotation = "rekey.io/abort"
+	// RecoverAnnotation carries a fresh request ID: roll back whatever
+	// rotation is active, or reset the backend to the current secrets.
+	RecoverAnnotation = "rekey.io/recover"
 )
 
 // RequeueRollout is how often a held phase is re-checked even if a watch
@@ -38,11 +43,19 @@ const (
 	Wait
 	// Refuse: emit the refusal; Decision says which annotations to drop.
 	Refuse
+	// Rollback: compare-and-set → Idle with resetPending (seed 000's
+	// recovery order: status, Secret, rollout, backend).
+	Rollback
+	// Recover: mark an idle set resetPending.
+	Recover
+	// Reset: the consumers run the current secrets again; reset the
+	// backend to accept only those.
+	Reset
 )
 
 func (a Action) String() string {
 	return [...]string{"None", "DropRotateRequest", "DropDiscardRequest", "StartRotation",
-		"ContinueRotation", "Discard", "Wait", "Refuse"}[a]
+		"ContinueRotation", "Discard", "Wait", "Refuse", "Rollback", "Recover", "Reset"}[a]
 }
 
 // Input is everything the decision depends on, gathered by the controller.
@@ -50,6 +63,8 @@ type Input struct {
 	Status         v1.CredentialSetStatus
 	RotateRequest  string // rekey.io/rotate value, "" when absent
 	DiscardRequest string // rekey.io/discard value, "" when absent
+	AbortRequest   string // rekey.io/abort value, "" when absent
+	RecoverRequest string // rekey.io/recover value, "" when absent
 	NoInstances    bool   // e.g. a StatefulSet scaled to 0
 	Pending        PendingState
 	Policy         v1.DiscardPolicy
@@ -63,10 +78,12 @@ type Input struct {
 type Decision struct {
 	Action        Action
 	RotationID    string // for StartRotation
+	RecoverID     string // for Rollback and Recover started by a recover request
 	Reason        reason.Reason
 	Message       string
 	DropRotate    bool // remove the rotate annotation (with Refuse)
 	DropDiscard   bool // remove the discard annotation (with Refuse)
+	DropAbort     bool // remove the abort annotation (with Refuse)
 	Requeue       time.Duration
 	AutoDiscarded bool // Discard was started by the AfterRollout policy
 }
@@ -74,6 +91,9 @@ type Decision struct {
 // Decide is the rotation state machine of seed 000 as a pure function.
 // Phase 1 work always wins: rotate and discard never run in one reconcile.
 func Decide(in Input) Decision {
+	if d, ok := decideRollback(in); ok {
+		return d
+	}
 	st := in.Status
 	switch st.Phase {
 	case v1.PhaseRotating:
@@ -89,6 +109,13 @@ func Decide(in Input) Decision {
 		}
 		return decideDiscard(in)
 	default: // Idle, or never set
+		if st.ResetPending {
+			// A rollback finishes before anything else starts.
+			if !in.RolloutDone {
+				return Decision{Action: Wait, Reason: reason.WaitingForRollout, Requeue: RequeueRollout}
+			}
+			return Decision{Action: Reset}
+		}
 		if in.RotateRequest != "" {
 			if in.RotateRequest == st.LastRotationID {
 				// Left over after a completed cycle (best-effort removal failed).
@@ -204,4 +231,39 @@ func Distribution(st v1.CredentialSetStatus, pending PendingState) (usePending, 
 	default:
 		return false, true
 	}
+}
+
+// decideRollback serves abort and recover requests, which win over rotate
+// and discard: a rollback is what an operator asks for when something is
+// wrong.
+func decideRollback(in Input) (Decision, bool) {
+	st := in.Status
+	active := st.Phase == v1.PhaseRotating || st.Phase == v1.PhaseDistributed
+	if r := in.RecoverRequest; r != "" && r != st.LastRecoverID {
+		switch {
+		case active && st.DiscardApplied:
+			return Decision{Action: Refuse, Reason: reason.AbortSkipped, Message: fmt.Sprintf(
+				"rotation %s already discarded the old secrets everywhere: it can only complete; remove the recover request and let it finish", st.RotationID)}, true
+		case active:
+			return Decision{Action: Rollback, RecoverID: r}, true
+		default:
+			return Decision{Action: Recover, RecoverID: r}, true
+		}
+	}
+	if a := in.AbortRequest; a != "" {
+		switch {
+		case !active || a != st.RotationID:
+			if !active && st.ResetPending {
+				return Decision{}, false // served; dropped when the reset completes
+			}
+			return Decision{Action: Refuse, Reason: reason.AbortSkipped, DropAbort: true, Message: fmt.Sprintf(
+				"abort %s does not match an active rotation (phase %s, rotation %q); the request was removed: kubectl rekey abort takes the active ID", a, st.Phase, st.RotationID)}, true
+		case st.DiscardApplied:
+			return Decision{Action: Refuse, Reason: reason.AbortSkipped, DropAbort: true, Message: fmt.Sprintf(
+				"rotation %s already discarded the old secrets everywhere, so rolling back would lock consumers out; it can only complete", a)}, true
+		default:
+			return Decision{Action: Rollback}, true
+		}
+	}
+	return Decision{}, false
 }

@@ -90,6 +90,28 @@ func TestDecide(t *testing.T) {
 		{"AfterRollout: an explicit discard skips the grace period", Input{Status: distributed, Pending: PendingMatch, Policy: v1.DiscardAfterRollout,
 			RolloutDone: true, RolloutDoneAt: now, GracePeriod: 5 * time.Minute, Now: now, DiscardRequest: "r1"},
 			Decision{Action: Discard}},
+
+		{"abort while Distributed rolls back", Input{Status: distributed, Pending: PendingMatch, AbortRequest: "r1", DiscardRequest: "r1", RolloutDone: true},
+			Decision{Action: Rollback}},
+		{"abort while Rotating rolls back", Input{Status: rotating, AbortRequest: "r1"}, Decision{Action: Rollback}},
+		{"abort after discard was applied is refused", Input{Status: discarded, AbortRequest: "r1"},
+			Decision{Action: Refuse, Reason: reason.AbortSkipped, DropAbort: true}},
+		{"abort of another rotation is refused", Input{Status: distributed, Pending: PendingMatch, AbortRequest: "r9"},
+			Decision{Action: Refuse, Reason: reason.AbortSkipped, DropAbort: true}},
+		{"abort while idle is refused", Input{Status: idle, AbortRequest: "r1"},
+			Decision{Action: Refuse, Reason: reason.AbortSkipped, DropAbort: true}},
+		{"recover with a stale pending rolls back", Input{Status: rotating, Pending: PendingStale, RecoverRequest: "x1"},
+			Decision{Action: Rollback, RecoverID: "x1"}},
+		{"recover with pending lost rolls back", Input{Status: distributed, Pending: PendingNone, RecoverRequest: "x1"},
+			Decision{Action: Rollback, RecoverID: "x1"}},
+		{"recover while idle resets the backend", Input{Status: idle, RecoverRequest: "x1"},
+			Decision{Action: Recover, RecoverID: "x1"}},
+		{"a served recover request is ignored", Input{Status: v1.CredentialSetStatus{Phase: v1.PhaseIdle, LastRecoverID: "x1"}, RecoverRequest: "x1"},
+			Decision{Action: None}},
+		{"reset waits for consumers to roll back", Input{Status: v1.CredentialSetStatus{Phase: v1.PhaseIdle, ResetPending: true}, RotateRequest: "r2"},
+			Decision{Action: Wait, Reason: reason.WaitingForRollout, Requeue: RequeueRollout}},
+		{"reset before a waiting rotation starts", Input{Status: v1.CredentialSetStatus{Phase: v1.PhaseIdle, ResetPending: true}, RotateRequest: "r2", RolloutDone: true, AbortRequest: "r1"},
+			Decision{Action: Reset}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

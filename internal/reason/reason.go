@@ -18,6 +18,7 @@ const (
 	InvalidSpec            Reason = "InvalidSpec"
 	BackendError           Reason = "BackendError"
 	DistributionFailed     Reason = "DistributionFailed"
+	AbortSkipped           Reason = "AbortSkipped"
 )
 
 // Progress (Normal Events).
@@ -30,6 +31,9 @@ const (
 	WaitingForRollout Reason = "WaitingForRollout"
 	DiscardApplied    Reason = "DiscardApplied"
 	RotationCompleted Reason = "RotationCompleted"
+	RotationAborted   Reason = "RotationAborted"
+	RecoveryStarted   Reason = "RecoveryStarted"
+	ResetApplied      Reason = "ResetApplied"
 )
 
 // Condition types.

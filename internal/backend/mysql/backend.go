@@ -241,6 +241,24 @@ func (b *Backend) Retire(ctx context.Context, cur, pending engine.Secrets) error
 	})
 }
 
+// Reset implements engine.Backend: the corrected form of seed 000's
+// recovery (DESIGN.md "Known error"). IDENTIFIED BY alone keeps the
+// secondary password, so DISCARD OLD PASSWORD follows it. Connecting with
+// cur works whether it is the primary or the secondary password.
+func (b *Backend) Reset(ctx context.Context, cur engine.Secrets) error {
+	return b.eachInstance(ctx, "reset/instance-reset", b.adminPasswords(cur, nil), cur, func(s *session) error {
+		for _, u := range b.Users {
+			if err := s.exec(ctx, "ALTER USER "+u.Account()+" IDENTIFIED BY "+quote(cur[u.Key])); err != nil {
+				return err
+			}
+			if err := s.exec(ctx, "ALTER USER "+u.Account()+" DISCARD OLD PASSWORD"); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
 // loginCheckable: only accounts open to any host can be tried from here.
 func (u User) loginCheckable() bool { return u.Host == "%" }
 

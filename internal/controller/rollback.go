@@ -1,0 +1,86 @@
+package controller
+
+import (
+	"context"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	ctrl "sigs.k8s.io/controller-runtime"
+
+	v1 "rekey.io/rekey/api/v1alpha1"
+	"rekey.io/rekey/internal/engine"
+	"rekey.io/rekey/internal/failpoint"
+	"rekey.io/rekey/internal/reason"
+)
+
+// rollback undoes an active rotation in the order seed 000 proves safe:
+// status first (Idle, so distribution serves the current secrets again and
+// consumers restart onto them), then the source Secret, then — once the
+// consumers rolled out — the backend (reset). Until that reset the backend
+// accepts both, so no consumer loses its login at any step.
+func (r *Reconciler) rollback(ctx context.Context, cs *v1.CredentialSet, p *plan, src *corev1.Secret, recoverID string) (ctrl.Result, *problem, error) {
+	id := cs.Status.RotationID
+	if err := r.casStatus(ctx, cs, func(st *v1.CredentialSetStatus) {
+		st.Phase, st.RotationID = v1.PhaseIdle, ""
+		st.RotateApplied, st.DiscardApplied, st.ResetPending = false, false, true
+		st.RotationStartedAt, st.DistributedAt, st.RolledOutAt = nil, nil, nil
+		if recoverID != "" {
+			st.LastRecoverID = recoverID
+		}
+	}); err != nil {
+		return ctrl.Result{}, nil, err
+	}
+	failpoint.Hit("abort/phase-idle")
+	why := "on request (kubectl rekey abort)"
+	if recoverID != "" {
+		why = "to recover (kubectl rekey recover)"
+	}
+	r.event(cs, "Normal", reason.RotationAborted, "Abort", "rotation %s rolled back %s: consumers return to the current secrets, then every instance is reset to them", id, why)
+	return r.reset(ctx, cs, p, src)
+}
+
+// recover marks an idle set for a backend reset: a secondary secret that
+// nobody accounts for (DualPasswordExists) is removed once consumers run
+// the current secrets.
+func (r *Reconciler) recover(ctx context.Context, cs *v1.CredentialSet, id string) (ctrl.Result, *problem, error) {
+	if err := r.casStatus(ctx, cs, func(st *v1.CredentialSetStatus) {
+		st.ResetPending, st.LastRecoverID = true, id
+	}); err != nil {
+		return ctrl.Result{}, nil, err
+	}
+	r.event(cs, "Normal", reason.RecoveryStarted, "Recover", "recovery %s: every instance is reset to the current secrets of the source Secret", id)
+	return ctrl.Result{RequeueAfter: time.Second}, nil, nil
+}
+
+// reset finishes a rollback. Once every consumer rolled out the current
+// secrets, the backend is reset to accept only them, and only then does the
+// source Secret drop the pending data: a secret the backend still accepts is
+// never missing from it (DESIGN.md rule 1). Each step is idempotent.
+func (r *Reconciler) reset(ctx context.Context, cs *v1.CredentialSet, p *plan, src *corev1.Secret) (ctrl.Result, *problem, error) {
+	keys := p.backend.Keys()
+	cur, _ := engine.Current(src.Data, keys)
+	if err := r.distribute(ctx, cs, cur, cs.Status.KeyGeneration); err != nil {
+		return ctrl.Result{}, &problem{reason.DistributionFailed, err.Error()}, nil
+	}
+	consumers, rolledOut, err := r.syncConsumers(ctx, cs)
+	if err != nil {
+		return ctrl.Result{}, nil, err
+	}
+	cs.Status.Consumers, cs.Status.ConsumersUpdated = consumers, countRolledOut(consumers)
+	if !rolledOut {
+		return ctrl.Result{RequeueAfter: engine.RequeueRollout}, nil, nil
+	}
+	if err := p.backend.Reset(ctx, cur); err != nil {
+		return ctrl.Result{}, nil, err
+	}
+	failpoint.Hit("reset/backend-reset")
+	if _, err := r.writeSourceSecret(ctx, cs, src, engine.WithoutPending(src.Data, keys)); err != nil {
+		return ctrl.Result{}, nil, err
+	}
+	if err := r.casStatus(ctx, cs, func(st *v1.CredentialSetStatus) { st.ResetPending = false }); err != nil {
+		return ctrl.Result{}, nil, err
+	}
+	r.event(cs, "Normal", reason.ResetApplied, "Reset", "every instance accepts only the current secrets again (generation %d)", cs.Status.KeyGeneration)
+	r.dropAnnotations(ctx, cs, engine.AbortAnnotation, engine.RecoverAnnotation)
+	return ctrl.Result{}, nil, nil
+}
