@@ -168,6 +168,27 @@ func TestCrashSafety(t *testing.T) {
 		m.stop()
 		t.Logf("cycle %d: crashed at %s and %s, completed at generation %d", n+1, rfp, dfp, gen+1)
 	}
+
+	// A rollback, killed at each of its steps.
+	old := userPasswords(sourceData(t, cs), mocoKeys, "")
+	m = startManagerProcess(t, "")
+	rotate(t, ns, "crash", "crash-abort")
+	cs = waitPhase(t, ns, "crash", v1.PhaseDistributed, 9)
+	pend := userPasswords(sourceData(t, cs), mocoKeys, engine.PendingSuffix)
+	m.stop()
+	annotate(t, ns, "crash", engine.AbortAnnotation, "crash-abort")
+	for _, fp := range []string{"abort/phase-idle", "reset/instance-reset:2", "reset/backend-reset"} {
+		startManagerProcess(t, fp).waitKilled(t, fp)
+		assertRecoverable(t, "killed at "+fp, c, getSet(t, ns, "crash"))
+	}
+	m = startManagerProcess(t, "")
+	eventually(t, 2*time.Minute, "rollback finished", func() (bool, string) {
+		cs = getSet(t, ns, "crash")
+		return cs.Status.Phase == v1.PhaseIdle && !cs.Status.ResetPending, stateOf(cs)
+	})
+	loginMatrix(t, "after a rollback killed three times", c.Instances(), old, pend)
+	assertSuperReadOnly(t, c.Replicas...)
+	m.stop()
 	p.assertNoGap(t)
 }
 
