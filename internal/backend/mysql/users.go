@@ -159,8 +159,10 @@ func ident(s string) string {
 func quote(s string) string {
 	var b strings.Builder
 	b.WriteByte('\'')
-	for _, r := range s {
-		switch r {
+	// Byte by byte: a secret need not be valid UTF-8, and ranging over
+	// runes would replace such bytes, applying a secret nobody stored.
+	for i := 0; i < len(s); i++ {
+		switch c := s[i]; c {
 		case '\'':
 			b.WriteString(`\'`)
 		case '\\':
@@ -174,7 +176,7 @@ func quote(s string) string {
 		case 0x1a:
 			b.WriteString(`\Z`)
 		default:
-			b.WriteRune(r)
+			b.WriteByte(c)
 		}
 	}
 	b.WriteByte('\'')
