@@ -145,6 +145,10 @@ type CredentialSetStatus struct {
 	// accept only those.
 	// +optional
 	ResetPending bool `json:"resetPending,omitempty"`
+	// LastRolledBackID is the most recent rotation rolled back; a rotate
+	// request carrying it is stale, as one carrying lastRotationID is.
+	// +optional
+	LastRolledBackID string `json:"lastRolledBackID,omitempty"`
 	// LastRecoverID is the most recent recover request served.
 	// +optional
 	LastRecoverID string `json:"lastRecoverID,omitempty"`

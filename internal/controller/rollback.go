@@ -24,6 +24,7 @@ func (r *Reconciler) rollback(ctx context.Context, cs *v1.CredentialSet, p *plan
 		st.Phase, st.RotationID = v1.PhaseIdle, ""
 		st.RotateApplied, st.DiscardApplied, st.ResetPending = false, false, true
 		st.RotationStartedAt, st.DistributedAt, st.RolledOutAt = nil, nil, nil
+		st.LastRolledBackID = id
 		if recoverID != "" {
 			st.LastRecoverID = recoverID
 		}
@@ -31,6 +32,11 @@ func (r *Reconciler) rollback(ctx context.Context, cs *v1.CredentialSet, p *plan
 		return ctrl.Result{}, nil, err
 	}
 	failpoint.Hit("abort/phase-idle")
+	// The request that started the rolled-back rotation must not start it
+	// again (status.lastRolledBackID marks it stale should this fail).
+	if cs.Annotations[engine.RotateAnnotation] == id {
+		r.dropAnnotations(ctx, cs, engine.RotateAnnotation, engine.DiscardAnnotation)
+	}
 	why := "on request (kubectl rekey abort)"
 	if recoverID != "" {
 		why = "to recover (kubectl rekey recover)"

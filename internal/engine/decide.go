@@ -117,8 +117,9 @@ func Decide(in Input) Decision {
 			return Decision{Action: Reset}
 		}
 		if in.RotateRequest != "" {
-			if in.RotateRequest == st.LastRotationID {
-				// Left over after a completed cycle (best-effort removal failed).
+			if in.RotateRequest == st.LastRotationID || in.RotateRequest == st.LastRolledBackID {
+				// Left over after a completed or rolled-back cycle
+				// (best-effort removal failed).
 				return Decision{Action: DropRotateRequest}
 			}
 			if in.NoInstances {

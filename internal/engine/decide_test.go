@@ -108,6 +108,8 @@ func TestDecide(t *testing.T) {
 			Decision{Action: Recover, RecoverID: "x1"}},
 		{"a served recover request is ignored", Input{Status: v1.CredentialSetStatus{Phase: v1.PhaseIdle, LastRecoverID: "x1"}, RecoverRequest: "x1"},
 			Decision{Action: None}},
+		{"the request of a rolled-back rotation does not start it again", Input{Status: v1.CredentialSetStatus{Phase: v1.PhaseIdle, LastRolledBackID: "r1"}, RotateRequest: "r1"},
+			Decision{Action: DropRotateRequest}},
 		{"reset waits for consumers to roll back", Input{Status: v1.CredentialSetStatus{Phase: v1.PhaseIdle, ResetPending: true}, RotateRequest: "r2"},
 			Decision{Action: Wait, Reason: reason.WaitingForRollout, Requeue: RequeueRollout}},
 		{"reset before a waiting rotation starts", Input{Status: v1.CredentialSetStatus{Phase: v1.PhaseIdle, ResetPending: true}, RotateRequest: "r2", RolloutDone: true, AbortRequest: "r1"},

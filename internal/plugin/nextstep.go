@@ -18,6 +18,9 @@ func NextStep(cs *v1.CredentialSet) string {
 	if c := meta.FindStatusCondition(st.Conditions, reason.CondDegraded); c != nil && c.Status == "True" {
 		return c.Message
 	}
+	if st.ResetPending {
+		return "wait: resetting MySQL to the current passwords after the consumers rolled back"
+	}
 	switch st.Phase {
 	case v1.PhaseIdle:
 		if st.KeyGeneration == 0 {
@@ -67,6 +70,9 @@ func progressLine(cs *v1.CredentialSet) string {
 		parts[0] += " (rotation " + st.RotationID + ")"
 	}
 	parts = append(parts, fmt.Sprintf("generation %d", st.KeyGeneration))
+	if st.ResetPending {
+		parts = append(parts, "resetPending")
+	}
 	if len(cs.Spec.Consumers) > 0 {
 		parts = append(parts, "consumers "+consumerCount(cs)+" rolled out")
 	}

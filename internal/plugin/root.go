@@ -19,6 +19,8 @@ import (
 // fast --wait polls.
 type Options struct {
 	Out, Err io.Writer
+	// In is where recover reads its confirmation (default os.Stdin).
+	In io.Reader
 	// PollInterval is how often --wait re-reads the set (default 1s).
 	PollInterval time.Duration
 	// Now is the clock for ages and elapsed times (default time.Now).
@@ -31,6 +33,9 @@ func (o *Options) defaults() {
 	}
 	if o.Err == nil {
 		o.Err = os.Stderr
+	}
+	if o.In == nil {
+		o.In = os.Stdin
 	}
 	if o.PollInterval == 0 {
 		o.PollInterval = time.Second
@@ -68,8 +73,11 @@ func NewRootCommand(o Options) *cobra.Command {
 		Long: `kubectl rekey rotates the credentials of a rekey CredentialSet in two steps:
   rotate   new passwords are applied next to the current ones and distributed
   discard  once consumers rolled out, the old passwords stop working
-Both only write an annotation (rekey.io/rotate, rekey.io/discard), exactly as
-kubectl annotate could; the rekey operator does the work.`,
+and rolls a rotation back when needed:
+  abort    consumers return to the current passwords, then the new ones stop working
+  recover  diagnoses a refusal and has the operator repair it
+Each only writes an annotation (rekey.io/rotate, /discard, /abort, /recover),
+exactly as kubectl annotate could; the rekey operator does the work.`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 		Annotations:   map[string]string{cobra.CommandDisplayNameAnnotation: "kubectl rekey"},
@@ -85,7 +93,8 @@ kubectl annotate could; the rekey operator does the work.`,
 	f.StringVar(&a.loading.ExplicitPath, "kubeconfig", "", "path to the kubeconfig file (default: $KUBECONFIG or ~/.kube/config)")
 	f.StringVar(&a.overrides.CurrentContext, "context", "", "the kubeconfig context to use")
 	f.StringVarP(&a.overrides.Context.Namespace, "namespace", "n", "", "namespace of the CredentialSet (default: the context's namespace)")
-	root.AddCommand(newRotateCommand(a), newDiscardCommand(a), newStatusCommand(a), newShowCommand(a))
+	root.AddCommand(newRotateCommand(a), newDiscardCommand(a), newStatusCommand(a), newShowCommand(a),
+		newAbortCommand(a), newRecoverCommand(a))
 	return root
 }
 

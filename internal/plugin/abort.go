@@ -1,0 +1,191 @@
+package plugin
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	v1 "rekey.io/rekey/api/v1alpha1"
+	"rekey.io/rekey/internal/controller"
+	"rekey.io/rekey/internal/engine"
+	"rekey.io/rekey/internal/reason"
+)
+
+func newAbortCommand(a *app) *cobra.Command {
+	var w waitFlags
+	cmd := &cobra.Command{
+		Use:   "abort NAME",
+		Short: "Roll an active rotation back: consumers return to the current passwords",
+		Long: `abort annotates the CredentialSet with rekey.io/abort=<active rotation ID>,
+as kubectl annotate could. The operator rolls the rotation back in an order
+that keeps every consumer logged in: status returns to Idle (with
+resetPending), consumers get the current passwords again and roll out, and only
+then is every instance reset to the current passwords (ALTER USER ...
+IDENTIFIED BY, then DISCARD OLD PASSWORD). Until that reset MySQL accepts both.
+The set must be Rotating or Distributed, and the old passwords must not have
+been discarded yet.`,
+		Example: `  kubectl rekey abort moco -n shop --wait`,
+		Args:    nameArg("abort"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := w.check(cmd); err != nil {
+				return err
+			}
+			s, err := a.session()
+			if err != nil {
+				return err
+			}
+			return s.abort(cmd.Context(), args[0], w)
+		},
+	}
+	w.bind(cmd, "the rotation is rolled back and MySQL reset (phase Idle, resetPending cleared)")
+	return cmd
+}
+
+// rollbackRefusals end a --wait of abort or recover: the operator will not
+// roll back (the old passwords were discarded already). Refusals of the
+// rotation itself (StaleRotationPending, ...) are what a rollback cures, so
+// one racing the request must not end the wait.
+var rollbackRefusals = []reason.Reason{reason.AbortSkipped}
+
+func (s *session) abort(ctx context.Context, name string, w waitFlags) error {
+	cs, err := s.getSet(ctx, name)
+	if err != nil {
+		return err
+	}
+	id, err := abortable(cs)
+	if err != nil {
+		return err
+	}
+	evs, err := s.listEvents(ctx, name)
+	if err != nil {
+		return err
+	}
+	seen := newBaseline(eventsAbout(evs, cs))
+	gen, started := cs.Status.KeyGeneration, cs.Status.RotationStartedAt
+	if cs.Annotations[engine.AbortAnnotation] == id {
+		fmt.Fprintf(s.opts.Out, "abort of rotation %s was already requested for credentialset %s\n", id, setRef(cs))
+	} else {
+		fmt.Fprintf(s.opts.Out, "Aborting rotation %s of credentialset %s (phase %s). The operator rolls it back in this order:\n", id, setRef(cs), cs.Status.Phase)
+		printSteps(s.opts.Out, rollbackSteps(cs))
+		if err := s.annotate(ctx, cs, engine.AbortAnnotation, id); err != nil {
+			return err
+		}
+		fmt.Fprintf(s.opts.Out, "abort of rotation %s requested for credentialset %s\n", id, setRef(cs))
+	}
+	if !w.wait {
+		fmt.Fprintf(s.opts.Out, "follow it with: kubectl rekey status %s -n %s\n", name, s.ns)
+		return nil
+	}
+	// The rotation is rolled back once it is no longer active and the reset
+	// is done. A rotation active again under the same ID after that is a
+	// restart (a new start time), not the one aborted.
+	rolledBack := false
+	g := goal{
+		what:  fmt.Sprintf("rotation %s to be rolled back (phase Idle, MySQL reset to the current passwords)", id),
+		fatal: rollbackRefusals,
+		done: func(cs *v1.CredentialSet) bool {
+			st := cs.Status
+			if st.ResetPending || !activeRotation(st, id) || !st.RotationStartedAt.Equal(started) {
+				rolledBack = true
+			}
+			return rolledBack && !st.ResetPending
+		},
+	}
+	cs, err = s.follow(ctx, name, seen, g, w.timeout)
+	if err != nil {
+		return err
+	}
+	st := cs.Status
+	switch {
+	case st.LastRotationID == id || st.KeyGeneration > gen:
+		return fmt.Errorf("rotation %s completed (generation %d) before the abort took effect: its new passwords are current and the old ones no longer work; nothing was rolled back", id, st.KeyGeneration)
+	case activeRotation(st, id):
+		return fmt.Errorf("rotation %s was rolled back, but the operator started it again (phase %s) from its rekey.io/rotate request, which was still on the set: remove it with kubectl annotate credentialset %s %s-, then kubectl rekey abort %s again",
+			id, st.Phase, name, engine.RotateAnnotation, name)
+	}
+	fmt.Fprintf(s.opts.Out, "rotation %s rolled back: every instance accepts only the current passwords (generation %d) again\nnext step: %s\n", id, st.KeyGeneration, NextStep(cs))
+	return nil
+}
+
+// abortable returns the rotation to abort, or why there is none; it refuses
+// what the operator would refuse (AbortSkipped).
+func abortable(cs *v1.CredentialSet) (string, error) {
+	st := cs.Status
+	switch {
+	case st.Phase != v1.PhaseRotating && st.Phase != v1.PhaseDistributed:
+		msg := fmt.Sprintf("credentialset %q has nothing to abort: no rotation is active (phase %s)", cs.Name, orDash(string(st.Phase)))
+		if st.ResetPending {
+			return "", fmt.Errorf("%s; a rollback is finishing: the operator resets MySQL to the current passwords once the consumers rolled back (%s): follow it with kubectl rekey status %s",
+				msg, consumerCount(cs), cs.Name)
+		}
+		return "", fmt.Errorf("%s", msg)
+	case st.DiscardApplied:
+		return "", fmt.Errorf("rotation %s of credentialset %q already discarded the old passwords on every instance, so rolling it back would lock consumers out: it can only complete (kubectl rekey status %s)",
+			st.RotationID, cs.Name, cs.Name)
+	}
+	return st.RotationID, nil
+}
+
+// activeRotation: rotation id is Rotating or Distributed.
+func activeRotation(st v1.CredentialSetStatus, id string) bool {
+	return (st.Phase == v1.PhaseRotating || st.Phase == v1.PhaseDistributed) && st.RotationID == id
+}
+
+// sourceSecret names the operator's source Secret as plan does.
+func sourceSecret(cs *v1.CredentialSet) string {
+	return controller.SourceSecretName(cs) + " (in the operator's namespace)"
+}
+
+// rollbackSteps is how the operator rolls an active rotation back
+// (internal/controller/rollback.go), for abort and for recover.
+func rollbackSteps(cs *v1.CredentialSet) []string {
+	return append([]string{
+		"status returns to Idle with resetPending (Event RotationAborted); until step 4 MySQL accepts the current and the new passwords, so no consumer loses its login",
+		"the distribution Secrets get the current passwords again: " + distributionList(cs),
+		"the consumers restart and roll out onto them: " + consumerList(cs),
+	}, resetSteps(cs)...)
+}
+
+// resetSteps are the last steps of every rollback and recovery
+// (internal/controller/rollback.go reset).
+func resetSteps(cs *v1.CredentialSet) []string {
+	return []string{
+		"once every consumer rolled out, every instance is reset to the current passwords (ALTER USER ... IDENTIFIED BY, then ALTER USER ... DISCARD OLD PASSWORD): any other password stops working",
+		"the source Secret " + sourceSecret(cs) + " drops any pending passwords, resetPending is cleared (Event ResetApplied) and the request annotation removed",
+	}
+}
+
+func printSteps(out io.Writer, steps []string) {
+	for i, st := range steps {
+		fmt.Fprintf(out, "  %d. %s\n", i+1, st)
+	}
+}
+
+func distributionList(cs *v1.CredentialSet) string {
+	if len(cs.Spec.Distribution) == 0 {
+		return "none (spec.distribution is empty)"
+	}
+	var names []string
+	for _, t := range cs.Spec.Distribution {
+		names = append(names, t.Namespace+"/"+t.Name)
+	}
+	return strings.Join(names, ", ")
+}
+
+func consumerList(cs *v1.CredentialSet) string {
+	if len(cs.Spec.Consumers) == 0 {
+		return "none (spec.consumers is empty)"
+	}
+	var names []string
+	for _, c := range cs.Spec.Consumers {
+		ns := c.Namespace
+		if ns == "" {
+			ns = cs.Namespace
+		}
+		names = append(names, fmt.Sprintf("%s %s/%s", c.Kind, ns, c.Name))
+	}
+	return strings.Join(names, ", ")
+}

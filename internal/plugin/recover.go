@@ -1,0 +1,214 @@
+package plugin
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+
+	"github.com/google/uuid"
+	"github.com/spf13/cobra"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	v1 "rekey.io/rekey/api/v1alpha1"
+	"rekey.io/rekey/internal/engine"
+	"rekey.io/rekey/internal/reason"
+)
+
+func newRecoverCommand(a *app) *cobra.Command {
+	var (
+		w   waitFlags
+		yes bool
+	)
+	cmd := &cobra.Command{
+		Use:   "recover NAME",
+		Short: "Repair a set stuck on a documented failure, through the operator",
+		Long: `recover reads the set's Degraded condition and handles three documented
+failures:
+  DualPasswordExists      a MySQL user has a secondary password rekey did not set:
+                          MySQL is reset to the current passwords
+  StaleRotationPending    the source Secret holds another rotation's pending
+                          passwords: the active rotation is rolled back (as abort)
+  MissingRotationPending  the active rotation's pending passwords were lost:
+                          the rotation is rolled back (as abort)
+It prints the diagnosis and the steps, asks for confirmation (unless --yes),
+then annotates the set with rekey.io/recover=<new UUID>, as kubectl annotate
+could. The operator does the work; nothing connects to MySQL from here.
+Anything else is not something recover handles: it says so and changes nothing.`,
+		Example: `  kubectl rekey recover moco -n shop
+  kubectl rekey recover moco -n shop --yes --wait`,
+		Args: nameArg("recover"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := w.check(cmd); err != nil {
+				return err
+			}
+			s, err := a.session()
+			if err != nil {
+				return err
+			}
+			return s.recover(cmd.Context(), args[0], yes, w)
+		},
+	}
+	cmd.Flags().BoolVarP(&yes, "yes", "y", false, "proceed without asking for confirmation")
+	w.bind(cmd, "MySQL is reset to the current passwords (resetPending cleared)")
+	return cmd
+}
+
+func (s *session) recover(ctx context.Context, name string, yes bool, w waitFlags) error {
+	cs, err := s.getSet(ctx, name)
+	if err != nil {
+		return err
+	}
+	st := cs.Status
+	if req := cs.Annotations[engine.RecoverAnnotation]; req != "" && req != st.LastRecoverID {
+		return fmt.Errorf("credentialset %q already has recover request %s that the operator has not served yet (is it running?): follow it with kubectl rekey status %s",
+			cs.Name, req, cs.Name)
+	}
+	if st.ResetPending {
+		return fmt.Errorf("credentialset %q is already being reset: the operator resets MySQL to the current passwords once the consumers rolled back (%s); follow it with kubectl rekey status %s",
+			cs.Name, consumerCount(cs), cs.Name)
+	}
+	d, err := diagnose(cs)
+	if err != nil {
+		return err
+	}
+	out := s.opts.Out
+	fmt.Fprintf(out, "Diagnosis for credentialset %s: %s.\n  The operator reports: %s\n", setRef(cs), d.cause, d.message)
+	fmt.Fprintln(out, d.intro)
+	printSteps(out, d.steps)
+	if d.then != "" {
+		fmt.Fprintln(out, d.then)
+	}
+	if !yes {
+		ok, err := s.confirm(ctx)
+		if err != nil {
+			return err
+		}
+		if !ok {
+			return errors.New("recover was not confirmed, so nothing was written: answer y, or pass --yes to skip the question")
+		}
+	}
+	evs, err := s.listEvents(ctx, name)
+	if err != nil {
+		return err
+	}
+	seen := newBaseline(eventsAbout(evs, cs))
+	id := uuid.NewString()
+	if err := s.annotate(ctx, cs, engine.RecoverAnnotation, id); err != nil {
+		return err
+	}
+	fmt.Fprintf(out, "recovery %s requested for credentialset %s\n", id, setRef(cs))
+	if !w.wait {
+		fmt.Fprintf(out, "follow it with: kubectl rekey status %s -n %s\n", name, s.ns)
+		return nil
+	}
+	// The operator records the request in lastRecoverID together with
+	// resetPending, so both together mean the reset is done, whatever the
+	// phase (a refused rotation request may have started right after).
+	g := goal{
+		what:  fmt.Sprintf("recovery %s to finish (MySQL reset to the current passwords, resetPending cleared)", id),
+		fatal: rollbackRefusals,
+		done: func(cs *v1.CredentialSet) bool {
+			return cs.Status.LastRecoverID == id && !cs.Status.ResetPending
+		},
+	}
+	cs, err = s.follow(ctx, name, seen, g, w.timeout)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(out, "recovery %s done: every instance accepts only the current passwords (generation %d)\nnext step: %s\n", id, cs.Status.KeyGeneration, NextStep(cs))
+	return nil
+}
+
+// diagnosis is what recover found and what the operator will do about it.
+type diagnosis struct {
+	cause, message string   // in words, and the operator's own condition message
+	intro          string   // the line before the steps
+	steps          []string // what the operator carries out, in order
+	then           string   // what follows, if anything
+}
+
+// diagnose maps the Degraded condition to one of seed 000's documented
+// failures, or says why recover does not apply. What the operator does is
+// decided by the phase, as in engine.Decide: an active rotation is rolled
+// back, an idle set has MySQL reset.
+func diagnose(cs *v1.CredentialSet) (diagnosis, error) {
+	st := cs.Status
+	c := meta.FindStatusCondition(st.Conditions, reason.CondDegraded)
+	if c == nil {
+		return diagnosis{}, fmt.Errorf("credentialset %q reports no Degraded condition (has the operator reconciled it yet?), so there is nothing kubectl rekey recover handles: check kubectl rekey status %s",
+			cs.Name, cs.Name)
+	}
+	if c.Status != metav1.ConditionTrue {
+		return diagnosis{}, fmt.Errorf("credentialset %q is not degraded (%s: %s), so there is nothing kubectl rekey recover handles", cs.Name, c.Reason, c.Message)
+	}
+	active := st.Phase == v1.PhaseRotating || st.Phase == v1.PhaseDistributed
+	d := diagnosis{message: c.Message}
+	switch reason.Reason(c.Reason) {
+	case reason.DualPasswordExists:
+		d.cause = "a MySQL user has a secondary password that rekey did not set, so rotations are refused (DualPasswordExists)"
+	case reason.StaleRotationPending:
+		d.cause = fmt.Sprintf("the source Secret holds the pending passwords of another, interrupted rotation, not of the active rotation %s (StaleRotationPending)", st.RotationID)
+	case reason.MissingRotationPending:
+		d.cause = fmt.Sprintf("the source Secret lost pending passwords of the active rotation %s; MySQL keeps only their hashes, so the rotation cannot go forward (MissingRotationPending)", st.RotationID)
+	default:
+		return diagnosis{}, fmt.Errorf("credentialset %q is degraded for a reason kubectl rekey recover does not handle (%s): %s", cs.Name, c.Reason, c.Message)
+	}
+	switch {
+	case !active && c.Reason != string(reason.DualPasswordExists):
+		// Missing current secrets or a missing source Secret (restore from
+		// backup) while Idle: a reset would have nothing to reset to.
+		return diagnosis{}, fmt.Errorf("credentialset %q is degraded (%s) with no rotation active, which kubectl rekey recover does not handle: %s", cs.Name, c.Reason, c.Message)
+	case active && st.DiscardApplied:
+		return diagnosis{}, fmt.Errorf("rotation %s of credentialset %q already discarded the old passwords on every instance, so it cannot be rolled back: it can only complete (%s: %s)",
+			st.RotationID, cs.Name, c.Reason, c.Message)
+	case active:
+		d.intro = fmt.Sprintf("The operator rolls rotation %s back, as kubectl rekey abort does, in this order:", st.RotationID)
+		d.steps = rollbackSteps(cs)
+	default:
+		d.intro = "The operator resets MySQL to the current passwords, in this order:"
+		d.steps = append([]string{"status gets resetPending (Event RecoveryStarted); the consumers keep the current passwords: " + consumerList(cs)}, resetSteps(cs)...)
+		if req := cs.Annotations[engine.RotateAnnotation]; req != "" && req != st.LastRotationID {
+			d.then = fmt.Sprintf("Then the refused rotation request %s (rekey.io/rotate) starts by itself; remove it first with kubectl annotate credentialset %s %s- if it should not.",
+				req, cs.Name, engine.RotateAnnotation)
+		}
+	}
+	return d, nil
+}
+
+// confirm asks on Out and reads one line from In; only y or yes proceeds.
+// The read happens aside so that Ctrl-C (which cancels ctx) still ends the
+// command while it waits for an answer.
+func (s *session) confirm(ctx context.Context) (bool, error) {
+	fmt.Fprint(s.opts.Out, "Proceed? [y/N] ")
+	type answer struct {
+		line string
+		err  error
+	}
+	ch := make(chan answer, 1)
+	go func() {
+		line, err := bufio.NewReader(s.opts.In).ReadString('\n')
+		ch <- answer{line, err}
+	}()
+	var a answer
+	select {
+	case <-ctx.Done():
+		fmt.Fprintln(s.opts.Out)
+		return false, errors.New("interrupted before an answer, so nothing was written")
+	case a = <-ch:
+	}
+	if a.err != nil && !errors.Is(a.err, io.EOF) {
+		return false, fmt.Errorf("read the answer: %w", a.err)
+	}
+	if !strings.HasSuffix(a.line, "\n") {
+		fmt.Fprintln(s.opts.Out) // no answer typed: end the prompt line
+	}
+	switch strings.ToLower(strings.TrimSpace(a.line)) {
+	case "y", "yes":
+		return true, nil
+	}
+	return false, nil
+}
