@@ -32,6 +32,7 @@ func run() error {
 		namespace, metricsAddr, probeAddr string
 		leaderElect                       bool
 		concurrency                       int
+		resync                            time.Duration
 		grace                             time.Duration
 	)
 	flag.StringVar(&namespace, "namespace", envOr("POD_NAMESPACE", "rekey-system"), "namespace of the source Secrets (the operator's own)")
@@ -39,6 +40,7 @@ func run() error {
 	flag.StringVar(&probeAddr, "health-probe-bind-address", ":8081", "address of the health probes")
 	flag.BoolVar(&leaderElect, "leader-elect", false, "elect a leader, for running more than one replica")
 	flag.IntVar(&concurrency, "instance-concurrency", 8, "instances a phase works on at once (1: one after another, as seed 000)")
+	flag.DurationVar(&resync, "resync-period", 5*time.Minute, "how often an idle set is re-checked (restores hand-edited distribution Secrets)")
 	flag.DurationVar(&grace, "default-grace-period", 5*time.Minute, "grace period of discardPolicy AfterRollout when the set gives none")
 	opts := zap.Options{}
 	opts.BindFlags(flag.CommandLine)
@@ -73,6 +75,7 @@ func run() error {
 		Namespace:           namespace,
 		DefaultGracePeriod:  grace,
 		InstanceConcurrency: concurrency,
+		ResyncPeriod:        resync,
 	}
 	if err := r.SetupWithManager(mgr); err != nil {
 		return err

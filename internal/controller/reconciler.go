@@ -36,6 +36,9 @@ type Reconciler struct {
 	Now       func() time.Time
 	// DefaultGracePeriod applies to AfterRollout without gracePeriod.
 	DefaultGracePeriod time.Duration
+	// ResyncPeriod re-checks an idle set this often, so that a distribution
+	// Secret edited by hand is restored without watching every Secret.
+	ResyncPeriod time.Duration
 	// InstanceConcurrency bounds how many instances a phase works on at
 	// once (1 = one after another).
 	InstanceConcurrency int
@@ -108,6 +111,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	metrics.Observe(cs.Namespace, cs.Name, string(cs.Status.Phase), cs.Status.KeyGeneration, since)
 	if oerr := r.observe(ctx, cs, prob); oerr != nil && err == nil && !isRace(ctx, oerr) {
 		err = oerr
+	}
+	if err == nil && res.RequeueAfter == 0 && r.ResyncPeriod > 0 {
+		res.RequeueAfter = r.ResyncPeriod
 	}
 	return res, err
 }

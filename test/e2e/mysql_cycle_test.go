@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -133,6 +134,20 @@ func TestMySQLFullCycle(t *testing.T) {
 		t.Fatalf("stale annotation changed state: %s", stateOf(cs))
 	}
 	loginMatrix(t, "after stale annotation", c.Instances(), pend, gen1)
+
+	// A distribution Secret edited by hand is restored on the next
+	// reconcile (the resync, or any change of the set).
+	s := &corev1.Secret{}
+	if err := k8s.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: "moco-creds"}, s); err != nil {
+		t.Fatal(err)
+	}
+	s.Data["ADMIN_PASSWORD"] = []byte("typed-by-hand")
+	delete(s.Data, "AGENT_PASSWORD")
+	if err := k8s.Update(context.Background(), s); err != nil {
+		t.Fatal(err)
+	}
+	annotate(t, ns, "moco", "test.rekey.io/touch", "after-hand-edit")
+	assertDistributed(t, ns, "moco-creds", pend)
 }
 
 // assertNoSecretLeaked scans what the operator produced — its log, the
