@@ -19,6 +19,7 @@ const (
 	BackendError           Reason = "BackendError"
 	DistributionFailed     Reason = "DistributionFailed"
 	AbortSkipped           Reason = "AbortSkipped"
+	PendingRejected        Reason = "PendingRejected"
 )
 
 // Progress (Normal Events).

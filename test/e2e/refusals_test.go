@@ -232,6 +232,37 @@ func TestPendingTampering(t *testing.T) {
 	})
 }
 
+// TestPendingAltered: a pending password altered in the source Secret is
+// caught before anything is discarded (the consumers holding the applied
+// one are not stranded), and recover rolls the rotation back.
+func TestPendingAltered(t *testing.T) {
+	c := testenv.MySQLClusterForTest(t, testenv.MySQLOptions{})
+	ns := newNamespace(t)
+	startManager(t, cp.Config)
+	if err := k8s.Create(ctxT(t), mocoSet(t, ns, "alt", c)); err != nil {
+		t.Fatal(err)
+	}
+	cs := waitPhase(t, ns, "alt", v1.PhaseIdle, 1)
+	old := userPasswords(sourceData(t, cs), mocoKeys, "")
+	rotate(t, ns, "alt", "alt-1")
+	cs = waitPhase(t, ns, "alt", v1.PhaseDistributed, 1)
+	applied := userPasswords(sourceData(t, cs), mocoKeys, engine.PendingSuffix)
+	editSource(t, cs, func(d map[string][]byte) { d["AGENT_PASSWORD"+engine.PendingSuffix] = []byte("altered-by-hand") })
+	discard(t, ns, "alt", "alt-1")
+	note := waitEvent(t, ns, "alt", string(reason.PendingRejected))
+	mustContain(t, "PendingRejected event", note, "moco-agent@%", "kubectl rekey recover")
+	if cs := getSet(t, ns, "alt"); cs.Status.DiscardApplied {
+		t.Fatalf("discard applied with an altered pending password: %s", stateOf(cs))
+	}
+	loginMatrix(t, "after the refused discard", c.Instances(), old, nil)
+	loginMatrix(t, "after the refused discard", c.Instances(), applied, nil)
+
+	annotate(t, ns, "alt", engine.RecoverAnnotation, "rec-alt")
+	cs = waitReset(t, ns, "alt", 1)
+	loginMatrix(t, "after recovery", c.Instances(), old, applied)
+	assertNoDualPassword(t, c)
+}
+
 func editSource(t *testing.T, cs *v1.CredentialSet, edit func(map[string][]byte)) {
 	t.Helper()
 	s := &corev1.Secret{}

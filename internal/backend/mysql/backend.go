@@ -215,24 +215,45 @@ func (b *Backend) Apply(ctx context.Context, cur, pending engine.Secrets) error 
 
 // Retire implements engine.Backend (seed 000 Phase 2 step 1): DISCARD OLD
 // PASSWORD everywhere, connecting with the pending admin password — which
-// also proves it was applied. A user without a secondary that does not
-// accept pending missed phase 1 on this instance (a re-cloned replica):
-// it gets pending retained first, so discard never strands it on old.
+// also proves it was applied. Every user is checked before anything is
+// discarded on an instance: the pending password in the source Secret must
+// log in, or discarding would strand the consumers that hold the one MySQL
+// really has (a source Secret edited by hand). A user without a secondary
+// that accepts only the current password missed phase 1 on this instance (a
+// re-cloned replica): it gets pending retained first.
 func (b *Backend) Retire(ctx context.Context, cur, pending engine.Secrets) error {
-	return b.eachInstance(ctx, "discard/instance-retired", b.adminPasswords(pending, nil), merge(cur, pending), func(s *session) error {
+	return b.eachInstance(ctx, "discard/instance-retired", b.adminPasswords(pending, cur), merge(cur, pending), func(s *session) error {
+		var discard, retain []User
 		for _, u := range b.Users {
 			dual, err := s.hasDualPassword(ctx, u)
 			if err != nil {
 				return err
 			}
-			if !dual {
-				if !u.loginCheckable() || b.verifyLogin(ctx, s.inst, u, pending[u.Key]) == nil {
-					continue // discarded already
+			if !u.loginCheckable() {
+				if dual {
+					discard = append(discard, u)
 				}
-				if err := s.exec(ctx, "ALTER USER "+u.Account()+" IDENTIFIED BY "+quote(pending[u.Key])+" RETAIN CURRENT PASSWORD"); err != nil {
-					return err
-				}
+				continue
 			}
+			pendingOK := b.verifyLogin(ctx, s.inst, u, pending[u.Key]) == nil
+			switch {
+			case pendingOK && dual:
+				discard = append(discard, u)
+			case pendingOK:
+				// discarded already
+			case !dual && b.verifyLogin(ctx, s.inst, u, cur[u.Key]) == nil:
+				retain, discard = append(retain, u), append(discard, u)
+			default:
+				return &engine.Refusal{Reason: string(reason.PendingRejected), Message: fmt.Sprintf(
+					"%s refuses the new password the source Secret holds for %s, so discarding the old one could lock its consumers out; nothing was discarded there. The source Secret may have been edited: run kubectl rekey recover to roll back", s.inst.Name, u)}
+			}
+		}
+		for _, u := range retain {
+			if err := s.exec(ctx, "ALTER USER "+u.Account()+" IDENTIFIED BY "+quote(pending[u.Key])+" RETAIN CURRENT PASSWORD"); err != nil {
+				return err
+			}
+		}
+		for _, u := range discard {
 			if err := s.exec(ctx, "ALTER USER "+u.Account()+" DISCARD OLD PASSWORD"); err != nil {
 				return err
 			}
