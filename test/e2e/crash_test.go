@@ -27,7 +27,7 @@ type managerProcess struct {
 func startManagerProcess(t testing.TB, failpoint string) *managerProcess {
 	t.Helper()
 	bin := buildManager(t)
-	logf, err := os.CreateTemp("", "rekey-manager-*.log")
+	logf, err := os.CreateTemp(t.TempDir(), "manager-*.log")
 	if err != nil {
 		t.Fatal(err)
 	}

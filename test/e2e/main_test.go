@@ -80,7 +80,14 @@ func run(m *testing.M) int {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
-	return m.Run()
+	code := m.Run()
+	if managerBinary != "" {
+		os.RemoveAll(filepath.Dir(managerBinary))
+	}
+	if code == 0 && managerLog != "" {
+		os.Remove(managerLog) // kept only when something failed
+	}
+	return code
 }
 
 // startManager runs the manager in this process until the test ends.
