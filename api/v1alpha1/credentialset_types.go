@@ -171,7 +171,8 @@ type CredentialSetStatus struct {
 	// +optional
 	DistributedAt *metav1.Time `json:"distributedAt,omitempty"`
 	// RolledOutAt is when every consumer had rolled out the active
-	// rotation; AfterRollout's grace period counts from here.
+	// rotation (or, during a rollback, the current secrets again); the
+	// grace period before discard or reset counts from here.
 	// +optional
 	RolledOutAt *metav1.Time `json:"rolledOutAt,omitempty"`
 	// Consumers is, per consumer, whether it runs the newest credentials.

@@ -38,7 +38,7 @@ func (r *Reconciler) observe(ctx context.Context, cs *v1.CredentialSet, prob *pr
 	if len(next.Consumers) != len(cs.Spec.Consumers) {
 		allOut = false
 	}
-	if next.Phase == v1.PhaseDistributed && allOut && next.RolledOutAt == nil {
+	if (next.Phase == v1.PhaseDistributed || next.ResetPending) && allOut && next.RolledOutAt == nil {
 		now := metav1.NewTime(r.now())
 		next.RolledOutAt = &now
 	}

@@ -42,7 +42,7 @@ func (r *Reconciler) act(ctx context.Context, cs *v1.CredentialSet, p *plan, src
 	case engine.Discard:
 		return r.discard(ctx, cs, p, src, d.AutoDiscarded)
 	case engine.Rollback:
-		return r.rollback(ctx, cs, p, src, d.RecoverID)
+		return r.rollback(ctx, cs, d.RecoverID)
 	case engine.Recover:
 		return r.recover(ctx, cs, d.RecoverID)
 	case engine.Reset:

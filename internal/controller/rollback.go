@@ -18,7 +18,7 @@ import (
 // consumers restart onto them), then the source Secret, then — once the
 // consumers rolled out — the backend (reset). Until that reset the backend
 // accepts both, so no consumer loses its login at any step.
-func (r *Reconciler) rollback(ctx context.Context, cs *v1.CredentialSet, p *plan, src *corev1.Secret, recoverID string) (ctrl.Result, *problem, error) {
+func (r *Reconciler) rollback(ctx context.Context, cs *v1.CredentialSet, recoverID string) (ctrl.Result, *problem, error) {
 	id := cs.Status.RotationID
 	if err := r.casStatus(ctx, cs, func(st *v1.CredentialSetStatus) {
 		st.Phase, st.RotationID = v1.PhaseIdle, ""
@@ -42,7 +42,10 @@ func (r *Reconciler) rollback(ctx context.Context, cs *v1.CredentialSet, p *plan
 		why = "to recover (kubectl rekey recover)"
 	}
 	r.event(cs, "Normal", reason.RotationAborted, "Abort", "rotation %s rolled back %s: consumers return to the current secrets, then every instance is reset to them", id, why)
-	return r.reset(ctx, cs, p, src)
+	// The next reconcile distributes the current secrets, restarts the
+	// consumers, and resets the backend once they rolled out and the grace
+	// period passed.
+	return ctrl.Result{RequeueAfter: time.Second}, nil, nil
 }
 
 // recover marks an idle set for a backend reset: a secondary secret that
@@ -50,7 +53,7 @@ func (r *Reconciler) rollback(ctx context.Context, cs *v1.CredentialSet, p *plan
 // the current secrets.
 func (r *Reconciler) recover(ctx context.Context, cs *v1.CredentialSet, id string) (ctrl.Result, *problem, error) {
 	if err := r.casStatus(ctx, cs, func(st *v1.CredentialSetStatus) {
-		st.ResetPending, st.LastRecoverID = true, id
+		st.ResetPending, st.LastRecoverID, st.RolledOutAt = true, id, nil
 	}); err != nil {
 		return ctrl.Result{}, nil, err
 	}
@@ -83,7 +86,7 @@ func (r *Reconciler) reset(ctx context.Context, cs *v1.CredentialSet, p *plan, s
 	if _, err := r.writeSourceSecret(ctx, cs, src, engine.WithoutPending(src.Data, keys)); err != nil {
 		return ctrl.Result{}, nil, err
 	}
-	if err := r.casStatus(ctx, cs, func(st *v1.CredentialSetStatus) { st.ResetPending = false }); err != nil {
+	if err := r.casStatus(ctx, cs, func(st *v1.CredentialSetStatus) { st.ResetPending, st.RolledOutAt = false, nil }); err != nil {
 		return ctrl.Result{}, nil, err
 	}
 	r.event(cs, "Normal", reason.ResetApplied, "Reset", "every instance accepts only the current secrets again (generation %d)", cs.Status.KeyGeneration)

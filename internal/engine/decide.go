@@ -110,9 +110,14 @@ func Decide(in Input) Decision {
 		return decideDiscard(in)
 	default: // Idle, or never set
 		if st.ResetPending {
-			// A rollback finishes before anything else starts.
+			// A rollback finishes before anything else starts. The grace
+			// period covers consumers nobody declared, which may have read
+			// the new secrets just before the distribution switched back.
 			if !in.RolloutDone {
 				return Decision{Action: Wait, Reason: reason.WaitingForRollout, Requeue: RequeueRollout}
+			}
+			if left := in.RolloutDoneAt.Add(in.GracePeriod).Sub(in.Now); left > 0 {
+				return Decision{Action: Wait, Requeue: left}
 			}
 			return Decision{Action: Reset}
 		}

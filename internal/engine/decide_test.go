@@ -112,6 +112,9 @@ func TestDecide(t *testing.T) {
 			Decision{Action: DropRotateRequest}},
 		{"reset waits for consumers to roll back", Input{Status: v1.CredentialSetStatus{Phase: v1.PhaseIdle, ResetPending: true}, RotateRequest: "r2"},
 			Decision{Action: Wait, Reason: reason.WaitingForRollout, Requeue: RequeueRollout}},
+		{"reset waits out the grace period after the rollback rolled out", Input{Status: v1.CredentialSetStatus{Phase: v1.PhaseIdle, ResetPending: true},
+			RolloutDone: true, RolloutDoneAt: now.Add(-time.Second), GracePeriod: 5 * time.Second, Now: now},
+			Decision{Action: Wait, Requeue: 4 * time.Second}},
 		{"reset before a waiting rotation starts", Input{Status: v1.CredentialSetStatus{Phase: v1.PhaseIdle, ResetPending: true}, RotateRequest: "r2", RolloutDone: true, AbortRequest: "r1"},
 			Decision{Action: Reset}},
 	}
