@@ -28,11 +28,20 @@ type CredentialSet struct {
 // CredentialSetSpec says which backend holds the credentials, who receives
 // them and how rotation proceeds. Exactly one backend block is set.
 //
-// +kubebuilder:validation:XValidation:rule="[has(self.mysql)].filter(x, x).size() == 1",message="set exactly one backend block: spec.mysql"
+// +kubebuilder:validation:XValidation:rule="[has(self.mysql), has(self.ceph), has(self.rabbitmq)].filter(x, x).size() == 1",message="set exactly one backend block: spec.mysql, spec.ceph or spec.rabbitmq"
+// +kubebuilder:validation:XValidation:rule="!has(self.rotation) || self.rotation.policy != 'WithVersionUpgrade' || !has(self.ceph) || self.ceph.strategy != 'Overlapping'",message="WithVersionUpgrade would rotate keys with outside consumers on an upgrade nobody planned for them (seed 001): use KeyGeneration or Schedule with strategy Overlapping"
 type CredentialSetSpec struct {
 	// MySQL rotates MySQL users with dual passwords (RETAIN CURRENT PASSWORD).
 	// +optional
 	MySQL *MySQLSpec `json:"mysql,omitempty"`
+
+	// Ceph rotates cephx keys, in place or overlapping (seed 001).
+	// +optional
+	Ceph *CephSpec `json:"ceph,omitempty"`
+
+	// RabbitMQ rotates a user by creating a new one per generation (seed 004).
+	// +optional
+	RabbitMQ *RabbitMQSpec `json:"rabbitmq,omitempty"`
 
 	// Distribution lists the Secrets the effective credentials are written
 	// to, in any namespace. rekey owns these Secrets: never edit them by hand.
@@ -49,7 +58,17 @@ type CredentialSetSpec struct {
 	// +kubebuilder:validation:MaxItems=64
 	Consumers []ConsumerRef `json:"consumers,omitempty"`
 
-	// Rotation sets how a rotation completes.
+	// ConsumerGroups are consumers rekey cannot watch roll out, such as
+	// nodes updated in batches by outside automation: it reports members
+	// as updated (kubectl rekey ack), and the old credentials are retired
+	// only once every member of every group has.
+	// +optional
+	// +listType=map
+	// +listMapKey=name
+	// +kubebuilder:validation:MaxItems=32
+	ConsumerGroups []ConsumerGroup `json:"consumerGroups,omitempty"`
+
+	// Rotation sets when a rotation starts and how it completes.
 	// +optional
 	// +kubebuilder:default={}
 	Rotation RotationSpec `json:"rotation,omitempty"`
@@ -66,17 +85,19 @@ type SecretTarget struct {
 }
 
 // ConsumerKind is a workload kind rekey can restart and watch roll out.
-// +kubebuilder:validation:Enum=StatefulSet;Deployment;DaemonSet
 type ConsumerKind string
 
 const (
 	KindStatefulSet ConsumerKind = "StatefulSet"
 	KindDeployment  ConsumerKind = "Deployment"
 	KindDaemonSet   ConsumerKind = "DaemonSet"
+	// KindGroup marks a consumer group in status (never in spec.consumers).
+	KindGroup ConsumerKind = "Group"
 )
 
 // ConsumerRef names a workload that reads the distributed credentials.
 type ConsumerRef struct {
+	// +kubebuilder:validation:Enum=StatefulSet;Deployment;DaemonSet
 	Kind ConsumerKind `json:"kind"`
 	// Namespace defaults to the CredentialSet's namespace.
 	// +optional
@@ -101,9 +122,57 @@ const (
 	DiscardAfterRollout DiscardPolicy = "AfterRollout"
 )
 
-// RotationSpec sets how a rotation completes.
+// ConsumerGroup is a named set of members (e.g. nodes) updated by outside
+// automation.
+type ConsumerGroup struct {
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`
+	// +kubebuilder:validation:MaxLength=50
+	Name string `json:"name"`
+	// Members, e.g. node names.
+	// +kubebuilder:validation:MinItems=1
+	// +kubebuilder:validation:MaxItems=1000
+	// +listType=set
+	// +kubebuilder:validation:items:Pattern=`^[A-Za-z0-9]([-A-Za-z0-9_.]{0,251}[A-Za-z0-9])?$`
+	Members []string `json:"members"`
+}
+
+// RotationPolicy says what starts a rotation besides a rotate request
+// (seed 001 keyRotationPolicy, plus Schedule).
+// +kubebuilder:validation:Enum=Disabled;KeyGeneration;WithVersionUpgrade;Schedule
+type RotationPolicy string
+
+const (
+	// PolicyDisabled: only a rotate request starts a rotation.
+	PolicyDisabled RotationPolicy = "Disabled"
+	// PolicyKeyGeneration: rotate when rotation.keyGeneration exceeds
+	// status.keyGeneration; status takes that value when done.
+	PolicyKeyGeneration RotationPolicy = "KeyGeneration"
+	// PolicyWithVersionUpgrade: rotate when the backend's version moves
+	// past the one that minted the current keys (status.keyVersion).
+	PolicyWithVersionUpgrade RotationPolicy = "WithVersionUpgrade"
+	// PolicySchedule: rotate every rotation.interval.
+	PolicySchedule RotationPolicy = "Schedule"
+)
+
+// RotationSpec sets when a rotation starts and how it completes.
 // +kubebuilder:validation:XValidation:rule="!has(self.gracePeriod) || self.discardPolicy == 'AfterRollout'",message="gracePeriod applies only to discardPolicy AfterRollout"
+// +kubebuilder:validation:XValidation:rule="(self.policy == 'KeyGeneration') == has(self.keyGeneration)",message="keyGeneration goes with policy KeyGeneration: set both, or neither"
+// +kubebuilder:validation:XValidation:rule="(self.policy == 'Schedule') == has(self.interval)",message="interval goes with policy Schedule: set both, or neither"
+// +kubebuilder:validation:XValidation:rule="!has(self.interval) || duration(self.interval) >= duration('10m')",message="interval must be at least 10m: a rotation takes at least a rollout of every consumer"
 type RotationSpec struct {
+	// +kubebuilder:default=Disabled
+	// +optional
+	Policy RotationPolicy `json:"policy,omitempty"`
+	// KeyGeneration is the desired generation with policy KeyGeneration:
+	// raising it above status.keyGeneration starts one rotation.
+	// +optional
+	// +kubebuilder:validation:Minimum=1
+	KeyGeneration *int64 `json:"keyGeneration,omitempty"`
+	// Interval between rotations with policy Schedule, counted from when
+	// the current credentials became current (e.g. 720h).
+	// +optional
+	Interval *metav1.Duration `json:"interval,omitempty"`
+
 	// +kubebuilder:default=Manual
 	// +optional
 	DiscardPolicy DiscardPolicy `json:"discardPolicy,omitempty"`
@@ -157,9 +226,37 @@ type CredentialSetStatus struct {
 	// +optional
 	LastRotationID string `json:"lastRotationID,omitempty"`
 	// KeyGeneration counts credential generations: 1 once provisioned, +1
-	// per completed rotation.
+	// per completed rotation (or the spec's keyGeneration that asked for
+	// it); 0 until provisioned.
 	// +optional
-	KeyGeneration int64 `json:"keyGeneration,omitempty"`
+	KeyGeneration int64 `json:"keyGeneration"`
+	// KeyVersion is the backend version that minted the current
+	// credentials; empty when unknown (adopted credentials).
+	// +optional
+	KeyVersion string `json:"keyVersion"`
+	// TargetGeneration is the generation the active rotation produces.
+	// +optional
+	TargetGeneration int64 `json:"targetGeneration,omitempty"`
+	// TargetKeyVersion is the backend version the active rotation mints with.
+	// +optional
+	TargetKeyVersion string `json:"targetKeyVersion,omitempty"`
+	// PriorKeyCount is how many prior generations' identities still exist
+	// in the backend (overlapping rotation only), read from the backend.
+	// +optional
+	PriorKeyCount *int32 `json:"priorKeyCount,omitempty"`
+	// NextRotationAt is when policy Schedule starts the next rotation.
+	// +optional
+	NextRotationAt *metav1.Time `json:"nextRotationAt,omitempty"`
+	// SecretHash names what the distribution Secrets hold now (derived from
+	// the generation and rotation, never from secret material). A consumer
+	// counts as moved only for this hash; a change resets coverage.
+	// +optional
+	SecretHash string `json:"secretHash,omitempty"`
+	// Cluster identifies the backend cluster, for backends whose old
+	// credentials are retired only when every set on that cluster's
+	// consumers moved.
+	// +optional
+	Cluster string `json:"cluster,omitempty"`
 	// CurrentSince is when the current credentials became current.
 	// +optional
 	CurrentSince *metav1.Time `json:"currentSince,omitempty"`
@@ -189,12 +286,26 @@ type CredentialSetStatus struct {
 
 // ConsumerStatus is what rekey last saw of one consumer's rollout.
 type ConsumerStatus struct {
+	// Kind is a workload kind, or Group for a consumer group.
 	Kind      ConsumerKind `json:"kind"`
-	Namespace string       `json:"namespace"`
+	Namespace string       `json:"namespace,omitempty"`
 	Name      string       `json:"name"`
-	// RolledOut: every pod runs the template carrying the current restart
-	// annotation.
+	// RolledOut: the consumer has moved to the credentials of secretHash:
+	// its rollout completed after they were distributed, or every member
+	// of the group was acknowledged for them.
 	RolledOut bool `json:"rolledOut"`
+	// SecretHash is the distribution this entry counts for.
+	// +optional
+	SecretHash string `json:"secretHash,omitempty"`
+	// MovedAt is when the consumer was first seen moved for secretHash.
+	// +optional
+	MovedAt *metav1.Time `json:"movedAt,omitempty"`
+	// MembersUpdated lists a group's members acknowledged for secretHash.
+	// +optional
+	MembersUpdated []string `json:"membersUpdated,omitempty"`
+	// Coverage is "n/m" members updated (groups only).
+	// +optional
+	Coverage string `json:"coverage,omitempty"`
 	// Message says what the rollout waits for.
 	// +optional
 	Message string `json:"message,omitempty"`

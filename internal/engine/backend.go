@@ -6,8 +6,27 @@ import (
 	"fmt"
 )
 
-// Secrets maps a source Secret key (e.g. ADMIN_PASSWORD) to its value.
+// Secrets maps a source Secret key (e.g. ADMIN_PASSWORD) to its value. A
+// backend may keep more than the secret proper under its keys (a RabbitMQ
+// generation's user name, a cephx keyring naming its entity): everything a
+// consumer needs to log in as that generation.
 type Secrets map[string]string
+
+// Traits say how a backend's secrets come to exist and how long the old
+// ones stay valid; the engine sequences every backend by them alone.
+type Traits struct {
+	// ReadBack: the backend mints secrets itself and hands them back (cephx
+	// `auth rotate`, `auth get-or-create`). Apply runs before the source
+	// Secret holds them, and after a crash Apply reads them back instead of
+	// minting again. Otherwise rekey mints them (NewSecrets) and stores them
+	// before any backend learns them (DESIGN.md rule 1).
+	ReadBack bool
+	// Overlap: between Apply and Retire both the current and the pending
+	// secrets are valid. Without it (in-place rotation) Apply invalidates
+	// the current secrets at once, so a rotation that applied can only
+	// complete, never roll back.
+	Overlap bool
+}
 
 // Backend is what a credential store supplies to the engine. Every method
 // must be idempotent: after a crash the engine calls it again, and the
@@ -16,21 +35,66 @@ type Secrets map[string]string
 type Backend interface {
 	// Keys are the source Secret keys of the identities that rotate.
 	Keys() []string
-	// NewSecrets returns fresh secrets for every key, for the next
-	// generation. They are stored before any backend learns them.
-	NewSecrets() (Secrets, error)
-	// Provision makes every identity exist and accept cur (generation 1).
-	Provision(ctx context.Context, cur Secrets) error
+	Traits() Traits
+	// NewSecrets returns fresh secrets for every key for generation gen.
+	// Only called when !ReadBack.
+	NewSecrets(gen int64) (Secrets, error)
+	// Provision makes every identity exist and accept cur, and returns the
+	// secrets as the backend holds them. cur lacks the keys nobody holds
+	// yet: a ReadBack backend mints (or reads back) those; others are
+	// always given every key.
+	Provision(ctx context.Context, cur Secrets) (Provisioned, error)
 	// Precheck refuses (with a *Refusal) to start a rotation the backend
 	// cannot carry out safely.
 	Precheck(ctx context.Context, cur Secrets) error
-	// Apply makes pending valid while cur stays valid, everywhere.
-	Apply(ctx context.Context, cur, pending Secrets) error
-	// Retire makes cur invalid everywhere; pending stays valid.
+	// Apply makes generation gen's secrets valid everywhere (and, with
+	// Overlap, keeps cur valid too). pending is what the source Secret
+	// holds for it: nil for a ReadBack backend that has not handed its
+	// secrets back yet. It returns the pending secrets as the backend now
+	// holds them, which the engine stores when they differ.
+	Apply(ctx context.Context, cur, pending Secrets, gen int64) (Secrets, error)
+	// Retire makes cur invalid everywhere (as far as the backend's
+	// retention allows); pending stays valid.
 	Retire(ctx context.Context, cur, pending Secrets) error
 	// Reset makes cur the only valid secret everywhere: the rollback of a
 	// rotation, once no consumer uses anything else.
 	Reset(ctx context.Context, cur Secrets) error
+	// Render is what the distribution Secrets hold for secrets s (keys and
+	// values); it must not fail for secrets the backend produced.
+	Render(s Secrets) (map[string][]byte, error)
+	// Version is the backend's software version, the one that mints keys
+	// now (for the WithVersionUpgrade policy and status.keyVersion).
+	Version(ctx context.Context) (string, error)
+}
+
+// Provisioned is what Provision found or made.
+type Provisioned struct {
+	Secrets Secrets
+	// Generation the identities carry (e.g. a suffix in their names), 0
+	// when the backend cannot tell; the engine then starts at 1.
+	Generation int64
+}
+
+// Inventory is implemented by backends that keep prior generations
+// (overlapping rotation): how many prior identities still exist, read from
+// the backend itself (status.priorKeyCount).
+type Inventory interface {
+	Priors(ctx context.Context, cur Secrets) (int, error)
+}
+
+// Scoped is implemented by backends whose retirement must wait for the
+// consumers of every CredentialSet on the same cluster (seed 004
+// "Cross-NodeSet Validation"). ClusterID names the cluster; an error means
+// it cannot be identified, and then nothing is retired.
+type Scoped interface {
+	ClusterID(ctx context.Context) (string, error)
+}
+
+// Deprovisioner is implemented by backends that create identities rekey
+// alone owns (a user per generation): deleting the CredentialSet removes
+// them, once no consumer still uses them.
+type Deprovisioner interface {
+	Deprovision(ctx context.Context, cur Secrets) error
 }
 
 // Refusal is a backend's reason not to proceed: a Warning Event and a

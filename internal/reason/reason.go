@@ -20,6 +20,21 @@ const (
 	DistributionFailed     Reason = "DistributionFailed"
 	AbortSkipped           Reason = "AbortSkipped"
 	PendingRejected        Reason = "PendingRejected"
+	// KeyMismatch: the backend holds a key for an identity that is not the
+	// one in the source Secret (changed outside rekey).
+	KeyMismatch Reason = "KeyMismatch"
+	// ClusterUnidentified: the backend cluster cannot be identified, so
+	// nothing is retired (seed 004 edge case 2).
+	ClusterUnidentified Reason = "ClusterUnidentified"
+	// UsersInUse: a deleted set keeps its identities while a consumer
+	// still uses them.
+	UsersInUse Reason = "UsersInUse"
+	// AckIgnored: an acknowledgement was for another distribution or
+	// names members the group does not have.
+	AckIgnored Reason = "AckIgnored"
+	// AdminRotationFailed: the admin key rotation stopped; it resumes (or
+	// recovers) on the next reconcile.
+	AdminRotationFailed Reason = "AdminRotationFailed"
 )
 
 // Progress (Normal Events).
@@ -35,6 +50,29 @@ const (
 	RotationAborted   Reason = "RotationAborted"
 	RecoveryStarted   Reason = "RecoveryStarted"
 	ResetApplied      Reason = "ResetApplied"
+	// PolicyTriggered: the rotation policy started a rotation.
+	PolicyTriggered Reason = "PolicyTriggered"
+	// OrphanRemoved: an identity left by an interrupted rotation was
+	// found in the backend and removed.
+	OrphanRemoved Reason = "OrphanRemoved"
+	// PriorKeysRetired: prior generations beyond keepPriorKeyCount removed.
+	PriorKeysRetired Reason = "PriorKeysRetired"
+	// UnusedKeysRemoved: listed unused bootstrap keys were deleted.
+	UnusedKeysRemoved Reason = "UnusedKeysRemoved"
+	// AdminKeyRotated: the operator's admin key was rotated.
+	AdminKeyRotated Reason = "AdminKeyRotated"
+	// AdminRotationRecovered: an interrupted admin key rotation was resolved.
+	AdminRotationRecovered Reason = "AdminRotationRecovered"
+	// ConsumerMoved: a consumer (or group member batch) moved to the
+	// current credentials.
+	ConsumerMoved Reason = "ConsumerMoved"
+	// CoverageReset: the distributed credentials changed, so every
+	// consumer must move again.
+	CoverageReset Reason = "CoverageReset"
+	// UserRetired: an old identity was deleted from the backend.
+	UserRetired Reason = "UserRetired"
+	// Deprovisioned: a deleted set's identities were removed.
+	Deprovisioned Reason = "Deprovisioned"
 )
 
 // Condition types.
