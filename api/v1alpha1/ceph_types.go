@@ -21,9 +21,9 @@ const (
 // rotate. Every entity of a set rotates with the set's strategy; put keys
 // that need another strategy in another set.
 //
-// +kubebuilder:validation:XValidation:rule="!has(self.keepPriorKeyCount) || self.strategy == 'Overlapping'",message="keepPriorKeyCount applies only to strategy Overlapping (InPlace keeps no prior keys): remove it, or set strategy: Overlapping"
-// +kubebuilder:validation:XValidation:rule="self.strategy != 'Overlapping' || self.entities.all(e, e.name.startsWith('client.'))",message="strategy Overlapping creates a new entity per generation, which only client.* entities can be: rotate daemon keys with strategy InPlace"
-// +kubebuilder:validation:XValidation:rule="self.strategy != 'Overlapping' || self.entities.all(e, e.name != self.admin.entity)",message="the admin entity rotates in place through client.admin-rotator: list it in a set with strategy InPlace"
+// +kubebuilder:validation:XValidation:rule="!has(self.keepPriorKeyCount) || (has(self.strategy) && self.strategy == 'Overlapping')",message="keepPriorKeyCount applies only to strategy Overlapping (InPlace keeps no prior keys): remove it, or set strategy: Overlapping"
+// +kubebuilder:validation:XValidation:rule="!has(self.strategy) || self.strategy != 'Overlapping' || self.entities.all(e, e.name.startsWith('client.'))",message="strategy Overlapping creates a new entity per generation, which only client.* entities can be: rotate daemon keys with strategy InPlace"
+// +kubebuilder:validation:XValidation:rule="!has(self.strategy) || self.strategy != 'Overlapping' || !has(self.admin.entity) || self.entities.all(e, e.name != self.admin.entity)",message="the admin entity rotates in place through client.admin-rotator: list it in a set with strategy InPlace"
 type CephSpec struct {
 	// Monitors are the mon addresses (ceph.conf mon_host entries), e.g.
 	// v2:10.0.0.1:3300 or 10.0.0.1:6789.
@@ -40,13 +40,14 @@ type CephSpec struct {
 	// ms_mon_client_mode: secure.
 	// +optional
 	// +kubebuilder:validation:MaxProperties=32
-	// +kubebuilder:validation:XValidation:rule="self.all(k, k.matches('^[a-z][a-z0-9_ ]{0,63}$') && self[k].matches('^[^\\n\\r\\[\\]]{0,256}$'))",message="config keys are ceph option names (lower case, digits, _ and spaces) and values are single lines without [ or ]"
+	// +kubebuilder:validation:XValidation:rule="self.all(k, size(k) <= 64 && k.matches('^[a-z][a-z0-9_ ]*$'))",message="config keys are ceph option names: lower case letters, digits, _ and spaces"
 	Config map[string]string `json:"config,omitempty"`
 
 	// CLIPath is the ceph CLI rekey runs (as Rook does); default "ceph"
 	// from PATH.
 	// +optional
-	// +kubebuilder:validation:Pattern=`^[^\x00\n]{1,1024}$`
+	// +kubebuilder:validation:Pattern=`^[^\x00\n]+$`
+	// +kubebuilder:validation:MaxLength=1024
 	CLIPath string `json:"cliPath,omitempty"`
 
 	// +optional
@@ -84,6 +85,7 @@ type CephAdmin struct {
 	// +optional
 	// +kubebuilder:default=client.admin
 	// +kubebuilder:validation:Pattern=`^client\.[A-Za-z0-9_][-A-Za-z0-9_.]{0,62}$`
+	// +kubebuilder:validation:MaxLength=70
 	Entity string `json:"entity,omitempty"`
 	// KeyringSecretRef holds the admin's keyring file ([client.admin] key =
 	// ...), in the CredentialSet's namespace. When rekey rotates the admin
@@ -97,6 +99,7 @@ type CephEntity struct {
 	// Name is the entity, e.g. client.csi-rbd or mgr.a. With strategy
 	// Overlapping, generation N is the entity <name>.<N>.
 	// +kubebuilder:validation:Pattern=`^(client|mgr|mds|osd)\.[A-Za-z0-9_][-A-Za-z0-9_.]{0,62}$`
+	// +kubebuilder:validation:MaxLength=70
 	// +kubebuilder:validation:XValidation:rule="!self.endsWith('_PENDING')",message="entity names must not end in _PENDING: rekey uses that suffix"
 	Name string `json:"name"`
 	// Caps given when rekey creates the entity (and kept equal to these).

@@ -29,7 +29,7 @@ type CredentialSet struct {
 // them and how rotation proceeds. Exactly one backend block is set.
 //
 // +kubebuilder:validation:XValidation:rule="[has(self.mysql), has(self.ceph), has(self.rabbitmq)].filter(x, x).size() == 1",message="set exactly one backend block: spec.mysql, spec.ceph or spec.rabbitmq"
-// +kubebuilder:validation:XValidation:rule="!has(self.rotation) || self.rotation.policy != 'WithVersionUpgrade' || !has(self.ceph) || self.ceph.strategy != 'Overlapping'",message="WithVersionUpgrade would rotate keys with outside consumers on an upgrade nobody planned for them (seed 001): use KeyGeneration or Schedule with strategy Overlapping"
+// +kubebuilder:validation:XValidation:rule="!has(self.rotation) || !has(self.rotation.policy) || self.rotation.policy != 'WithVersionUpgrade' || !has(self.ceph) || !has(self.ceph.strategy) || self.ceph.strategy != 'Overlapping'",message="WithVersionUpgrade would rotate keys with outside consumers on an upgrade nobody planned for them (seed 001): use KeyGeneration or Schedule with strategy Overlapping"
 type CredentialSetSpec struct {
 	// MySQL rotates MySQL users with dual passwords (RETAIN CURRENT PASSWORD).
 	// +optional
@@ -155,9 +155,9 @@ const (
 )
 
 // RotationSpec sets when a rotation starts and how it completes.
-// +kubebuilder:validation:XValidation:rule="!has(self.gracePeriod) || self.discardPolicy == 'AfterRollout'",message="gracePeriod applies only to discardPolicy AfterRollout"
-// +kubebuilder:validation:XValidation:rule="(self.policy == 'KeyGeneration') == has(self.keyGeneration)",message="keyGeneration goes with policy KeyGeneration: set both, or neither"
-// +kubebuilder:validation:XValidation:rule="(self.policy == 'Schedule') == has(self.interval)",message="interval goes with policy Schedule: set both, or neither"
+// +kubebuilder:validation:XValidation:rule="!has(self.gracePeriod) || (has(self.discardPolicy) && self.discardPolicy == 'AfterRollout')",message="gracePeriod applies only to discardPolicy AfterRollout"
+// +kubebuilder:validation:XValidation:rule="(has(self.policy) && self.policy == 'KeyGeneration') == has(self.keyGeneration)",message="keyGeneration goes with policy KeyGeneration: set both, or neither"
+// +kubebuilder:validation:XValidation:rule="(has(self.policy) && self.policy == 'Schedule') == has(self.interval)",message="interval goes with policy Schedule: set both, or neither"
 // +kubebuilder:validation:XValidation:rule="!has(self.interval) || duration(self.interval) >= duration('10m')",message="interval must be at least 10m: a rotation takes at least a rollout of every consumer"
 type RotationSpec struct {
 	// +kubebuilder:default=Disabled
@@ -252,6 +252,10 @@ type CredentialSetStatus struct {
 	// counts as moved only for this hash; a change resets coverage.
 	// +optional
 	SecretHash string `json:"secretHash,omitempty"`
+	// UnusedKeysRemoved lists the unused bootstrap keys rekey deleted
+	// (spec.ceph.removeUnusedKeys).
+	// +optional
+	UnusedKeysRemoved []string `json:"unusedKeysRemoved,omitempty"`
 	// Cluster identifies the backend cluster, for backends whose old
 	// credentials are retired only when every set on that cluster's
 	// consumers moved.

@@ -277,6 +277,11 @@ func (in *CredentialSetStatus) DeepCopyInto(out *CredentialSetStatus) {
 		in, out := &in.NextRotationAt, &out.NextRotationAt
 		*out = (*in).DeepCopy()
 	}
+	if in.UnusedKeysRemoved != nil {
+		in, out := &in.UnusedKeysRemoved, &out.UnusedKeysRemoved
+		*out = make([]string, len(*in))
+		copy(*out, *in)
+	}
 	if in.CurrentSince != nil {
 		in, out := &in.CurrentSince, &out.CurrentSince
 		*out = (*in).DeepCopy()

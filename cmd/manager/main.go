@@ -30,6 +30,7 @@ func main() {
 func run() error {
 	var (
 		namespace, metricsAddr, probeAddr string
+		cephWorkDir                       string
 		leaderElect                       bool
 		concurrency                       int
 		resync                            time.Duration
@@ -42,6 +43,7 @@ func run() error {
 	flag.IntVar(&concurrency, "instance-concurrency", 8, "instances a phase works on at once (1: one after another, as seed 000)")
 	flag.DurationVar(&resync, "resync-period", 5*time.Minute, "how often an idle set is re-checked (restores hand-edited distribution Secrets)")
 	flag.DurationVar(&grace, "default-grace-period", 5*time.Minute, "grace period of discardPolicy AfterRollout when the set gives none")
+	flag.StringVar(&cephWorkDir, "ceph-work-dir", os.TempDir(), "where ceph commands' config and keyring files are written (mode 0600, removed after each command)")
 	opts := zap.Options{}
 	opts.BindFlags(flag.CommandLine)
 	flag.Parse()
@@ -76,6 +78,7 @@ func run() error {
 		DefaultGracePeriod:  grace,
 		InstanceConcurrency: concurrency,
 		ResyncPeriod:        resync,
+		CephWorkDir:         cephWorkDir,
 	}
 	if err := r.SetupWithManager(mgr); err != nil {
 		return err

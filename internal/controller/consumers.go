@@ -79,6 +79,7 @@ func rolloutOf(obj client.Object) engine.RolloutState {
 // template and reports whether each has rolled it out. The value is stable
 // across Distributed → Idle, so completion never causes a second restart.
 func (r *Reconciler) syncConsumers(ctx context.Context, cs *v1.CredentialSet) ([]v1.ConsumerStatus, bool, error) {
+	hash := secretHash(cs, r.servedGeneration(cs))
 	want := engine.RestartValue(cs.Status)
 	key := RestartAnnotation(cs)
 	all := true
@@ -103,10 +104,26 @@ func (r *Reconciler) syncConsumers(ctx context.Context, cs *v1.CredentialSet) ([
 			ro := rolloutOf(obj)
 			st.RolledOut, st.Message = ro.Done, ro.Message
 		}
+		r.stamp(cs, &st, hash)
 		all = all && st.RolledOut
 		out = append(out, st)
 	}
-	return out, all, nil
+	groups := r.syncGroups(ctx, cs, hash)
+	for _, g := range groups {
+		all = all && g.RolledOut
+	}
+	return append(out, groups...), all, nil
+}
+
+// syncCoverage refreshes every consumer's status (workloads and groups)
+// and says whether all moved to what the distribution Secrets hold.
+func (r *Reconciler) syncCoverage(ctx context.Context, cs *v1.CredentialSet) (bool, error) {
+	consumers, all, err := r.syncConsumers(ctx, cs)
+	if err != nil {
+		return false, err
+	}
+	cs.Status.Consumers, cs.Status.ConsumersUpdated = consumers, countRolledOut(consumers)
+	return all, nil
 }
 
 func (r *Reconciler) patchTemplate(ctx context.Context, obj client.Object, key, value string) error {

@@ -24,18 +24,28 @@ func (r *Reconciler) observe(ctx context.Context, cs *v1.CredentialSet, prob *pr
 		return nil // someone moved on; the next reconcile observes afresh
 	}
 	next := *live.Status.DeepCopy()
-	if cs.Status.Consumers != nil || len(cs.Spec.Consumers) == 0 {
+	want := len(cs.Spec.Consumers) + len(cs.Spec.ConsumerGroups)
+	if cs.Status.Consumers != nil || want == 0 {
 		next.Consumers, next.ConsumersUpdated = cs.Status.Consumers, cs.Status.ConsumersUpdated
+	}
+	if cs.Status.SecretHash != "" {
+		next.SecretHash = cs.Status.SecretHash
+	}
+	if cs.Status.Cluster != "" {
+		next.Cluster = cs.Status.Cluster
+	}
+	if live.Status.KeyGeneration != 0 {
+		next.NextRotationAt = cs.Status.NextRotationAt
 	}
 	allOut := true
 	var waiting []string
 	for _, c := range next.Consumers {
 		if !c.RolledOut {
 			allOut = false
-			waiting = append(waiting, fmt.Sprintf("%s %s/%s: %s", c.Kind, c.Namespace, c.Name, c.Message))
+			waiting = append(waiting, fmt.Sprintf("%s %s: %s", c.Kind, strings.TrimPrefix(c.Namespace+"/"+c.Name, "/"), c.Message))
 		}
 	}
-	if len(next.Consumers) != len(cs.Spec.Consumers) {
+	if len(next.Consumers) != want {
 		allOut = false
 	}
 	if (next.Phase == v1.PhaseDistributed || next.ResetPending) && allOut && next.RolledOutAt == nil {

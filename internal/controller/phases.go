@@ -2,6 +2,7 @@ package controller
 
 import (
 	"context"
+	"maps"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -16,7 +17,7 @@ import (
 )
 
 // act carries out one decision of the engine.
-func (r *Reconciler) act(ctx context.Context, cs *v1.CredentialSet, p *plan, src *corev1.Secret, d engine.Decision) (ctrl.Result, *problem, error) {
+func (r *Reconciler) act(ctx context.Context, cs *v1.CredentialSet, p *plan, src *corev1.Secret, d engine.Decision, policyWhy string) (ctrl.Result, *problem, error) {
 	switch d.Action {
 	case engine.DropRotateRequest:
 		r.dropAnnotations(ctx, cs, engine.RotateAnnotation)
@@ -36,6 +37,9 @@ func (r *Reconciler) act(ctx context.Context, cs *v1.CredentialSet, p *plan, src
 	case engine.Wait:
 		return ctrl.Result{RequeueAfter: d.Requeue}, nil, nil
 	case engine.StartRotation:
+		if d.ByPolicy {
+			r.event(cs, "Normal", reason.PolicyTriggered, "Rotate", "rotation policy %s starts rotation %s: %s", cs.Spec.Rotation.Policy, d.RotationID, policyWhy)
+		}
 		return r.startRotation(ctx, cs, p, src, d.RotationID)
 	case engine.ContinueRotation:
 		return r.continueRotation(ctx, cs, p, src)
@@ -51,23 +55,25 @@ func (r *Reconciler) act(ctx context.Context, cs *v1.CredentialSet, p *plan, src
 	return ctrl.Result{}, nil, nil
 }
 
-// provision creates generation 1: secrets stored in the source Secret
-// first, then made to exist on every instance, then distributed.
+// provision creates generation 1: secrets rekey mints are stored in the
+// source Secret first, then made to exist everywhere; secrets the backend
+// mints are read back from it and stored after. Then they are distributed.
 func (r *Reconciler) provision(ctx context.Context, cs *v1.CredentialSet, p *plan, src *corev1.Secret) error {
 	keys := p.backend.Keys()
+	traits := p.backend.Traits()
 	var data map[string][]byte
 	if src != nil {
 		data = src.Data
 	}
 	cur, missing := engine.Current(data, keys)
-	if len(missing) > 0 {
-		fresh, err := p.backend.NewSecrets()
+	if len(missing) > 0 && !traits.ReadBack {
+		fresh, err := p.backend.NewSecrets(1)
 		if err != nil {
 			return err
 		}
-		next := map[string][]byte{}
-		for k, v := range data {
-			next[k] = v
+		next := maps.Clone(data)
+		if next == nil {
+			next = map[string][]byte{}
 		}
 		for _, k := range missing {
 			v, ok := p.adopt[k]
@@ -77,7 +83,7 @@ func (r *Reconciler) provision(ctx context.Context, cs *v1.CredentialSet, p *pla
 			next[k] = []byte(v)
 			cur[k] = v
 		}
-		if _, err := r.writeSourceSecret(ctx, cs, src, next); err != nil {
+		if src, err = r.writeSourceSecret(ctx, cs, src, next); err != nil {
 			return err
 		}
 		failpoint.Hit("provision/source-stored")
@@ -85,21 +91,59 @@ func (r *Reconciler) provision(ctx context.Context, cs *v1.CredentialSet, p *pla
 	if p.noInstances {
 		return &engine.Refusal{Reason: string(reason.ProvisionFailed), Message: "no instances to create users on (replicas: 0): scale the cluster up"}
 	}
-	if err := p.backend.Provision(ctx, cur); err != nil {
+	got, err := p.backend.Provision(ctx, cur)
+	if err != nil {
 		return err
 	}
-	if err := r.distribute(ctx, cs, cur, 1); err != nil {
+	cur = got.Secrets
+	if traits.ReadBack {
+		next := maps.Clone(data)
+		if next == nil {
+			next = map[string][]byte{}
+		}
+		for k, v := range cur {
+			next[k] = []byte(v)
+		}
+		if _, err := r.writeSourceSecret(ctx, cs, src, next); err != nil {
+			return err
+		}
+		failpoint.Hit("provision/source-stored")
+	}
+	if err := r.distribute(ctx, cs, p, cur, max(got.Generation, 1)); err != nil {
 		return &engine.Refusal{Reason: string(reason.DistributionFailed), Message: err.Error()}
+	}
+	version, err := p.backend.Version(ctx, cur)
+	if err != nil {
+		return err
+	}
+	priors, err := priorCount(ctx, p, cur)
+	if err != nil {
+		return err
 	}
 	now := metav1.NewTime(r.now())
 	if err := r.casStatus(ctx, cs, func(st *v1.CredentialSetStatus) {
-		st.KeyGeneration = 1
+		st.KeyGeneration, st.KeyVersion, st.PriorKeyCount = max(got.Generation, 1), version, priors
 		st.CurrentSince = &now
 	}); err != nil {
 		return err
 	}
-	r.event(cs, "Normal", reason.Provisioned, "Provision", "generation 1 provisioned for %d identities and distributed to %d Secrets", len(keys), len(cs.Spec.Distribution))
+	r.event(cs, "Normal", reason.Provisioned, "Provision", "generation %d provisioned for %d identities and distributed to %d Secrets", cs.Status.KeyGeneration, len(keys), len(cs.Spec.Distribution))
 	return nil
+}
+
+// priorCount is status.priorKeyCount: read from backends that keep prior
+// generations, absent for the others.
+func priorCount(ctx context.Context, p *plan, cur engine.Secrets) (*int32, error) {
+	inv, ok := p.backend.(engine.Inventory)
+	if !ok {
+		return nil, nil
+	}
+	n, err := inv.Priors(ctx, cur)
+	if err != nil {
+		return nil, err
+	}
+	c := int32(n)
+	return &c, nil
 }
 
 // startRotation is seed 000 Phase 1 steps 0-1: refuse on a dual password
@@ -110,9 +154,15 @@ func (r *Reconciler) startRotation(ctx context.Context, cs *v1.CredentialSet, p 
 	if err := p.backend.Precheck(ctx, cur); err != nil {
 		return ctrl.Result{RequeueAfter: time.Minute}, nil, err
 	}
+	version, err := p.backend.Version(ctx, cur)
+	if err != nil {
+		return ctrl.Result{}, nil, err
+	}
+	target := engine.TargetGeneration(cs.Spec.Rotation, cs.Status)
 	started := metav1.NewTime(r.now())
 	if err := r.casStatus(ctx, cs, func(st *v1.CredentialSetStatus) {
 		st.Phase, st.RotationID = v1.PhaseRotating, id
+		st.TargetGeneration, st.TargetKeyVersion = target, version
 		st.RotateApplied, st.DiscardApplied = false, false
 		st.RotationStartedAt, st.DistributedAt, st.RolledOutAt = &started, nil, nil
 	}); err != nil {
@@ -122,7 +172,7 @@ func (r *Reconciler) startRotation(ctx context.Context, cs *v1.CredentialSet, p 
 	r.event(cs, "Normal", reason.RotationStarted, "Rotate", "rotation %s started", id)
 	pending := engine.InspectPending(src.Data, p.backend.Keys(), id)
 	if d := engine.Decide(engine.Input{Status: cs.Status, Pending: pending}); d.Action != engine.ContinueRotation {
-		return r.act(ctx, cs, p, src, d)
+		return r.act(ctx, cs, p, src, d, "")
 	}
 	return r.continueRotation(ctx, cs, p, src)
 }
@@ -131,11 +181,13 @@ func (r *Reconciler) startRotation(ctx context.Context, cs *v1.CredentialSet, p 
 func (r *Reconciler) continueRotation(ctx context.Context, cs *v1.CredentialSet, p *plan, src *corev1.Secret) (ctrl.Result, *problem, error) {
 	keys := p.backend.Keys()
 	id := cs.Status.RotationID
+	gen := targetGeneration(cs.Status)
+	readBack := p.backend.Traits().ReadBack
 	cur, _ := engine.Current(src.Data, keys)
-	if engine.InspectPending(src.Data, keys, id) == engine.PendingNone {
+	if !readBack && engine.InspectPending(src.Data, keys, id) == engine.PendingNone {
 		// Stored before applied (rule 1): no backend learns a secret that
 		// is not in the source Secret first.
-		fresh, err := p.backend.NewSecrets()
+		fresh, err := p.backend.NewSecrets(gen)
 		if err != nil {
 			return ctrl.Result{}, nil, err
 		}
@@ -144,18 +196,31 @@ func (r *Reconciler) continueRotation(ctx context.Context, cs *v1.CredentialSet,
 		}
 		failpoint.Hit("rotate/pending-stored")
 	}
-	pending := engine.Pending(src.Data, keys)
+	var pending engine.Secrets
+	if engine.InspectPending(src.Data, keys, id) == engine.PendingMatch {
+		pending = engine.Pending(src.Data, keys)
+	}
 	if !cs.Status.RotateApplied {
-		if err := p.backend.Apply(ctx, cur, pending); err != nil {
+		held, err := p.backend.Apply(ctx, cur, pending, gen)
+		if err != nil {
 			return ctrl.Result{}, nil, err
 		}
+		if readBack && !maps.Equal(held, pending) {
+			// Read back from the backend, which minted them (rule 1): the
+			// backend's answer is the truth, also after a crash.
+			if src, err = r.writeSourceSecret(ctx, cs, src, engine.WithPending(src.Data, held, id)); err != nil {
+				return ctrl.Result{}, nil, err
+			}
+			failpoint.Hit("rotate/pending-stored")
+		}
+		pending = held
 		if err := r.casStatus(ctx, cs, func(st *v1.CredentialSetStatus) { st.RotateApplied = true }); err != nil {
 			return ctrl.Result{}, nil, err
 		}
 		failpoint.Hit("rotate/rotate-applied")
-		r.event(cs, "Normal", reason.RotateApplied, "Rotate", "every instance accepts both the current and the new secrets of rotation %s", id)
+		r.event(cs, "Normal", reason.RotateApplied, "Rotate", "every instance accepts the new secrets of rotation %s%s", id, overlapNote(p))
 	}
-	if err := r.distribute(ctx, cs, pending, cs.Status.KeyGeneration+1); err != nil {
+	if err := r.distribute(ctx, cs, p, pending, gen); err != nil {
 		return ctrl.Result{}, &problem{reason.DistributionFailed, err.Error()}, nil
 	}
 	failpoint.Hit("rotate/pending-distributed")
@@ -206,12 +271,19 @@ func (r *Reconciler) discard(ctx context.Context, cs *v1.CredentialSet, p *plan,
 	}
 	failpoint.Hit("discard/confirmed")
 	now := metav1.NewTime(r.now())
-	gen := cs.Status.KeyGeneration + 1
+	gen := targetGeneration(cs.Status)
+	confirmed, _ := engine.Current(engine.Confirm(src.Data, keys), keys)
+	priors, err := priorCount(ctx, p, confirmed)
+	if err != nil {
+		return ctrl.Result{}, nil, err
+	}
 	distributedAt := cs.Status.DistributedAt
 	if err := r.casStatus(ctx, cs, func(st *v1.CredentialSetStatus) {
 		st.LastRotationID, st.RotationID = id, ""
 		st.Phase, st.RotateApplied, st.DiscardApplied = v1.PhaseIdle, false, false
 		st.KeyGeneration, st.CurrentSince = gen, &now
+		st.KeyVersion, st.PriorKeyCount = st.TargetKeyVersion, priors
+		st.TargetGeneration, st.TargetKeyVersion = 0, ""
 		st.RotationStartedAt, st.DistributedAt, st.RolledOutAt = nil, nil, nil
 	}); err != nil {
 		return ctrl.Result{}, nil, err
@@ -224,4 +296,11 @@ func (r *Reconciler) discard(ctx context.Context, cs *v1.CredentialSet, p *plan,
 	r.event(cs, "Normal", reason.RotationCompleted, "Discard", "rotation %s complete: generation %d is current", id, gen)
 	r.dropAnnotations(ctx, cs, engine.RotateAnnotation, engine.DiscardAnnotation)
 	return ctrl.Result{}, nil, nil
+}
+
+func overlapNote(p *plan) string {
+	if p.backend.Traits().Overlap {
+		return ", and still the current ones"
+	}
+	return "; the old ones were replaced in place, so consumers restart now"
 }

@@ -32,8 +32,12 @@ func (r *Reconciler) planFor(ctx context.Context, cs *v1.CredentialSet) (*plan, 
 	switch {
 	case cs.Spec.MySQL != nil:
 		return r.mysqlPlan(ctx, cs)
+	case cs.Spec.Ceph != nil:
+		return r.cephPlan(ctx, cs)
+	case cs.Spec.RabbitMQ != nil:
+		return r.rabbitPlan(ctx, cs)
 	default:
-		return nil, &errSpec{"no backend block: set spec.mysql"}
+		return nil, &errSpec{"no backend block: set spec.mysql, spec.ceph or spec.rabbitmq"}
 	}
 }
 

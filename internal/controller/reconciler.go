@@ -6,10 +6,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/go-logr/logr"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -46,6 +48,10 @@ type Reconciler struct {
 	// set it because cluster DNS (<pod>.<svc>.<ns>.svc) does not exist on
 	// their machine; production leaves it nil.
 	AddressMap func(addr string) string
+	// CephWorkDir is where the Ceph backend writes the ceph.conf and
+	// keyring files of one command (mode 0600, removed after); default the
+	// system temporary directory.
+	CephWorkDir string
 }
 
 func logFrom(ctx context.Context) logr.Logger { return log.FromContext(ctx) }
@@ -78,6 +84,16 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 			metrics.Forget(req.Namespace, req.Name)
 		}
 		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	if !cs.DeletionTimestamp.IsZero() {
+		if !slices.ContainsFunc(cs.Finalizers, isRekeyFinalizer) {
+			return ctrl.Result{}, nil
+		}
+		res, err := r.finalize(ctx, cs)
+		if isRace(ctx, err) {
+			return ctrl.Result{Requeue: true}, nil
+		}
+		return res, err
 	}
 	if cs.Status.Phase == "" {
 		if err := r.casStatus(ctx, cs, func(st *v1.CredentialSetStatus) { st.Phase = v1.PhaseIdle }); err != nil {
@@ -146,6 +162,9 @@ func (r *Reconciler) reconcile(ctx context.Context, cs *v1.CredentialSet) (ctrl.
 	if err != nil {
 		return ctrl.Result{}, nil, err
 	}
+	if err := r.syncFinalizers(ctx, cs, p); err != nil {
+		return ctrl.Result{}, nil, err
+	}
 	keys := p.backend.Keys()
 	src, err := r.getSourceSecret(ctx, cs)
 	if err != nil {
@@ -171,17 +190,31 @@ func (r *Reconciler) reconcile(ctx context.Context, cs *v1.CredentialSet) (ctrl.
 		if usePending {
 			secrets = engine.Pending(src.Data, keys)
 		}
-		if err := r.distribute(ctx, cs, secrets, r.servedGeneration(cs)); err != nil {
+		if err := r.distribute(ctx, cs, p, secrets, r.servedGeneration(cs)); err != nil {
 			return ctrl.Result{}, &problem{reason.DistributionFailed, err.Error()}, nil
 		}
 	}
-	consumers, rolledOut, err := r.syncConsumers(ctx, cs)
+	r.noteHash(cs)
+	rolledOut, err := r.syncCoverage(ctx, cs)
 	if err != nil {
 		return ctrl.Result{}, nil, err
 	}
-	cs.Status.Consumers = consumers
-	cs.Status.ConsumersUpdated = countRolledOut(consumers)
+	waiting, scopeProb, err := r.scopeMoved(ctx, cs, p)
+	if err != nil {
+		return ctrl.Result{}, nil, err
+	}
+	if scopeProb != nil || len(waiting) > 0 {
+		// Retiring shared old credentials waits for every set on the
+		// cluster; a rollback's reset is not retirement and does not.
+		if cs.Status.Phase == v1.PhaseDistributed {
+			rolledOut = false
+		}
+		if scopeProb != nil && cs.Status.Phase == v1.PhaseDistributed && !cs.Status.DiscardApplied {
+			return ctrl.Result{RequeueAfter: engine.RequeueRollout}, scopeProb, nil
+		}
+	}
 
+	traits := p.backend.Traits()
 	in := engine.Input{
 		Status:         cs.Status,
 		RotateRequest:  cs.Annotations[engine.RotateAnnotation],
@@ -193,6 +226,7 @@ func (r *Reconciler) reconcile(ctx context.Context, cs *v1.CredentialSet) (ctrl.
 		Policy:         cs.Spec.Rotation.DiscardPolicy,
 		GracePeriod:    r.gracePeriod(cs),
 		RolloutDone:    rolledOut,
+		Irreversible:   !traits.Overlap && (cs.Status.RotateApplied || pending != engine.PendingNone),
 		Now:            r.now(),
 	}
 	if at := cs.Status.RolledOutAt; at != nil {
@@ -200,13 +234,47 @@ func (r *Reconciler) reconcile(ctx context.Context, cs *v1.CredentialSet) (ctrl.
 	} else {
 		in.RolloutDoneAt = in.Now
 	}
-	return r.act(ctx, cs, p, src, engine.Decide(in))
+	due, err := r.policyDue(ctx, cs, p, cur, in.Now)
+	if err != nil {
+		return ctrl.Result{}, nil, err
+	}
+	in.PolicyRotation = due.RotationID
+	cs.Status.NextRotationAt = nil
+	if due.NextAt != nil {
+		t := metav1.NewTime(*due.NextAt)
+		cs.Status.NextRotationAt = &t
+	}
+	d := engine.Decide(in)
+	res, prob, err := r.act(ctx, cs, p, src, d, due.Why)
+	// A transition may have changed what the Secrets hold.
+	r.noteHash(cs)
+	if err == nil && prob == nil && due.NextAt != nil && d.Action == engine.None {
+		if left := due.NextAt.Sub(in.Now); left > 0 && (res.RequeueAfter == 0 || left < res.RequeueAfter) {
+			res.RequeueAfter = left
+		}
+	}
+	return res, prob, err
+}
+
+// policyDue asks the rotation policy; the backend's version is read only
+// when the policy needs it.
+func (r *Reconciler) policyDue(ctx context.Context, cs *v1.CredentialSet, p *plan, cur engine.Secrets, now time.Time) (engine.PolicyDue, error) {
+	in := engine.PolicyInput{Rotation: cs.Spec.Rotation, Status: cs.Status, Now: now}
+	idle := cs.Status.Phase == v1.PhaseIdle || cs.Status.Phase == ""
+	if cs.Spec.Rotation.Policy == v1.PolicyWithVersionUpgrade && idle && !cs.Status.ResetPending {
+		v, err := p.backend.Version(ctx, cur)
+		if err != nil {
+			return engine.PolicyDue{}, fmt.Errorf("read the backend version for policy WithVersionUpgrade: %w", err)
+		}
+		in.Version = v
+	}
+	return engine.Due(in), nil
 }
 
 // servedGeneration is the generation of what consumers are given.
 func (r *Reconciler) servedGeneration(cs *v1.CredentialSet) int64 {
 	if cs.Status.Phase != v1.PhaseIdle && cs.Status.RotateApplied {
-		return cs.Status.KeyGeneration + 1
+		return targetGeneration(cs.Status)
 	}
 	return cs.Status.KeyGeneration
 }
@@ -216,4 +284,13 @@ func (r *Reconciler) gracePeriod(cs *v1.CredentialSet) time.Duration {
 		return g.Duration
 	}
 	return r.DefaultGracePeriod
+}
+
+// targetGeneration is the generation the active rotation produces (status
+// written before targetGeneration existed: the next one).
+func targetGeneration(st v1.CredentialSetStatus) int64 {
+	if st.TargetGeneration > st.KeyGeneration {
+		return st.TargetGeneration
+	}
+	return st.KeyGeneration + 1
 }

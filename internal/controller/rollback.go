@@ -68,7 +68,7 @@ func (r *Reconciler) recover(ctx context.Context, cs *v1.CredentialSet, id strin
 func (r *Reconciler) reset(ctx context.Context, cs *v1.CredentialSet, p *plan, src *corev1.Secret) (ctrl.Result, *problem, error) {
 	keys := p.backend.Keys()
 	cur, _ := engine.Current(src.Data, keys)
-	if err := r.distribute(ctx, cs, cur, cs.Status.KeyGeneration); err != nil {
+	if err := r.distribute(ctx, cs, p, cur, cs.Status.KeyGeneration); err != nil {
 		return ctrl.Result{}, &problem{reason.DistributionFailed, err.Error()}, nil
 	}
 	consumers, rolledOut, err := r.syncConsumers(ctx, cs)

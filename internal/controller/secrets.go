@@ -62,11 +62,12 @@ func (r *Reconciler) writeSourceSecret(ctx context.Context, cs *v1.CredentialSet
 	return s, r.Client.Update(ctx, s)
 }
 
-// distribute writes secrets under their keys to every target Secret.
-func (r *Reconciler) distribute(ctx context.Context, cs *v1.CredentialSet, secrets engine.Secrets, generation int64) error {
-	data := map[string][]byte{}
-	for k, v := range secrets {
-		data[k] = []byte(v)
+// distribute writes what the backend renders for secrets to every target
+// Secret.
+func (r *Reconciler) distribute(ctx context.Context, cs *v1.CredentialSet, p *plan, secrets engine.Secrets, generation int64) error {
+	data, err := p.backend.Render(secrets)
+	if err != nil {
+		return err
 	}
 	for _, t := range cs.Spec.Distribution {
 		if err := r.writeTarget(ctx, cs, t, data, generation); err != nil {
@@ -77,14 +78,14 @@ func (r *Reconciler) distribute(ctx context.Context, cs *v1.CredentialSet, secre
 }
 
 func (r *Reconciler) writeTarget(ctx context.Context, cs *v1.CredentialSet, t v1.SecretTarget, data map[string][]byte, generation int64) error {
-	gen := fmt.Sprint(generation)
+	gen, hash := fmt.Sprint(generation), secretHash(cs, generation)
 	s := &corev1.Secret{}
 	err := r.APIReader.Get(ctx, client.ObjectKey{Namespace: t.Namespace, Name: t.Name}, s)
 	if apierrors.IsNotFound(err) {
 		s = &corev1.Secret{
 			ObjectMeta: metav1.ObjectMeta{Namespace: t.Namespace, Name: t.Name,
 				Labels:      map[string]string{ManagedByLabel: ManagedByValue},
-				Annotations: map[string]string{CredentialSetAnnot: setRef(cs), GenerationAnnotation: gen}},
+				Annotations: map[string]string{CredentialSetAnnot: setRef(cs), GenerationAnnotation: gen, SecretHashAnnotation: hash}},
 			Type: corev1.SecretTypeOpaque,
 			Data: data,
 		}
@@ -98,11 +99,12 @@ func (r *Reconciler) writeTarget(ctx context.Context, cs *v1.CredentialSet, t v1
 			t.Namespace, t.Name, CredentialSetAnnot, owner, CredentialSetAnnot, setRef(cs))
 	}
 	same := maps.EqualFunc(s.Data, data, func(a, b []byte) bool { return string(a) == string(b) })
-	if same && s.Annotations[GenerationAnnotation] == gen {
+	if same && s.Annotations[GenerationAnnotation] == gen && s.Annotations[SecretHashAnnotation] == hash {
 		return nil
 	}
 	s.Data = data
 	s.Annotations[GenerationAnnotation] = gen
+	s.Annotations[SecretHashAnnotation] = hash
 	return r.Client.Update(ctx, s)
 }
 

@@ -63,8 +63,9 @@ type Backend interface {
 	// values); it must not fail for secrets the backend produced.
 	Render(s Secrets) (map[string][]byte, error)
 	// Version is the backend's software version, the one that mints keys
-	// now (for the WithVersionUpgrade policy and status.keyVersion).
-	Version(ctx context.Context) (string, error)
+	// now (for the WithVersionUpgrade policy and status.keyVersion). cur
+	// are the current secrets, for a backend that logs in with one of them.
+	Version(ctx context.Context, cur Secrets) (string, error)
 }
 
 // Provisioned is what Provision found or made.

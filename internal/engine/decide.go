@@ -65,6 +65,13 @@ type Input struct {
 	DiscardRequest string // rekey.io/discard value, "" when absent
 	AbortRequest   string // rekey.io/abort value, "" when absent
 	RecoverRequest string // rekey.io/recover value, "" when absent
+	// PolicyRotation is the rotation the rotation policy asks for (Due),
+	// "" for none; a rotate request wins over it.
+	PolicyRotation string
+	// Irreversible: the active rotation has (or may have) invalidated the
+	// current secrets already (a backend without Overlap that applied), so
+	// it can only complete.
+	Irreversible bool
 	NoInstances    bool   // e.g. a StatefulSet scaled to 0
 	Pending        PendingState
 	Policy         v1.DiscardPolicy
@@ -86,6 +93,7 @@ type Decision struct {
 	DropAbort     bool // remove the abort annotation (with Refuse)
 	Requeue       time.Duration
 	AutoDiscarded bool // Discard was started by the AfterRollout policy
+	ByPolicy      bool // StartRotation was asked for by the rotation policy
 }
 
 // Decide is the rotation state machine of seed 000 as a pure function.
@@ -132,6 +140,13 @@ func Decide(in Input) Decision {
 					Message: "no running instances (replicas: 0): new secrets could not be applied anywhere; scale the cluster up and the rotation starts"}
 			}
 			return Decision{Action: StartRotation, RotationID: in.RotateRequest}
+		}
+		if in.PolicyRotation != "" {
+			if in.NoInstances {
+				return Decision{Action: Refuse, Reason: reason.RotateRefused, Requeue: RequeueRollout,
+					Message: "the rotation policy asks for a rotation, but there are no running instances (replicas: 0): scale the cluster up and it starts"}
+			}
+			return Decision{Action: StartRotation, RotationID: in.PolicyRotation, ByPolicy: true}
 		}
 		if in.DiscardRequest != "" {
 			if in.DiscardRequest == st.LastRotationID {
@@ -250,6 +265,9 @@ func decideRollback(in Input) (Decision, bool) {
 		case active && st.DiscardApplied:
 			return Decision{Action: Refuse, Reason: reason.AbortSkipped, Message: fmt.Sprintf(
 				"rotation %s already discarded the old secrets everywhere: it can only complete; remove the recover request and let it finish", st.RotationID)}, true
+		case active && in.Irreversible:
+			return Decision{Action: Refuse, Reason: reason.AbortSkipped, Message: fmt.Sprintf(
+				"rotation %s replaced the secrets in place, so the old ones no longer exist: it can only complete; remove the recover request and let it finish", st.RotationID)}, true
 		case active:
 			return Decision{Action: Rollback, RecoverID: r}, true
 		default:
@@ -267,6 +285,9 @@ func decideRollback(in Input) (Decision, bool) {
 		case st.DiscardApplied:
 			return Decision{Action: Refuse, Reason: reason.AbortSkipped, DropAbort: true, Message: fmt.Sprintf(
 				"rotation %s already discarded the old secrets everywhere, so rolling back would lock consumers out; it can only complete", a)}, true
+		case in.Irreversible:
+			return Decision{Action: Refuse, Reason: reason.AbortSkipped, DropAbort: true, Message: fmt.Sprintf(
+				"rotation %s replaced the secrets in place, so the old ones no longer exist and rolling back would lock consumers out; it can only complete", a)}, true
 		default:
 			return Decision{Action: Rollback}, true
 		}

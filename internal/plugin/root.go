@@ -76,6 +76,8 @@ func NewRootCommand(o Options) *cobra.Command {
 and rolls a rotation back when needed:
   abort    consumers return to the current passwords, then the new ones stop working
   recover  diagnoses a refusal and has the operator repair it
+and records outside consumers moving to new credentials:
+  ack      members of a consumer group now use the current credentials
 Each only writes an annotation (rekey.io/rotate, /discard, /abort, /recover),
 exactly as kubectl annotate could; the rekey operator does the work.`,
 		SilenceUsage:  true,
@@ -94,7 +96,7 @@ exactly as kubectl annotate could; the rekey operator does the work.`,
 	f.StringVar(&a.overrides.CurrentContext, "context", "", "the kubeconfig context to use")
 	f.StringVarP(&a.overrides.Context.Namespace, "namespace", "n", "", "namespace of the CredentialSet (default: the context's namespace)")
 	root.AddCommand(newRotateCommand(a), newDiscardCommand(a), newStatusCommand(a), newShowCommand(a),
-		newAbortCommand(a), newRecoverCommand(a))
+		newAbortCommand(a), newRecoverCommand(a), newAckCommand(a))
 	return root
 }
 

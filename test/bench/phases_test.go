@@ -53,8 +53,8 @@ func provision(b *testing.B, c *testenv.MySQLCluster) engine.Secrets {
 	if err != nil {
 		b.Fatal(err)
 	}
-	cur, _ := backend.NewSecrets()
-	if err := backend.Provision(context.Background(), cur); err != nil {
+	cur, _ := backend.NewSecrets(1)
+	if _, err := backend.Provision(context.Background(), cur); err != nil {
 		b.Fatal(err)
 	}
 	return cur
@@ -84,9 +84,9 @@ func benchPhases(b *testing.B, c *testenv.MySQLCluster, n int, rtt time.Duration
 	for range b.N {
 		for k, mode := range []int{1, n} {
 			backend.Concurrency = mode
-			pending, _ := backend.NewSecrets()
+			pending, _ := backend.NewSecrets(2)
 			t0 := time.Now()
-			if err := backend.Apply(ctx, *cur, pending); err != nil {
+			if _, err := backend.Apply(ctx, *cur, pending, 2); err != nil {
 				b.Fatal(err)
 			}
 			t1 := time.Now()

@@ -7,6 +7,7 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"sync"
 
 	"golang.org/x/sync/errgroup"
 
@@ -92,8 +93,23 @@ func (b *Backend) Keys() []string {
 	return keys
 }
 
-// NewSecrets implements engine.Backend.
-func (b *Backend) NewSecrets() (engine.Secrets, error) { return engine.NewPasswords(b.Keys()) }
+// Traits implements engine.Backend: rekey mints passwords and stores them
+// first (MySQL keeps only a hash); dual passwords overlap until DISCARD.
+func (b *Backend) Traits() engine.Traits { return engine.Traits{Overlap: true} }
+
+// NewSecrets implements engine.Backend; user names do not change with the
+// generation.
+func (b *Backend) NewSecrets(int64) (engine.Secrets, error) { return engine.NewPasswords(b.Keys()) }
+
+// Render implements engine.Backend: consumers read each password under its
+// source Secret key.
+func (b *Backend) Render(s engine.Secrets) (map[string][]byte, error) {
+	out := make(map[string][]byte, len(s))
+	for k, v := range s {
+		out[k] = []byte(v)
+	}
+	return out, nil
+}
 
 // adminPasswords lists the admin passwords to try, in order.
 func (b *Backend) adminPasswords(first, then engine.Secrets) []string {
@@ -136,8 +152,8 @@ func (b *Backend) eachInstance(ctx context.Context, step string, passwords []str
 
 // Provision implements engine.Backend: create missing users with their
 // grants on every instance; an existing user must already accept cur.
-func (b *Backend) Provision(ctx context.Context, cur engine.Secrets) error {
-	return b.eachInstance(ctx, "provision/instance-done", b.adminPasswords(cur, nil), cur, func(s *session) error {
+func (b *Backend) Provision(ctx context.Context, cur engine.Secrets) (engine.Provisioned, error) {
+	return engine.Provisioned{Secrets: cur}, b.eachInstance(ctx, "provision/instance-done", b.adminPasswords(cur, nil), cur, func(s *session) error {
 		for _, u := range b.Users {
 			exists, err := s.userExists(ctx, u)
 			if err != nil {
@@ -167,7 +183,10 @@ func (b *Backend) Provision(ctx context.Context, cur engine.Secrets) error {
 // rotation starts is indistinguishable from one rekey set, and would make
 // RETAIN be skipped (seed 000 "Assumptions").
 func (b *Backend) Precheck(ctx context.Context, cur engine.Secrets) error {
-	var found []string
+	var (
+		mu    sync.Mutex
+		found []string
+	)
 	err := b.eachInstance(ctx, "precheck/instance-done", b.adminPasswords(cur, nil), cur, func(s *session) error {
 		for _, u := range b.Users {
 			dual, err := s.hasDualPassword(ctx, u)
@@ -175,7 +194,9 @@ func (b *Backend) Precheck(ctx context.Context, cur engine.Secrets) error {
 				return err
 			}
 			if dual {
+				mu.Lock()
 				found = append(found, u.String()+" on "+s.inst.Name)
+				mu.Unlock()
 			}
 		}
 		return nil
@@ -195,8 +216,8 @@ func (b *Backend) Precheck(ctx context.Context, cur engine.Secrets) error {
 // instance, RETAIN CURRENT PASSWORD for each user that has no secondary yet.
 // A second RETAIN would evict the original password, so MySQL is asked
 // first, every time.
-func (b *Backend) Apply(ctx context.Context, cur, pending engine.Secrets) error {
-	return b.eachInstance(ctx, "rotate/instance-applied", b.adminPasswords(cur, pending), merge(cur, pending), func(s *session) error {
+func (b *Backend) Apply(ctx context.Context, cur, pending engine.Secrets, _ int64) (engine.Secrets, error) {
+	return pending, b.eachInstance(ctx, "rotate/instance-applied", b.adminPasswords(cur, pending), merge(cur, pending), func(s *session) error {
 		for _, u := range b.Users {
 			dual, err := s.hasDualPassword(ctx, u)
 			if err != nil {

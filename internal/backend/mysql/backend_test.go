@@ -25,7 +25,7 @@ func TestHostilePasswordsRoundTripOnRealMySQL(t *testing.T) {
 	ctx := context.Background()
 	cur := engine.Secrets{"HOSTILE_PASSWORD": `it's a "test" \ with %_ and ; DROP USER root; --` + "\n\x1a"}
 	pending := engine.Secrets{"HOSTILE_PASSWORD": `\'' OR 1=1 -- ` + "\x00tail"}
-	if err := b.Provision(ctx, cur); err != nil {
+	if _, err := b.Provision(ctx, cur); err != nil {
 		t.Fatal(err)
 	}
 	login := func(pw string, want bool) {
@@ -37,7 +37,7 @@ func TestHostilePasswordsRoundTripOnRealMySQL(t *testing.T) {
 		}
 	}
 	login(cur["HOSTILE_PASSWORD"], true)
-	if err := b.Apply(ctx, cur, pending); err != nil {
+	if _, err := b.Apply(ctx, cur, pending, 2); err != nil {
 		t.Fatal(err)
 	}
 	login(cur["HOSTILE_PASSWORD"], true)

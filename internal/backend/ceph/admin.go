@@ -1,0 +1,166 @@
+package ceph
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"rekey.io/rekey/internal/engine"
+	"rekey.io/rekey/internal/failpoint"
+	"rekey.io/rekey/internal/reason"
+)
+
+// RotatorEntity is the temporary admin that rotates the admin's key (seed
+// 001 "Ceph admin key rotation"): the admin cannot rotate its own key and
+// store the result atomically, so the rotator, stored first, stays able to
+// finish the job whatever happens in between.
+const RotatorEntity = "client.admin-rotator"
+
+// rotatorCaps are the admin permissions the seed gives the rotator.
+var rotatorCaps = []string{"mon", "allow *", "osd", "allow *", "mds", "allow *", "mgr", "allow *"}
+
+// KeyringStore is where the keyrings rekey itself runs with live (Secrets,
+// in the controller). Every write must be durable when it returns: the
+// admin rotation relies on it to never lose the one working key.
+type KeyringStore interface {
+	// LoadAdmin returns the admin keyring every command runs with.
+	LoadAdmin(ctx context.Context) (keyring string, err error)
+	SaveAdmin(ctx context.Context, keyring string) error
+	// LoadRotator returns the rotator keyring, ok=false when none is
+	// stored (no admin rotation under way).
+	LoadRotator(ctx context.Context) (keyring string, ok bool, err error)
+	SaveRotator(ctx context.Context, keyring string) error
+	DeleteRotator(ctx context.Context) error
+}
+
+// rotateAdmin is the seed's procedure, steps 1 to 9; step 10 (status) is
+// the engine's. It returns the admin's new key. A failpoint follows every
+// step so that crash tests can stop the process after any of them.
+func (b *Backend) rotateAdmin(ctx context.Context, s *session) (string, error) {
+	entry, _, err := s.ensure(ctx, RotatorEntity, rotatorCaps)
+	if err != nil {
+		return "", fmt.Errorf("admin rotation step 1 (create %s): %w", RotatorEntity, err)
+	}
+	failpoint.Hit("ceph-admin/step-1")
+	rotator := entry.keyring()
+	if err := b.Store.SaveRotator(ctx, rotator.String()); err != nil {
+		return "", fmt.Errorf("admin rotation step 2 (store the rotator keyring): %w", err)
+	}
+	failpoint.Hit("ceph-admin/step-2")
+	return b.rotateWithRotator(ctx, s, rotator)
+}
+
+// rotateWithRotator is steps 3 (ROTATE) to 9 (CLEANUP). From step 2 on,
+// the store always holds a keyring that works: the rotator's until step 8
+// removes it, and by then the admin's new keyring is stored (step 7).
+func (b *Backend) rotateWithRotator(ctx context.Context, s *session, rotator Keyring) (string, error) {
+	key, err := b.rotateSteps(ctx, s, rotator)
+	if err != nil {
+		b.report(reason.AdminRotationFailed, "the rotation of %s's key stopped (%v); the stored %s keyring finishes it on the next reconcile", b.admin, err, RotatorEntity)
+		return "", err
+	}
+	b.report(reason.AdminKeyRotated, "rotated %s's key through %s and stored the new keyring", b.admin, RotatorEntity)
+	return key, nil
+}
+
+func (b *Backend) rotateSteps(ctx context.Context, s *session, rotator Keyring) (string, error) {
+	if _, err := s.runAs(ctx, rotator, "auth", "ls", "--format", "json"); err != nil {
+		return "", fmt.Errorf("admin rotation step 3 (%s auth ls): %w", RotatorEntity, err)
+	}
+	failpoint.Hit("ceph-admin/step-3")
+	out, err := s.runAs(ctx, rotator, "auth", "rotate", b.admin, "--format", "json")
+	if err != nil {
+		return "", fmt.Errorf("admin rotation step 4 (auth rotate %s): %w", b.admin, err)
+	}
+	entry, err := decodeEntry(out, b.admin, "auth rotate")
+	if err != nil {
+		return "", fmt.Errorf("admin rotation step 4: %w", err)
+	}
+	failpoint.Hit("ceph-admin/step-4")
+	admin := entry.keyring()
+	if _, err := s.runAs(ctx, admin, "auth", "ls", "--format", "json"); err != nil {
+		return "", fmt.Errorf("admin rotation step 5 (%s auth ls with its new key): %w", b.admin, err)
+	}
+	failpoint.Hit("ceph-admin/step-5")
+	if err := s.setAdmin(admin.Key); err != nil {
+		return "", fmt.Errorf("admin rotation step 6 (write the admin keyring file): %w", err)
+	}
+	failpoint.Hit("ceph-admin/step-6")
+	if err := b.Store.SaveAdmin(ctx, admin.String()); err != nil {
+		return "", fmt.Errorf("admin rotation step 7 (store the admin keyring): %w", err)
+	}
+	failpoint.Hit("ceph-admin/step-7")
+	if err := s.remove(ctx, RotatorEntity); err != nil {
+		return "", fmt.Errorf("admin rotation step 8 (auth rm %s): %w", RotatorEntity, err)
+	}
+	failpoint.Hit("ceph-admin/step-8")
+	if err := b.cleanup(ctx); err != nil {
+		return "", err
+	}
+	return admin.Key, nil
+}
+
+// cleanup is step 9 (CLEANUP).
+func (b *Backend) cleanup(ctx context.Context) error {
+	if err := b.Store.DeleteRotator(ctx); err != nil {
+		return fmt.Errorf("admin rotation step 9 (delete the rotator keyring): %w", err)
+	}
+	failpoint.Hit("ceph-admin/step-9")
+	return nil
+}
+
+// RecoverAdmin finishes an interrupted admin key rotation (seed 001 "In
+// CephCluster startup"). The controller runs it before any other Ceph
+// command of a set whose admin it may rotate: until it succeeds, the
+// stored admin keyring may be one the cluster no longer accepts.
+//
+// With a rotator keyring stored: if the admin lists the auth database and
+// the rotator is gone, only step 9 was missing (CLEANUP); otherwise,
+// whether or not the admin's key still works, the rotator rotates it again
+// from step 3 (ROTATE). Beyond the seed: a rotator entity in the cluster
+// that no keyring was stored for (a crash between steps 1 and 2) is
+// deleted, since its key is lost and it holds admin caps.
+func (b *Backend) RecoverAdmin(ctx context.Context) (recovered bool, err error) {
+	text, stored, err := b.Store.LoadRotator(ctx)
+	if err != nil {
+		return false, fmt.Errorf("load the rotator keyring: %w", err)
+	}
+	s, err := b.open(ctx)
+	if err != nil {
+		return false, err
+	}
+	defer s.close()
+	dump, lsErr := s.list(ctx)
+	_, rotatorExists := dump[RotatorEntity]
+	switch {
+	case !stored && lsErr != nil:
+		if errors.Is(lsErr, ErrAuthFailed) {
+			return false, &engine.Refusal{Reason: string(reason.AdminRotationFailed), Message: fmt.Sprintf(
+				"the cluster refuses the stored %s keyring and no %s keyring is stored: put a working admin keyring in the admin keyring Secret", b.admin, RotatorEntity)}
+		}
+		return false, lsErr
+	case !stored && !rotatorExists:
+		return false, nil
+	case !stored:
+		if err := s.remove(ctx, RotatorEntity); err != nil {
+			return false, err
+		}
+		b.report(reason.AdminRotationRecovered, "removed %s: an admin key rotation stopped before its keyring was stored, so nothing can use it", RotatorEntity)
+		return true, nil
+	case lsErr == nil && !rotatorExists:
+		if err := b.cleanup(ctx); err != nil {
+			return false, err
+		}
+		b.report(reason.AdminRotationRecovered, "an admin key rotation had finished but for deleting the stored %s keyring; deleted it", RotatorEntity)
+		return true, nil
+	}
+	rotator, err := parseKeyringFor(text, RotatorEntity)
+	if err != nil {
+		return false, fmt.Errorf("the stored rotator keyring: %w", err)
+	}
+	if _, err := b.rotateWithRotator(ctx, s, rotator); err != nil {
+		return false, err
+	}
+	b.report(reason.AdminRotationRecovered, "finished an interrupted rotation of %s's key with the stored %s keyring", b.admin, RotatorEntity)
+	return true, nil
+}

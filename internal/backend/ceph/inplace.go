@@ -1,0 +1,187 @@
+package ceph
+
+import (
+	"context"
+	"fmt"
+
+	"rekey.io/rekey/internal/engine"
+	"rekey.io/rekey/internal/failpoint"
+	"rekey.io/rekey/internal/reason"
+)
+
+// Apply implements engine.Backend. Whatever the strategy, the cluster is
+// asked first what is already applied: a crash may have come after Ceph
+// minted a key and before the engine stored it.
+func (b *Backend) Apply(ctx context.Context, cur, pending engine.Secrets, gen int64) (engine.Secrets, error) {
+	s, err := b.open(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer s.close()
+	if b.overlap {
+		return b.applyOverlapping(ctx, s, cur, gen)
+	}
+	return b.applyInPlace(ctx, s, cur, pending)
+}
+
+// inPlaceAction is what Apply does to one entity.
+type inPlaceAction int
+
+const (
+	keepPending inPlaceAction = iota // the cluster has the stored pending key
+	rotateKey                        // the cluster still has the current key
+	adoptKey                         // a key this rotation minted before a crash lost it
+	refuseKey                        // a key nobody stored: changed outside rekey
+)
+
+// decideInPlace picks the action from the key the cluster holds. With
+// nothing pending stored, a key that is not the current one can only be
+// this rotation's (minted before a crash): rotating again would throw away
+// a key a restarted consumer may already use.
+func decideInPlace(cluster, cur, pending string) inPlaceAction {
+	switch {
+	case pending != "" && cluster == pending:
+		return keepPending
+	case cluster == cur:
+		return rotateKey
+	case pending == "":
+		return adoptKey
+	}
+	return refuseKey
+}
+
+// applyInPlace asks the cluster about every entity before rotating any, so
+// that an entity it must refuse does not leave the set half rotated.
+func (b *Backend) applyInPlace(ctx context.Context, s *session, cur, pending engine.Secrets) (engine.Secrets, error) {
+	actions := make([]inPlaceAction, len(b.entities))
+	held := make([]authEntry, len(b.entities))
+	for i, e := range b.entities {
+		curKR, _, err := b.keyringOf(cur, e.Name, "current")
+		if err != nil {
+			return nil, err
+		}
+		var pendKey string
+		if _, ok := pending[e.Name]; ok {
+			kr, _, err := b.keyringOf(pending, e.Name, "pending")
+			if err != nil {
+				return nil, err
+			}
+			pendKey = kr.Key
+		}
+		entry, ok, err := s.lookup(ctx, e.Name)
+		if err != nil {
+			return nil, err
+		}
+		if !ok {
+			return nil, mismatch("%s no longer exists in the cluster (deleted outside rekey); nothing was rotated: recreate it, or remove it from the set", e.Name)
+		}
+		held[i], actions[i] = entry, decideInPlace(entry.Key, curKR.Key, pendKey)
+		if actions[i] == refuseKey {
+			return nil, mismatch("the cluster's key for %s is neither the current nor the pending key the source Secret holds (changed outside rekey); nothing was rotated. Find who changed it; to take the cluster's key, abort the rotation and delete %s from the source Secret so that rekey adopts it",
+				e.Name, e.Name)
+		}
+	}
+	out := engine.Secrets{}
+	for i, e := range b.entities {
+		switch actions[i] {
+		case keepPending:
+			out[e.Name] = pending[e.Name]
+		case adoptKey:
+			out[e.Name] = held[i].keyring().String()
+		case rotateKey:
+			key, err := b.rotateEntity(ctx, s, e.Name)
+			if err != nil {
+				return nil, err
+			}
+			out[e.Name] = Keyring{Entity: e.Name, Key: key}.String()
+		}
+	}
+	return out, nil
+}
+
+// rotateEntity rotates one key in place; the admin's goes through the
+// rotator so that a crash cannot leave rekey without a working admin key.
+func (b *Backend) rotateEntity(ctx context.Context, s *session, entity string) (string, error) {
+	if entity == b.admin {
+		return b.rotateAdmin(ctx, s)
+	}
+	entry, err := s.rotate(ctx, entity)
+	if err != nil {
+		return "", err
+	}
+	failpoint.Hit("ceph/entity-rotated")
+	return entry.Key, nil
+}
+
+// Retire implements engine.Backend. Every pending key must open a session
+// first: retiring is what makes the old keys useless, so the new ones must
+// be proven to work. InPlace has nothing more to do (the old key died at
+// Apply); Overlapping deletes the generations beyond keepPriorKeyCount.
+func (b *Backend) Retire(ctx context.Context, cur, pending engine.Secrets) error {
+	s, err := b.open(ctx)
+	if err != nil {
+		return err
+	}
+	defer s.close()
+	for _, e := range b.entities {
+		kr, _, err := b.keyringOf(pending, e.Name, "pending")
+		if err != nil {
+			return err
+		}
+		if err := s.verifyPending(ctx, kr); err != nil {
+			return err
+		}
+	}
+	if b.overlap {
+		return b.retirePriors(ctx, s, pending)
+	}
+	return nil
+}
+
+// verifyPending proves kr by logging in with it. An entity without mon
+// caps cannot log in with any key; for it the cluster holding exactly kr
+// is the best proof there is.
+func (s *session) verifyPending(ctx context.Context, kr Keyring) error {
+	ok, err := s.authenticates(ctx, kr)
+	if err != nil || ok {
+		return err
+	}
+	entry, found, err := s.lookup(ctx, kr.Entity)
+	if err != nil {
+		return err
+	}
+	if found && entry.Key == kr.Key && entry.Caps["mon"] == "" {
+		return nil
+	}
+	return &engine.Refusal{Reason: string(reason.PendingRejected), Message: fmt.Sprintf(
+		"the cluster refuses the new key the source Secret holds for %s, so nothing was retired: retiring could lock its consumers out. The source Secret or the cluster was changed outside rekey: compare them (kubectl rekey status), then recover", kr.Entity)}
+}
+
+// Reset implements engine.Backend. InPlace cannot bring an old key back:
+// the reset only succeeds when the cluster still has the current key
+// (nothing was rotated). Overlapping deletes the generations newer than the
+// current one.
+func (b *Backend) Reset(ctx context.Context, cur engine.Secrets) error {
+	s, err := b.open(ctx)
+	if err != nil {
+		return err
+	}
+	defer s.close()
+	if b.overlap {
+		return b.resetOverlapping(ctx, s, cur)
+	}
+	for _, e := range b.entities {
+		kr, _, err := b.keyringOf(cur, e.Name, "current")
+		if err != nil {
+			return err
+		}
+		entry, ok, err := s.lookup(ctx, e.Name)
+		if err != nil {
+			return err
+		}
+		if !ok || entry.Key != kr.Key {
+			return mismatch("the cluster no longer has the current key of %s: an in-place rotation cannot be rolled back once Ceph rotated the key. Complete the rotation instead (its new key is the only one that works)", e.Name)
+		}
+	}
+	return nil
+}

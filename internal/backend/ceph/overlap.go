@@ -1,0 +1,151 @@
+package ceph
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	"rekey.io/rekey/internal/engine"
+	"rekey.io/rekey/internal/failpoint"
+	"rekey.io/rekey/internal/reason"
+)
+
+// applyOverlapping makes generation gen's entity of every spec entity exist
+// next to the current one. get-or-create of an existing entity returns its
+// key, so a crash between creating it and storing its key is recovered by
+// reading it back. A generation newer than the current one that is not gen
+// was left by an interrupted rotation whose key nobody stored: it goes.
+func (b *Backend) applyOverlapping(ctx context.Context, s *session, cur engine.Secrets, gen int64) (engine.Secrets, error) {
+	dump, err := s.list(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out := engine.Secrets{}
+	var orphans []string
+	for _, e := range b.entities {
+		_, curGen, err := b.keyringOf(cur, e.Name, "current")
+		if err != nil {
+			return nil, err
+		}
+		if gen <= curGen {
+			return nil, fmt.Errorf("generation %d is not newer than %s's current generation %d", gen, e.Name, curGen)
+		}
+		for _, g := range dump.generations(e.Name) {
+			if g > curGen && g != gen {
+				name := generationEntity(e.Name, g)
+				if err := s.remove(ctx, name); err != nil {
+					return nil, err
+				}
+				orphans = append(orphans, name)
+			}
+		}
+		target := generationEntity(e.Name, gen)
+		entry, ok := dump[target]
+		if !ok {
+			if entry, _, err = s.ensure(ctx, target, capArgs(e.Caps)); err != nil {
+				return nil, err
+			}
+			failpoint.Hit("ceph/generation-created")
+		}
+		out[e.Name] = entry.keyring().String()
+	}
+	if len(orphans) > 0 {
+		b.report(reason.OrphanRemoved, "removed %s: generation entities an interrupted rotation created and nobody holds a key for", strings.Join(orphans, ", "))
+	}
+	return out, nil
+}
+
+// retirePriors keeps the keepPriorKeyCount generations just before the
+// pending one and deletes older ones; the bare name counts as generation 0.
+// The pending entity and anything newer are never touched here.
+func (b *Backend) retirePriors(ctx context.Context, s *session, pending engine.Secrets) error {
+	dump, err := s.list(ctx)
+	if err != nil {
+		return err
+	}
+	var removed []string
+	for _, e := range b.entities {
+		_, pendGen, err := b.keyringOf(pending, e.Name, "pending")
+		if err != nil {
+			return err
+		}
+		kept := 0
+		for _, g := range dump.generations(e.Name) {
+			if g >= pendGen {
+				continue
+			}
+			if kept < b.keep {
+				kept++
+				continue
+			}
+			name := generationEntity(e.Name, g)
+			if err := s.remove(ctx, name); err != nil {
+				return err
+			}
+			failpoint.Hit("ceph/prior-removed")
+			removed = append(removed, name)
+		}
+	}
+	if len(removed) > 0 {
+		b.report(reason.PriorKeysRetired, "removed %s (keepPriorKeyCount %d)", strings.Join(removed, ", "), b.keep)
+	}
+	return nil
+}
+
+// resetOverlapping rolls a rotation back: the current generation must still
+// work, and every newer generation entity is deleted.
+func (b *Backend) resetOverlapping(ctx context.Context, s *session, cur engine.Secrets) error {
+	dump, err := s.list(ctx)
+	if err != nil {
+		return err
+	}
+	for _, e := range b.entities {
+		kr, curGen, err := b.keyringOf(cur, e.Name, "current")
+		if err != nil {
+			return err
+		}
+		if entry, ok := dump[kr.Entity]; !ok || entry.Key != kr.Key {
+			return mismatch("the cluster no longer has the current key of %s (%s), so rolling back to it would lock its consumers out; nothing was deleted. Complete the rotation instead", e.Name, kr.Entity)
+		}
+		for _, g := range dump.generations(e.Name) {
+			if g > curGen {
+				if err := s.remove(ctx, generationEntity(e.Name, g)); err != nil {
+					return err
+				}
+			}
+		}
+	}
+	return nil
+}
+
+// Priors implements engine.Inventory: the most prior generation entities
+// any spec entity still has, read from the cluster (status.priorKeyCount).
+func (b *Backend) Priors(ctx context.Context, cur engine.Secrets) (int, error) {
+	if !b.overlap {
+		return 0, nil
+	}
+	s, err := b.open(ctx)
+	if err != nil {
+		return 0, err
+	}
+	defer s.close()
+	dump, err := s.list(ctx)
+	if err != nil {
+		return 0, err
+	}
+	most := 0
+	for _, e := range b.entities {
+		_, curGen, err := b.keyringOf(cur, e.Name, "current")
+		if err != nil {
+			return 0, err
+		}
+		n := 0
+		for _, g := range dump.generations(e.Name) {
+			if g < curGen {
+				n++
+			}
+		}
+		most = max(most, n)
+	}
+	return most, nil
+}

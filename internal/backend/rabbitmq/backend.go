@@ -1,0 +1,141 @@
+// Package rabbitmq is rekey's RabbitMQ backend (seed 004): every generation
+// is a new user <base>-g<N> with the same tags and permissions, made through
+// the management HTTP API; the old user is deleted only on Retire, which the
+// controller holds back until every consumer on the cluster has moved.
+package rabbitmq
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"time"
+
+	v1 "rekey.io/rekey/api/v1alpha1"
+	"rekey.io/rekey/internal/engine"
+)
+
+// Source Secret keys: a generation is a user name and its password, both
+// needed by a consumer to log in.
+const (
+	KeyUsername = "username"
+	KeyPassword = "password"
+)
+
+// DefaultTimeout bounds one management API request, so that a broker that
+// accepts connections but never answers still releases the phase.
+const DefaultTimeout = 30 * time.Second
+
+// Backend rotates one user of one RabbitMQ cluster. It keeps no state
+// between calls: the broker is asked every time.
+type Backend struct {
+	// Timeout bounds each management API request; DefaultTimeout by
+	// default.
+	Timeout time.Duration
+
+	endpoint      string // management API base URL, no trailing slash
+	adminUser     string
+	adminPassword string
+	transport     http.RoundTripper
+	base          string
+	tags          []string
+	permissions   []v1.RabbitMQPermission
+	topics        []v1.RabbitMQTopicPermission
+	url           *transportSpec // nil: no transport_url is rendered
+}
+
+var (
+	_ engine.Backend       = (*Backend)(nil)
+	_ engine.Scoped        = (*Backend)(nil)
+	_ engine.Deprovisioner = (*Backend)(nil)
+)
+
+// New builds the backend for a spec, checking what admission cannot:
+// that the endpoint parses, the permission patterns are regular
+// expressions, and the rendered keys do not collide. caPEM is the content
+// of tls.caSecretRef (nil for the system roots).
+func New(spec *v1.RabbitMQSpec, adminUser, adminPassword string, caPEM []byte) (*Backend, error) {
+	if spec == nil {
+		return nil, errors.New("rabbitmq: no spec")
+	}
+	endpoint, https, err := parseEndpoint(spec.Endpoint)
+	if err != nil {
+		return nil, err
+	}
+	if adminUser == "" || adminPassword == "" {
+		return nil, errors.New("rabbitmq.admin: the admin Secret must hold a non-empty username and password")
+	}
+	if err := checkBase(spec.User.Base); err != nil {
+		return nil, err
+	}
+	if err := checkPermissions(spec.User); err != nil {
+		return nil, err
+	}
+	t, err := resolveTransport(spec)
+	if err != nil {
+		return nil, err
+	}
+	rt, err := newTransport(https, spec.TLS, caPEM)
+	if err != nil {
+		return nil, err
+	}
+	return &Backend{
+		Timeout:  DefaultTimeout,
+		endpoint: endpoint, adminUser: adminUser, adminPassword: adminPassword, transport: rt,
+		base: spec.User.Base, tags: spec.User.Tags,
+		permissions: spec.User.Permissions, topics: spec.User.TopicPermissions,
+		url: t,
+	}, nil
+}
+
+// Endpoint is the management API the backend talks to; it names the
+// instance in UnreachableErrors.
+func (b *Backend) Endpoint() string { return b.endpoint }
+
+// Keys implements engine.Backend.
+func (b *Backend) Keys() []string { return []string{KeyUsername, KeyPassword} }
+
+// Traits implements engine.Backend: rekey mints every password and stores
+// it before the broker learns it (the broker keeps only a hash), and the
+// old user stays valid until Retire.
+func (b *Backend) Traits() engine.Traits { return engine.Traits{ReadBack: false, Overlap: true} }
+
+// NewSecrets implements engine.Backend.
+func (b *Backend) NewSecrets(gen int64) (engine.Secrets, error) {
+	if gen < 1 {
+		return nil, fmt.Errorf("rabbitmq: generation %d: generations start at 1", gen)
+	}
+	pw, err := engine.NewPassword()
+	if err != nil {
+		return nil, err
+	}
+	return engine.Secrets{KeyUsername: userName(b.base, gen), KeyPassword: pw}, nil
+}
+
+// Version implements engine.Backend with the broker's rabbitmq_version,
+// read as the admin: cur is not needed.
+func (b *Backend) Version(ctx context.Context, _ engine.Secrets) (string, error) {
+	ov, err := b.api(ctx).Overview()
+	if err != nil {
+		return "", b.redact(b.apiError(ctx, "read the overview", err))
+	}
+	if ov.RabbitMQVersion == "" {
+		return "", fmt.Errorf("the overview of %s names no rabbitmq_version", b.endpoint)
+	}
+	return ov.RabbitMQVersion, nil
+}
+
+// ClusterID implements engine.Scoped with the cluster's name, which every
+// node of a cluster reports alike whichever endpoint reaches it. Clusters
+// that share a name (the same Kubernetes name in two namespaces) are taken
+// for one: retirement then waits for both, which is slow but never early.
+func (b *Backend) ClusterID(ctx context.Context) (string, error) {
+	cn, err := b.api(ctx).GetClusterName()
+	if err != nil {
+		return "", b.redact(b.apiError(ctx, "read the cluster name", err))
+	}
+	if cn == nil || cn.Name == "" {
+		return "", fmt.Errorf("%s reports an empty cluster_name", b.endpoint)
+	}
+	return cn.Name, nil
+}

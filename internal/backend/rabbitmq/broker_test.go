@@ -1,0 +1,211 @@
+package rabbitmq
+
+import (
+	"context"
+	"testing"
+
+	"rekey.io/rekey/internal/engine"
+)
+
+// TestOnRealBroker runs every backend operation against a real
+// rabbitmq-server; the refusals are in refusals_test.go.
+func TestOnRealBroker(t *testing.T) {
+	br := startBroker(t)
+	t.Run("lifecycle", func(t *testing.T) { t.Parallel(); testLifecycle(t, br) })
+	t.Run("provision makes tags and permissions exact", func(t *testing.T) { t.Parallel(); testProvisionExact(t, br) })
+	t.Run("reset", func(t *testing.T) { t.Parallel(); testReset(t, br) })
+	t.Run("deprovision", func(t *testing.T) { t.Parallel(); testDeprovision(t, br) })
+	t.Run("login check", func(t *testing.T) { t.Parallel(); testLoginCheck(t, br) })
+	t.Run("version and cluster", func(t *testing.T) { t.Parallel(); testVersionAndCluster(t, br) })
+	t.Run("refusals", func(t *testing.T) { t.Parallel(); testRefusals(t, br) })
+}
+
+// One rotation as the engine runs it, with a generation an interrupted
+// rotation left behind.
+func testLifecycle(t *testing.T, br *broker) {
+	ctx := context.Background()
+	spec := br.spec("life")
+	b := br.backend(t, spec)
+	br.putUser(t, "life-g7", "orphan-password")
+	// Not generations of "life": they must outlive every sweep.
+	for _, other := range []string{"life-g07", "life-g1x", "life-cell-g2", "lifeg3"} {
+		br.putUser(t, other, "other-password")
+	}
+
+	cur := gen(t, b, 1)
+	p, err := b.Provision(ctx, cur)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.Generation != 1 || p.Secrets[KeyUsername] != "life-g1" || p.Secrets[KeyPassword] != cur[KeyPassword] {
+		t.Errorf("Provision returned generation %d, user %s", p.Generation, p.Secrets[KeyUsername])
+	}
+	br.exact(t, "life-g1", spec)
+	br.login(t, b, "life-g1", cur[KeyPassword], true)
+	if err := br.m.CanOpenVhost("life-g1", cur[KeyPassword], "prod"); err != nil {
+		t.Errorf("life-g1 cannot open prod: %v", err)
+	}
+	if err := b.Precheck(ctx, cur); err != nil {
+		t.Fatal(err)
+	}
+
+	pending := gen(t, b, 2)
+	for range 2 { // a crash after Apply makes the engine apply again
+		got, err := b.Apply(ctx, cur, pending, 2)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got[KeyUsername] != "life-g2" || got[KeyPassword] != pending[KeyPassword] {
+			t.Errorf("Apply returned user %s and another password", got[KeyUsername])
+		}
+	}
+	br.exact(t, "life-g2", spec)
+	br.login(t, b, "life-g1", cur[KeyPassword], true) // the overlap
+	br.login(t, b, "life-g2", pending[KeyPassword], true)
+	if err := br.m.CanOpenVhost("life-g2", pending[KeyPassword], "prod"); err != nil {
+		t.Errorf("life-g2 cannot open prod: %v", err)
+	}
+	if br.exists(t, "life-g7") {
+		t.Error("Apply left the orphan life-g7")
+	}
+	for _, other := range []string{"life-g07", "life-g1x", "life-cell-g2", "lifeg3"} {
+		if !br.exists(t, other) {
+			t.Errorf("Apply deleted %s, which is not a generation of life", other)
+		}
+	}
+
+	for range 2 { // Retire is idempotent: the user is gone already
+		if err := b.Retire(ctx, cur, pending); err != nil {
+			t.Fatal(err)
+		}
+	}
+	br.login(t, b, "life-g1", cur[KeyPassword], false)
+	br.login(t, b, "life-g2", pending[KeyPassword], true)
+	if br.exists(t, "life-g1") {
+		t.Error("Retire left life-g1")
+	}
+	if err := b.Precheck(ctx, pending); err != nil {
+		t.Errorf("the next rotation would be refused: %v", err)
+	}
+}
+
+// Whatever someone added by hand to the current user, Provision leaves
+// exactly the spec's tags, permissions and topic permissions.
+func testProvisionExact(t *testing.T, br *broker) {
+	ctx := context.Background()
+	spec := br.spec("exact")
+	spec.User.Tags = []string{"monitoring", "policymaker"}
+	b := br.backend(t, spec)
+	cur := gen(t, b, 4)
+	br.putUser(t, "exact-g4", cur[KeyPassword], "administrator")
+	br.do(t, "stray permission", drain(br.admin.UpdatePermissionsIn("prod", "exact-g4", permissions(".*"))))
+	br.do(t, "stray topic permission", drain(br.admin.UpdateTopicPermissionsIn("/", "exact-g4", topicPermission("x"))))
+	br.do(t, "stray topic permission", drain(br.admin.UpdateTopicPermissionsIn("prod", "exact-g4", topicPermission("amq.topic"))))
+
+	p, err := b.Provision(ctx, cur)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.Generation != 4 {
+		t.Errorf("generation %d, want 4", p.Generation)
+	}
+	br.exact(t, "exact-g4", spec)
+	br.login(t, b, "exact-g4", cur[KeyPassword], true)
+
+	// A user whose name is no generation is adopted as generation 0.
+	odd := engine.Secrets{KeyUsername: "exact-legacy", KeyPassword: "legacy-password"}
+	if p, err := b.Provision(ctx, odd); err != nil || p.Generation != 0 {
+		t.Errorf("Provision(exact-legacy) = generation %d, %v", p.Generation, err)
+	}
+	br.exact(t, "exact-legacy", spec)
+}
+
+// Reset rolls a rotation back: the pending user goes, and the current one
+// is repaired even if it was changed meanwhile.
+func testReset(t *testing.T, br *broker) {
+	ctx := context.Background()
+	spec := br.spec("reset")
+	b := br.backend(t, spec)
+	cur, pending := gen(t, b, 1), gen(t, b, 2)
+	if _, err := b.Provision(ctx, cur); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.Apply(ctx, cur, pending, 2); err != nil {
+		t.Fatal(err)
+	}
+	br.putUser(t, "reset-g1", "changed-by-hand", "administrator")
+	br.do(t, "clear permissions", drain(br.admin.ClearPermissionsIn("prod", "reset-g1")))
+	for range 2 {
+		if err := b.Reset(ctx, cur); err != nil {
+			t.Fatal(err)
+		}
+	}
+	br.login(t, b, "reset-g1", cur[KeyPassword], true)
+	br.login(t, b, "reset-g1", "changed-by-hand", false)
+	br.login(t, b, "reset-g2", pending[KeyPassword], false)
+	if br.exists(t, "reset-g2") {
+		t.Error("Reset left reset-g2")
+	}
+	br.exact(t, "reset-g1", spec)
+}
+
+func testDeprovision(t *testing.T, br *broker) {
+	ctx := context.Background()
+	b := br.backend(t, br.spec("depro"))
+	cur, pending := gen(t, b, 1), gen(t, b, 2)
+	if _, err := b.Provision(ctx, cur); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.Apply(ctx, cur, pending, 2); err != nil {
+		t.Fatal(err)
+	}
+	br.putUser(t, "depro-g5", "orphan-password")
+	br.putUser(t, "depro-cell-g1", "other-password")
+	for range 2 {
+		if err := b.Deprovision(ctx, cur); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, u := range []string{"depro-g1", "depro-g2", "depro-g5"} {
+		if br.exists(t, u) {
+			t.Errorf("Deprovision left %s", u)
+		}
+	}
+	if !br.exists(t, "depro-cell-g1") {
+		t.Error("Deprovision deleted depro-cell-g1 of another base")
+	}
+}
+
+// The check reads the management API's reason: a user with no tag is
+// refused there even with the right password, and must count as logged
+// in; a wrong password or a missing user must not.
+func testLoginCheck(t *testing.T, br *broker) {
+	b := br.backend(t, br.spec("login"))
+	br.putUser(t, "login-untagged", "right-password")
+	br.putUser(t, "login-management", "right-password", "management")
+	br.putUser(t, "login-custom-tag", "right-password", "nova")
+	for _, u := range []string{"login-untagged", "login-management", "login-custom-tag"} {
+		br.login(t, b, u, "right-password", true)
+		br.login(t, b, u, "wrong-password", false)
+		br.login(t, b, u, "", false)
+	}
+	br.login(t, b, "login-nobody", "right-password", false)
+}
+
+func testVersionAndCluster(t *testing.T, br *broker) {
+	ctx := context.Background()
+	b := br.backend(t, br.spec("info"))
+	v, err := b.Version(ctx, nil)
+	if err != nil || v == "" || v != br.m.Version {
+		t.Errorf("Version = %q, %v; the broker runs %s", v, err, br.m.Version)
+	}
+	id, err := b.ClusterID(ctx)
+	if err != nil || id == "" {
+		t.Errorf("ClusterID = %q, %v", id, err)
+	}
+	cn, err := br.admin.GetClusterName()
+	if err == nil && cn.Name != id {
+		t.Errorf("ClusterID %q is not the cluster's name %q", id, cn.Name)
+	}
+	t.Logf("version %s, cluster %s", v, id)
+}

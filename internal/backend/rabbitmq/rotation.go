@@ -1,0 +1,176 @@
+package rabbitmq
+
+import (
+	"context"
+	"fmt"
+
+	"rekey.io/rekey/internal/engine"
+	"rekey.io/rekey/internal/failpoint"
+	"rekey.io/rekey/internal/reason"
+)
+
+// identity is the user and password a set of secrets names.
+func identity(s engine.Secrets, which string) (string, string, error) {
+	user, password := s[KeyUsername], s[KeyPassword]
+	if user == "" || password == "" {
+		return "", "", fmt.Errorf("the %s secrets lack a %s or a %s", which, KeyUsername, KeyPassword)
+	}
+	return user, password, nil
+}
+
+// verify proves the broker accepts what ensureUser just set.
+func (b *Backend) verify(ctx context.Context, user, password string) error {
+	ok, err := b.authenticates(ctx, user, password)
+	if err != nil || ok {
+		return err
+	}
+	return &engine.Refusal{Reason: string(reason.BackendError), Message: fmt.Sprintf(
+		"user %s was set on %s but does not log in with the password rekey gave it: check that the broker's internal user database decides logins (auth_backends)", user, b.endpoint)}
+}
+
+// Provision implements engine.Backend. A user that exists already must
+// accept cur: rekey does not overwrite a password someone else's consumers
+// may hold (another set with the same base, a user made by hand).
+func (b *Backend) Provision(ctx context.Context, cur engine.Secrets) (_ engine.Provisioned, err error) {
+	defer func() { err = b.redact(err, cur) }()
+	user, password, err := identity(cur, "current")
+	if err != nil {
+		return engine.Provisioned{}, err
+	}
+	if user == b.adminUser {
+		return engine.Provisioned{}, b.adminRefusal(user)
+	}
+	exists, err := b.userExists(ctx, user)
+	if err != nil {
+		return engine.Provisioned{}, err
+	}
+	if exists {
+		ok, err := b.authenticates(ctx, user, password)
+		if err != nil {
+			return engine.Provisioned{}, err
+		}
+		if !ok {
+			return engine.Provisioned{}, &engine.Refusal{Reason: string(reason.ProvisionFailed), Message: fmt.Sprintf(
+				"user %s already exists on %s and does not accept the password rekey holds for it, so rekey leaves it alone (its consumers may use another password): delete the user if nobody uses it, or choose another rabbitmq.user.base", user, b.endpoint)}
+		}
+	}
+	if err := b.ensureUser(ctx, "provision", user, password); err != nil {
+		return engine.Provisioned{}, err
+	}
+	if err := b.verify(ctx, user, password); err != nil {
+		return engine.Provisioned{}, err
+	}
+	gen, _ := generationOf(b.base, user)
+	return engine.Provisioned{Secrets: engine.Secrets{KeyUsername: user, KeyPassword: password}, Generation: gen}, nil
+}
+
+// Precheck implements engine.Backend: the current user must log in, or
+// the rotation would start from credentials nobody can use.
+func (b *Backend) Precheck(ctx context.Context, cur engine.Secrets) (err error) {
+	defer func() { err = b.redact(err, cur) }()
+	user, password, err := identity(cur, "current")
+	if err != nil {
+		return err
+	}
+	exists, err := b.userExists(ctx, user)
+	if err != nil {
+		return err
+	}
+	if !exists {
+		return &engine.Refusal{Reason: string(reason.RotateRefused), Message: fmt.Sprintf(
+			"user %s, the current user in the source Secret, does not exist on %s, so the rotation did not start: recreate it with the source Secret's password (kubectl rekey recover resets the broker to the source Secret), then rotate again", user, b.endpoint)}
+	}
+	ok, err := b.authenticates(ctx, user, password)
+	if err != nil {
+		return err
+	}
+	if !ok {
+		return &engine.Refusal{Reason: string(reason.KeyMismatch), Message: fmt.Sprintf(
+			"user %s on %s does not accept the password the source Secret holds for it (changed outside rekey?), so the rotation did not start: once no consumer depends on the broker's password, reset the user to the source Secret's (kubectl rekey recover), then rotate again", user, b.endpoint)}
+	}
+	return nil
+}
+
+// Apply implements engine.Backend: the pending generation's user is made
+// (or repaired) while the current one stays, then generations left by
+// interrupted rotations are swept, since nobody was ever given them.
+func (b *Backend) Apply(ctx context.Context, cur, pending engine.Secrets, gen int64) (_ engine.Secrets, err error) {
+	defer func() { err = b.redact(err, cur, pending) }()
+	user, password, err := identity(pending, "pending")
+	if err != nil {
+		return nil, err
+	}
+	if user == cur[KeyUsername] {
+		return nil, b.sameUserRefusal(reason.RotateRefused, user)
+	}
+	if err := b.ensureUser(ctx, "rotate", user, password); err != nil {
+		return nil, err
+	}
+	if err := b.verify(ctx, user, password); err != nil {
+		return nil, err
+	}
+	if err := b.removeGenerations(ctx, "rotate", cur[KeyUsername], user); err != nil {
+		return nil, err
+	}
+	return engine.Secrets{KeyUsername: user, KeyPassword: password}, nil
+}
+
+// Retire implements engine.Backend: the current user is deleted once the
+// pending one is proven to log in, so no consumer is left with nothing.
+func (b *Backend) Retire(ctx context.Context, cur, pending engine.Secrets) (err error) {
+	defer func() { err = b.redact(err, cur, pending) }()
+	user, password, err := identity(pending, "pending")
+	if err != nil {
+		return err
+	}
+	old := cur[KeyUsername]
+	if old == "" {
+		return fmt.Errorf("the current secrets lack a %s", KeyUsername)
+	}
+	if old == user {
+		return b.sameUserRefusal(reason.DiscardRefused, user)
+	}
+	ok, err := b.authenticates(ctx, user, password)
+	if err != nil {
+		return err
+	}
+	if !ok {
+		return &engine.Refusal{Reason: string(reason.PendingRejected), Message: fmt.Sprintf(
+			"user %s on %s does not accept the pending password the source Secret holds, so %s was not deleted (its consumers could be locked out): run kubectl rekey recover to roll the rotation back", user, b.endpoint, old)}
+	}
+	if err := b.deleteUser(ctx, old); err != nil {
+		return err
+	}
+	failpoint.Hit("discard/rabbitmq-user-deleted")
+	return nil
+}
+
+// Reset implements engine.Backend: the current user is repaired first, so
+// that it works before anything else is deleted.
+func (b *Backend) Reset(ctx context.Context, cur engine.Secrets) (err error) {
+	defer func() { err = b.redact(err, cur) }()
+	user, password, err := identity(cur, "current")
+	if err != nil {
+		return err
+	}
+	if err := b.ensureUser(ctx, "reset", user, password); err != nil {
+		return err
+	}
+	if err := b.verify(ctx, user, password); err != nil {
+		return err
+	}
+	return b.removeGenerations(ctx, "reset", user)
+}
+
+// Deprovision implements engine.Deprovisioner: every generation rekey made
+// goes. A current user outside the <base>-g<N> pattern was not made by
+// rekey, so it stays.
+func (b *Backend) Deprovision(ctx context.Context, cur engine.Secrets) (err error) {
+	defer func() { err = b.redact(err, cur) }()
+	return b.removeGenerations(ctx, "deprovision")
+}
+
+func (b *Backend) sameUserRefusal(r reason.Reason, user string) error {
+	return &engine.Refusal{Reason: string(r), Message: fmt.Sprintf(
+		"the pending user %s is also the current user, so retiring one would delete the other: abort the rotation (kubectl rekey abort) and rotate again", user)}
+}

@@ -1,0 +1,102 @@
+package controller
+
+import (
+	"context"
+	"fmt"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	v1 "rekey.io/rekey/api/v1alpha1"
+)
+
+// rotatorKeyringKey holds client.admin-rotator's keyring in the rotator
+// Secret (seed 001's rook-ceph-admin-rotator-keyring).
+const rotatorKeyringKey = "keyring"
+
+// RotatorSecretName is where the temporary rotator's keyring lives while
+// the admin key rotates: next to the admin keyring Secret.
+func RotatorSecretName(adminSecret string) string { return adminSecret + "-rotator" }
+
+// secretKeyringStore keeps the Ceph admin keyring, and the rotator's, in
+// Secrets of the set's namespace, read live and written with optimistic
+// locking. The rotator keyring is removed by emptying its key: the manager
+// holds no delete permission on Secrets (least privilege), and an empty
+// key means "no rotation under way" just as an absent Secret does.
+type secretKeyringStore struct {
+	r         *Reconciler
+	namespace string
+	ref       v1.SecretKeyRef
+}
+
+func (s *secretKeyringStore) LoadAdmin(ctx context.Context) (string, error) {
+	return s.r.readSecretKey(ctx, s.namespace, s.ref.Name, s.ref.Key)
+}
+
+func (s *secretKeyringStore) SaveAdmin(ctx context.Context, keyring string) error {
+	return s.put(ctx, s.ref.Name, s.ref.Key, keyring, false)
+}
+
+func (s *secretKeyringStore) LoadRotator(ctx context.Context) (string, bool, error) {
+	sec := &corev1.Secret{}
+	err := s.r.APIReader.Get(ctx, client.ObjectKey{Namespace: s.namespace, Name: RotatorSecretName(s.ref.Name)}, sec)
+	if apierrors.IsNotFound(err) {
+		return "", false, nil
+	}
+	if err != nil {
+		return "", false, err
+	}
+	v := sec.Data[rotatorKeyringKey]
+	return string(v), len(v) > 0, nil
+}
+
+func (s *secretKeyringStore) SaveRotator(ctx context.Context, keyring string) error {
+	return s.put(ctx, RotatorSecretName(s.ref.Name), rotatorKeyringKey, keyring, true)
+}
+
+func (s *secretKeyringStore) DeleteRotator(ctx context.Context) error {
+	sec := &corev1.Secret{}
+	err := s.r.APIReader.Get(ctx, client.ObjectKey{Namespace: s.namespace, Name: RotatorSecretName(s.ref.Name)}, sec)
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	if _, ok := sec.Data[rotatorKeyringKey]; !ok {
+		return nil
+	}
+	delete(sec.Data, rotatorKeyringKey)
+	return s.r.Client.Update(ctx, sec)
+}
+
+// put writes key=value into a Secret; create says whether a missing Secret
+// may be created (the rotator's) or is an error (the admin's, which the
+// user provides).
+func (s *secretKeyringStore) put(ctx context.Context, name, key, value string, create bool) error {
+	sec := &corev1.Secret{}
+	err := s.r.APIReader.Get(ctx, client.ObjectKey{Namespace: s.namespace, Name: name}, sec)
+	if apierrors.IsNotFound(err) && create {
+		sec = &corev1.Secret{
+			ObjectMeta: metav1.ObjectMeta{Namespace: s.namespace, Name: name,
+				Labels:      map[string]string{ManagedByLabel: ManagedByValue},
+				Annotations: map[string]string{"rekey.io/purpose": "temporary client.admin-rotator keyring of an admin key rotation (seed 001); emptied when it ends"}},
+			Type: corev1.SecretTypeOpaque,
+			Data: map[string][]byte{key: []byte(value)},
+		}
+		return s.r.Client.Create(ctx, sec)
+	}
+	if err != nil {
+		return fmt.Errorf("read Secret %s/%s: %w", s.namespace, name, err)
+	}
+	if string(sec.Data[key]) == value {
+		return nil
+	}
+	if sec.Data == nil {
+		sec.Data = map[string][]byte{}
+	}
+	sec.Data[key] = []byte(value)
+	return s.r.Client.Update(ctx, sec)
+}

@@ -1,0 +1,181 @@
+package controller
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strings"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	v1 "rekey.io/rekey/api/v1alpha1"
+	"rekey.io/rekey/internal/engine"
+	"rekey.io/rekey/internal/reason"
+)
+
+// SecretHashAnnotation on distributed Secrets lets outside automation
+// record which distribution it deployed, to acknowledge exactly that.
+const SecretHashAnnotation = "rekey.io/secret-hash"
+
+// secretHash names what the distribution Secrets hold when they serve
+// generation gen: the generation and the rotation that produced it, never
+// the secret material itself.
+func secretHash(cs *v1.CredentialSet, gen int64) string {
+	id := cs.Status.LastRotationID
+	if gen != cs.Status.KeyGeneration && cs.Status.KeyGeneration != 0 {
+		id = cs.Status.RotationID
+	}
+	sum := sha256.Sum256([]byte(fmt.Sprintf("%s/%d/%s", setRef(cs), gen, id)))
+	return hex.EncodeToString(sum[:])[:12]
+}
+
+// noteHash records what the distribution Secrets hold now; a change
+// resets every consumer's coverage (seed 004 edge case 4).
+func (r *Reconciler) noteHash(cs *v1.CredentialSet) {
+	hash := secretHash(cs, r.servedGeneration(cs))
+	if prev := cs.Status.SecretHash; prev != "" && prev != hash && len(cs.Status.Consumers) > 0 {
+		r.event(cs, "Normal", reason.CoverageReset, "Coverage", "the distributed credentials changed (%s → %s): every consumer must move again", prev, hash)
+	}
+	cs.Status.SecretHash = hash
+}
+
+// previous finds a consumer's entry in the last observed status.
+func previous(cs *v1.CredentialSet, kind v1.ConsumerKind, ns, name string) *v1.ConsumerStatus {
+	for i, c := range cs.Status.Consumers {
+		if c.Kind == kind && c.Namespace == ns && c.Name == name {
+			return &cs.Status.Consumers[i]
+		}
+	}
+	return nil
+}
+
+// stamp records when a consumer was first seen moved for the current hash;
+// a new hash starts over (seed 004 edge case 4).
+func (r *Reconciler) stamp(cs *v1.CredentialSet, st *v1.ConsumerStatus, hash string) {
+	st.SecretHash = hash
+	if !st.RolledOut {
+		return
+	}
+	if prev := previous(cs, st.Kind, st.Namespace, st.Name); prev != nil && prev.SecretHash == hash && prev.MovedAt != nil {
+		st.MovedAt = prev.MovedAt
+		return
+	}
+	now := metav1.NewTime(r.now())
+	st.MovedAt = &now
+	r.event(cs, "Normal", reason.ConsumerMoved, "Coverage", "%s %s moved to the current credentials (%s)", st.Kind, strings.TrimPrefix(st.Namespace+"/"+st.Name, "/"), hash)
+}
+
+// syncGroups folds acknowledgements into each group's coverage. Only acks
+// for the current hash count; members acknowledged for an earlier
+// distribution must be acknowledged again.
+func (r *Reconciler) syncGroups(ctx context.Context, cs *v1.CredentialSet, hash string) []v1.ConsumerStatus {
+	var out []v1.ConsumerStatus
+	for _, g := range cs.Spec.ConsumerGroups {
+		st := v1.ConsumerStatus{Kind: v1.KindGroup, Name: g.Name}
+		var moved []string
+		if prev := previous(cs, v1.KindGroup, "", g.Name); prev != nil && prev.SecretHash == hash {
+			moved = append(moved, prev.MembersUpdated...)
+		}
+		key := engine.AckAnnotationPrefix + g.Name
+		if v, ok := cs.Annotations[key]; ok {
+			ackHash, members, valid := engine.ParseAck(v)
+			switch {
+			case !valid:
+				r.event(cs, "Warning", reason.AckIgnored, "Coverage", "annotation %s is not <secretHash>:<member>,...; it was removed: acknowledge again with kubectl rekey ack", key)
+				r.dropAck(ctx, cs, key)
+			case ackHash != hash:
+				r.event(cs, "Warning", reason.AckIgnored, "Coverage", "acknowledgement of group %s was for distribution %s, but the Secrets now hold %s: the members must pick up the new credentials and be acknowledged again", g.Name, ackHash, hash)
+				r.dropAck(ctx, cs, key)
+			default:
+				var unknown []string
+				for _, m := range members {
+					if !slices.Contains(g.Members, m) {
+						unknown = append(unknown, m)
+					} else if !slices.Contains(moved, m) {
+						moved = append(moved, m)
+					}
+				}
+				if len(unknown) > 0 {
+					r.event(cs, "Warning", reason.AckIgnored, "Coverage", "group %s has no members %v; they were not counted: fix the names, or add them to spec.consumerGroups", g.Name, unknown)
+				}
+			}
+		}
+		slices.Sort(moved)
+		st.MembersUpdated = moved
+		st.Coverage = fmt.Sprintf("%d/%d", len(moved), len(g.Members))
+		st.RolledOut = len(moved) == len(g.Members)
+		if !st.RolledOut {
+			st.Message = fmt.Sprintf("%s members updated; waiting for %s", st.Coverage, strings.Join(missingMembers(g.Members, moved), ", "))
+		}
+		r.stamp(cs, &st, hash)
+		out = append(out, st)
+	}
+	return out
+}
+
+func missingMembers(all, moved []string) []string {
+	var out []string
+	for _, m := range all {
+		if !slices.Contains(moved, m) {
+			out = append(out, m)
+			if len(out) == 5 {
+				out = append(out, "…")
+				break
+			}
+		}
+	}
+	return out
+}
+
+// dropAck removes an acknowledgement only if the set did not change since
+// it was read: a batch recorded meanwhile is never lost.
+func (r *Reconciler) dropAck(ctx context.Context, cs *v1.CredentialSet, key string) {
+	body, _ := json.Marshal(map[string]any{"metadata": map[string]any{
+		"resourceVersion": cs.ResourceVersion, "annotations": map[string]any{key: nil}}})
+	if err := r.Client.Patch(ctx, cs.DeepCopy(), client.RawPatch(types.MergePatchType, body)); err != nil {
+		logFrom(ctx).Info("stale acknowledgement not removed; retried next reconcile", "annotation", key, "error", err.Error())
+	}
+}
+
+// scopeMoved applies seed 004's cross-set check to backends whose old
+// credentials are shared state of a cluster: every other set on the same
+// cluster must have all its consumers moved too. It returns what still
+// waits, or a problem when the cluster cannot be identified (then nothing
+// may be retired, seed 004 edge case 2).
+func (r *Reconciler) scopeMoved(ctx context.Context, cs *v1.CredentialSet, p *plan) (waiting []string, prob *problem, err error) {
+	sc, ok := p.backend.(engine.Scoped)
+	if !ok {
+		return nil, nil, nil
+	}
+	id, cerr := sc.ClusterID(ctx)
+	if cerr != nil || id == "" {
+		return nil, &problem{reason.ClusterUnidentified, fmt.Sprintf(
+			"the backend cluster cannot be identified (%v), so no old credentials are retired: check the endpoint and the admin's permission to read the cluster overview", cerr)}, nil
+	}
+	cs.Status.Cluster = id
+	var list v1.CredentialSetList
+	if err := r.Client.List(ctx, &list); err != nil {
+		return nil, nil, err
+	}
+	for _, o := range list.Items {
+		if o.UID == cs.UID || o.Status.Cluster != id {
+			continue
+		}
+		want := len(o.Spec.Consumers) + len(o.Spec.ConsumerGroups)
+		moved := 0
+		for _, c := range o.Status.Consumers {
+			if c.RolledOut {
+				moved++
+			}
+		}
+		if moved < want || len(o.Status.Consumers) != want {
+			waiting = append(waiting, fmt.Sprintf("CredentialSet %s/%s on the same cluster: %d/%d consumers moved", o.Namespace, o.Name, moved, want))
+		}
+	}
+	return waiting, nil, nil
+}

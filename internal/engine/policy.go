@@ -1,0 +1,133 @@
+package engine
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	v1 "rekey.io/rekey/api/v1alpha1"
+)
+
+// PolicyInput is what the rotation policy decision depends on.
+type PolicyInput struct {
+	Rotation v1.RotationSpec
+	Status   v1.CredentialSetStatus
+	// Version is the backend's running version, "" when it was not read
+	// (only WithVersionUpgrade needs it).
+	Version string
+	Now     time.Time
+}
+
+// PolicyDue is the policy's verdict.
+type PolicyDue struct {
+	// RotationID is the rotation the policy asks for, "" for none. It is
+	// derived from what triggered it, so a crash or a repeated reconcile
+	// asks for the same rotation, never a second one.
+	RotationID string
+	// Why says what triggered it, for the PolicyTriggered event.
+	Why string
+	// NextAt is when Schedule asks for the next rotation (nil otherwise).
+	NextAt *time.Time
+}
+
+// Due decides whether the rotation policy starts a rotation now (seed 001
+// keyRotationPolicy, plus Schedule). A rotation the policy asked for and an
+// operator aborted is not asked for again: KeyGeneration waits for a higher
+// keyGeneration, WithVersionUpgrade for a newer version, Schedule for the
+// following interval.
+func Due(in PolicyInput) PolicyDue {
+	st, rot := in.Status, in.Rotation
+	var d PolicyDue
+	switch rot.Policy {
+	case v1.PolicyKeyGeneration:
+		if rot.KeyGeneration != nil && *rot.KeyGeneration > st.KeyGeneration {
+			d.RotationID = fmt.Sprintf("keygeneration-%d", *rot.KeyGeneration)
+			d.Why = fmt.Sprintf("rotation.keyGeneration %d is above status.keyGeneration %d", *rot.KeyGeneration, st.KeyGeneration)
+		}
+	case v1.PolicyWithVersionUpgrade:
+		switch {
+		case in.Version == "":
+		case st.KeyVersion == "":
+			d.RotationID = "version-" + versionID(in.Version)
+			d.Why = fmt.Sprintf("the version that minted the current credentials is unknown; the backend runs %s", in.Version)
+		case CompareVersions(in.Version, st.KeyVersion) > 0:
+			d.RotationID = "version-" + versionID(in.Version)
+			d.Why = fmt.Sprintf("the backend runs %s, newer than %s which minted the current credentials", in.Version, st.KeyVersion)
+		}
+	case v1.PolicySchedule:
+		if rot.Interval == nil || rot.Interval.Duration <= 0 || st.CurrentSince == nil {
+			break
+		}
+		due := st.CurrentSince.Add(rot.Interval.Duration)
+		if scheduleID(due) == st.LastRolledBackID {
+			due = due.Add(rot.Interval.Duration)
+		}
+		d.NextAt = &due
+		if !in.Now.Before(due) {
+			d.RotationID = scheduleID(due)
+			d.Why = fmt.Sprintf("the current credentials are older than rotation.interval %s", rot.Interval.Duration)
+		}
+	}
+	if d.RotationID != "" && (st.KeyGeneration == 0 || st.Phase != v1.PhaseIdle && st.Phase != "" ||
+		st.ResetPending || d.RotationID == st.LastRolledBackID || d.RotationID == st.LastRotationID) {
+		d.RotationID, d.Why = "", ""
+	}
+	return d
+}
+
+// TargetGeneration is the generation a rotation starting now produces:
+// the next one, or the spec's keyGeneration when that is higher (values
+// may jump, seed 001).
+func TargetGeneration(rot v1.RotationSpec, st v1.CredentialSetStatus) int64 {
+	next := st.KeyGeneration + 1
+	if rot.Policy == v1.PolicyKeyGeneration && rot.KeyGeneration != nil && *rot.KeyGeneration > next {
+		return *rot.KeyGeneration
+	}
+	return next
+}
+
+func scheduleID(due time.Time) string { return "schedule-" + strconv.FormatInt(due.Unix(), 10) }
+
+// versionID keeps a version usable inside an annotation-like ID.
+func versionID(v string) string {
+	return strings.Map(func(r rune) rune {
+		if r >= '0' && r <= '9' || r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r == '.' {
+			return r
+		}
+		return '-'
+	}, v)
+}
+
+// CompareVersions compares dotted numeric versions ("9.7.4" < "9.10.0");
+// a part that is not a number compares as text.
+func CompareVersions(a, b string) int {
+	pa, pb := strings.Split(a, "."), strings.Split(b, ".")
+	for i := range max(len(pa), len(pb)) {
+		var x, y string
+		if i < len(pa) {
+			x = pa[i]
+		}
+		if i < len(pb) {
+			y = pb[i]
+		}
+		nx, ex := strconv.Atoi(x)
+		ny, ey := strconv.Atoi(y)
+		switch {
+		case ex == nil && ey == nil:
+			if nx != ny {
+				return cmpInt(nx, ny)
+			}
+		case x != y:
+			return strings.Compare(x, y)
+		}
+	}
+	return 0
+}
+
+func cmpInt(a, b int) int {
+	if a < b {
+		return -1
+	}
+	return 1
+}

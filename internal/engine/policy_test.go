@@ -1,0 +1,133 @@
+package engine
+
+import (
+	"strconv"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	v1 "rekey.io/rekey/api/v1alpha1"
+)
+
+func TestDue(t *testing.T) {
+	now := time.Date(2026, 11, 23, 12, 0, 0, 0, time.UTC)
+	gen := func(n int64) *int64 { return &n }
+	since := func(ago time.Duration) *metav1.Time { t := metav1.NewTime(now.Add(-ago)); return &t }
+	day := &metav1.Duration{Duration: 24 * time.Hour}
+	idle := func(g int64) v1.CredentialSetStatus {
+		return v1.CredentialSetStatus{Phase: v1.PhaseIdle, KeyGeneration: g, KeyVersion: "20.2.4", CurrentSince: since(time.Hour)}
+	}
+	with := func(st v1.CredentialSetStatus, f func(*v1.CredentialSetStatus)) v1.CredentialSetStatus { f(&st); return st }
+	keygen := func(g int64) v1.RotationSpec {
+		return v1.RotationSpec{Policy: v1.PolicyKeyGeneration, KeyGeneration: gen(g)}
+	}
+	upgrade := v1.RotationSpec{Policy: v1.PolicyWithVersionUpgrade}
+	schedule := v1.RotationSpec{Policy: v1.PolicySchedule, Interval: day}
+	dueAt := now.Add(-time.Hour).Add(24 * time.Hour)
+
+	cases := []struct {
+		name    string
+		rot     v1.RotationSpec
+		st      v1.CredentialSetStatus
+		version string
+		want    string
+		nextAt  *time.Time
+	}{
+		{name: "disabled never rotates", rot: v1.RotationSpec{Policy: v1.PolicyDisabled}, st: idle(1), version: "99.0"},
+		{name: "unset policy is disabled", st: idle(1), version: "99.0"},
+
+		{name: "keygen above status rotates", rot: keygen(2), st: idle(1), want: "keygeneration-2"},
+		{name: "keygen may jump", rot: keygen(7), st: idle(2), want: "keygeneration-7"},
+		{name: "keygen equal to status does not", rot: keygen(2), st: idle(2)},
+		{name: "keygen below status does not", rot: keygen(1), st: idle(3)},
+		{name: "keygen before provisioning does not", rot: keygen(5), st: idle(0)},
+		{name: "keygen while rotating does not start another", rot: keygen(5), st: with(idle(1), func(s *v1.CredentialSetStatus) { s.Phase = v1.PhaseRotating })},
+		{name: "keygen while distributed does not", rot: keygen(5), st: with(idle(1), func(s *v1.CredentialSetStatus) { s.Phase = v1.PhaseDistributed })},
+		{name: "keygen during a reset does not", rot: keygen(5), st: with(idle(1), func(s *v1.CredentialSetStatus) { s.ResetPending = true })},
+		{name: "keygen aborted is not asked again", rot: keygen(5), st: with(idle(1), func(s *v1.CredentialSetStatus) { s.LastRolledBackID = "keygeneration-5" })},
+		{name: "keygen raised after an abort rotates", rot: keygen(6), st: with(idle(1), func(s *v1.CredentialSetStatus) { s.LastRolledBackID = "keygeneration-5" }), want: "keygeneration-6"},
+		{name: "keygen on a set never phased yet", rot: keygen(2), st: with(idle(1), func(s *v1.CredentialSetStatus) { s.Phase = "" }), want: "keygeneration-2"},
+
+		{name: "upgrade to a newer version rotates", rot: upgrade, st: idle(1), version: "20.2.5", want: "version-20.2.5"},
+		{name: "upgrade compares numerically", rot: upgrade, st: with(idle(1), func(s *v1.CredentialSetStatus) { s.KeyVersion = "9.9.0" }), version: "9.10.0", want: "version-9.10.0"},
+		{name: "same version does not", rot: upgrade, st: idle(1), version: "20.2.4"},
+		{name: "downgrade does not", rot: upgrade, st: idle(1), version: "20.2.3"},
+		{name: "unknown running version does not", rot: upgrade, st: idle(1), version: ""},
+		{name: "unknown minting version (brownfield) rotates", rot: upgrade, st: with(idle(1), func(s *v1.CredentialSetStatus) { s.KeyVersion = "" }), version: "20.2.4", want: "version-20.2.4"},
+		{name: "upgrade aborted is not asked again", rot: upgrade, st: with(idle(1), func(s *v1.CredentialSetStatus) { s.LastRolledBackID = "version-20.2.5" }), version: "20.2.5"},
+		{name: "upgrade just completed is not asked again", rot: upgrade, st: with(idle(2), func(s *v1.CredentialSetStatus) { s.LastRotationID = "version-20.2.5"; s.KeyVersion = "20.2.4" }), version: "20.2.5"},
+		{name: "upgrade while rotating does not", rot: upgrade, st: with(idle(1), func(s *v1.CredentialSetStatus) { s.Phase = v1.PhaseRotating }), version: "21.0.0"},
+
+		{name: "schedule not yet due", rot: schedule, st: idle(1), nextAt: &dueAt},
+		{name: "schedule due", rot: schedule, st: with(idle(1), func(s *v1.CredentialSetStatus) { s.CurrentSince = since(25 * time.Hour) }),
+			want: "schedule-" + itoa(now.Add(-25*time.Hour).Add(24*time.Hour).Unix()), nextAt: ptr(now.Add(-time.Hour))},
+		{name: "schedule exactly due", rot: schedule, st: with(idle(1), func(s *v1.CredentialSetStatus) { s.CurrentSince = since(24 * time.Hour) }),
+			want: "schedule-" + itoa(now.Unix()), nextAt: ptr(now)},
+		{name: "schedule aborted waits one more interval", rot: schedule,
+			st:     with(idle(1), func(s *v1.CredentialSetStatus) { s.CurrentSince = since(25 * time.Hour); s.LastRolledBackID = "schedule-" + itoa(now.Add(-time.Hour).Unix()) }),
+			nextAt: ptr(now.Add(23 * time.Hour))},
+		{name: "schedule without currentSince does not", rot: schedule, st: with(idle(1), func(s *v1.CredentialSetStatus) { s.CurrentSince = nil })},
+		{name: "schedule due while distributed does not start another", rot: schedule,
+			st:     with(idle(1), func(s *v1.CredentialSetStatus) { s.CurrentSince = since(48 * time.Hour); s.Phase = v1.PhaseDistributed }),
+			nextAt: ptr(now.Add(-24 * time.Hour))},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			got := Due(PolicyInput{Rotation: c.rot, Status: c.st, Version: c.version, Now: now})
+			if got.RotationID != c.want {
+				t.Fatalf("RotationID = %q, want %q (why %q)", got.RotationID, c.want, got.Why)
+			}
+			if (got.RotationID != "") != (got.Why != "") {
+				t.Fatalf("Why = %q for RotationID %q: a triggered rotation must say why, and only then", got.Why, got.RotationID)
+			}
+			switch {
+			case c.nextAt == nil && got.NextAt != nil:
+				t.Fatalf("NextAt = %v, want none", got.NextAt)
+			case c.nextAt != nil && (got.NextAt == nil || !got.NextAt.Equal(*c.nextAt)):
+				t.Fatalf("NextAt = %v, want %v", got.NextAt, c.nextAt)
+			}
+		})
+	}
+}
+
+func TestTargetGeneration(t *testing.T) {
+	g := func(n int64) *int64 { return &n }
+	cases := []struct {
+		rot  v1.RotationSpec
+		cur  int64
+		want int64
+	}{
+		{v1.RotationSpec{}, 1, 2},
+		{v1.RotationSpec{Policy: v1.PolicyKeyGeneration, KeyGeneration: g(9)}, 1, 9},
+		{v1.RotationSpec{Policy: v1.PolicyKeyGeneration, KeyGeneration: g(2)}, 4, 5},
+		{v1.RotationSpec{Policy: v1.PolicySchedule, KeyGeneration: g(9)}, 1, 2},
+	}
+	for _, c := range cases {
+		if got := TargetGeneration(c.rot, v1.CredentialSetStatus{KeyGeneration: c.cur}); got != c.want {
+			t.Errorf("TargetGeneration(%+v, %d) = %d, want %d", c.rot, c.cur, got, c.want)
+		}
+	}
+}
+
+func TestCompareVersions(t *testing.T) {
+	cases := []struct {
+		a, b string
+		want int
+	}{
+		{"20.2.4", "20.2.4", 0}, {"20.2.4", "20.2.5", -1}, {"9.10.0", "9.9.9", 1},
+		{"21.0.0", "20.99.99", 1}, {"3.10.8", "3.10", 1}, {"8.0.36", "8.4.0", -1},
+	}
+	for _, c := range cases {
+		if got := CompareVersions(c.a, c.b); got != c.want {
+			t.Errorf("CompareVersions(%q, %q) = %d, want %d", c.a, c.b, got, c.want)
+		}
+		if got := CompareVersions(c.b, c.a); got != -c.want {
+			t.Errorf("CompareVersions(%q, %q) = %d, want %d (antisymmetry)", c.b, c.a, got, -c.want)
+		}
+	}
+}
+
+func ptr[T any](v T) *T { return &v }
+
+func itoa(n int64) string { return strconv.FormatInt(n, 10) }

@@ -1,0 +1,266 @@
+package e2e
+
+import (
+	"net/url"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	rabbithole "github.com/michaelklishin/rabbit-hole/v2"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	v1 "rekey.io/rekey/api/v1alpha1"
+	"rekey.io/rekey/internal/controller"
+	"rekey.io/rekey/internal/reason"
+	"rekey.io/rekey/internal/testenv"
+)
+
+// TestRabbitMQCoverage is seed 004's scenario on a real broker: two sets
+// share one RabbitMQ cluster, their consumer groups are updated in
+// batches, and the old user of a rotated set is deleted only after the last
+// batch of the last group — never while any member could still hold it.
+func TestRabbitMQCoverage(t *testing.T) {
+	m := testenv.RabbitMQForTest(t)
+	t.Logf("rabbitmq-server %s", m.Version)
+	startManager(t, cp.Config)
+	ns := newNamespace(t)
+	computeA := v1.ConsumerGroup{Name: "compute-a", Members: []string{"a0", "a1", "a2"}}
+	computeB := v1.ConsumerGroup{Name: "compute-b", Members: []string{"b0", "b1"}}
+	for _, cs := range []*v1.CredentialSet{rabbitSet(t, ns, "nova", m, computeA), rabbitSet(t, ns, "neutron", m, computeB)} {
+		if err := k8s.Create(ctxT(t), cs); err != nil {
+			t.Fatal(err)
+		}
+	}
+	nova := waitPhase(t, ns, "nova", v1.PhaseIdle, 1)
+	waitPhase(t, ns, "neutron", v1.PhaseIdle, 1)
+	eventually(t, 30*time.Second, "both sets identify the same cluster", func() (bool, string) {
+		a, b := getSet(t, ns, "nova").Status.Cluster, getSet(t, ns, "neutron").Status.Cluster
+		return a != "" && a == b, a + " / " + b
+	})
+	f := startFleet(t, m)
+	f.deploy(t, ns, "nova-transport", computeA.Members...)
+	hB1 := f.deploy(t, ns, "neutron-transport", computeB.Members...)
+	g1 := secretData(t, ns, "nova-transport")
+	assertTransport(t, g1, m, "nova-g1")
+
+	rotate(t, ns, "nova", "r1")
+	nova = waitPhase(t, ns, "nova", v1.PhaseDistributed, 1)
+	g2 := secretData(t, ns, "nova-transport")
+	assertTransport(t, g2, m, "nova-g2")
+	overlap := map[string]string{"nova-g1": string(g1["password"]), "nova-g2": string(g2["password"])}
+	for u, pw := range overlap {
+		if err := m.CanAuthenticate(u, pw); err != nil {
+			t.Fatalf("during the overlap %s must log in over AMQP: %v", u, err)
+		}
+		c, err := rabbithole.NewClient(m.MgmtURL, u, pw)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := c.Whoami(); err != nil {
+			t.Fatalf("during the overlap %s must log in to the management API: %v", u, err)
+		}
+	}
+	assertPermissions(t, m, nova, "nova-g2")
+
+	// An ack for the distribution before the rotation does not count.
+	hA1 := waitHash(t, ns, "nova")
+	if _, err := ack(t, ns, "nova", "compute-a", hB1, "a0"); err == nil {
+		t.Fatal("ack with a hash that is not the set's current one must be refused")
+	}
+	annotate(t, ns, "nova", "rekey.io/ack.compute-a", "0123456789ab:a0,a1,a2")
+	waitEvent(t, ns, "nova", string(reason.AckIgnored))
+
+	// Batch 1 of compute-a.
+	hA2 := f.deploy(t, ns, "nova-transport", "a0")
+	if hA2 != hA1 {
+		t.Fatalf("the distribution Secret carries hash %s, status says %s", hA2, hA1)
+	}
+	if hA2 == hB1 {
+		t.Fatal("two sets' distributions share a hash")
+	}
+	if _, err := ack(t, ns, "nova", "compute-a", hA2, "a0"); err != nil {
+		t.Fatal(err)
+	}
+	waitCoverage(t, ns, "nova", "compute-a", "1/3")
+	// compute-b acknowledges its current distribution in part; then
+	// neutron rotates, which resets its coverage (seed 004 edge case 4).
+	if _, err := ack(t, ns, "neutron", "compute-b", hB1, "b0"); err != nil {
+		t.Fatal(err)
+	}
+	waitCoverage(t, ns, "neutron", "compute-b", "1/2")
+	rotate(t, ns, "neutron", "r1")
+	waitPhase(t, ns, "neutron", v1.PhaseDistributed, 1)
+	waitHash(t, ns, "neutron")
+	waitCoverage(t, ns, "neutron", "compute-b", "0/2")
+	waitEvent(t, ns, "neutron", string(reason.CoverageReset))
+
+	// The rest of compute-a: nova's own consumers all moved, but neutron's
+	// have not, so nova-g1 must survive.
+	f.deploy(t, ns, "nova-transport", "a1", "a2")
+	if _, err := ack(t, ns, "nova", "compute-a", "", "a1", "a2"); err != nil {
+		t.Fatal(err)
+	}
+	waitCoverage(t, ns, "nova", "compute-a", "3/3")
+	holdsFor(t, 4*time.Second, "nova-g1 kept while neutron's members have not moved", func() (bool, string) {
+		cs := getSet(t, ns, "nova")
+		u := rabbitUsers(t, m, "nova")
+		return cs.Status.Phase == v1.PhaseDistributed && slices.Contains(u, "nova-g1"), stateOf(cs) + " users " + strings.Join(u, ",")
+	})
+	if c := condition(getSet(t, ns, "nova"), "RolloutComplete"); c == nil {
+		t.Fatal("no RolloutComplete condition")
+	}
+
+	// neutron's members move in two batches; only the last one frees
+	// both old users.
+	hB2 := f.deploy(t, ns, "neutron-transport", "b1")
+	if _, err := ack(t, ns, "neutron", "compute-b", hB2, "b1"); err != nil {
+		t.Fatal(err)
+	}
+	waitCoverage(t, ns, "neutron", "compute-b", "1/2")
+	holdsFor(t, 3*time.Second, "old users kept until the last batch", func() (bool, string) {
+		a, b := rabbitUsers(t, m, "nova"), rabbitUsers(t, m, "neutron")
+		return slices.Contains(a, "nova-g1") && slices.Contains(b, "neutron-g1"), strings.Join(append(a, b...), ",")
+	})
+	f.deploy(t, ns, "neutron-transport", "b0")
+	if _, err := ack(t, ns, "neutron", "compute-b", hB2, "b0"); err != nil {
+		t.Fatal(err)
+	}
+	nova = waitPhase(t, ns, "nova", v1.PhaseIdle, 2)
+	waitPhase(t, ns, "neutron", v1.PhaseIdle, 2)
+	if u := rabbitUsers(t, m, "nova"); !slices.Equal(u, []string{"nova-g2"}) {
+		t.Fatalf("after retirement nova's users are %v, want only nova-g2", u)
+	}
+	if err := m.CanAuthenticate("nova-g1", string(g1["password"])); err == nil {
+		t.Fatal("nova-g1 still logs in after retirement")
+	}
+	if err := m.CanAuthenticate("nova-g2", string(g2["password"])); err != nil {
+		t.Fatalf("nova-g2 must log in after retirement: %v", err)
+	}
+	assertPermissions(t, m, nova, "nova-g2")
+	waitEvent(t, ns, "nova", string(reason.RotationCompleted))
+	f.assertNoGap(t)
+	assertNoSecretLeaked(t, ns, "neutron", map[string]string{"nova-g1": string(g1["password"]),
+		"nova-g2": string(g2["password"]), "admin": m.AdminPassword})
+
+	// Deleting a set while a consumer group still uses its user keeps both.
+	if err := k8s.Delete(ctxT(t), getSet(t, ns, "nova")); err != nil {
+		t.Fatal(err)
+	}
+	note := waitEvent(t, ns, "nova", string(reason.UsersInUse))
+	if !strings.Contains(note, "compute-a") {
+		t.Fatalf("UsersInUse must name the consumer: %q", note)
+	}
+	if u := rabbitUsers(t, m, "nova"); !slices.Equal(u, []string{"nova-g2"}) {
+		t.Fatalf("a set deleted while in use must keep its user: %v", u)
+	}
+	cs := getSet(t, ns, "nova")
+	cs.Spec.ConsumerGroups = nil
+	if err := k8s.Update(ctxT(t), cs); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, time.Minute, "nova deleted with its users", func() (bool, string) {
+		err := k8s.Get(ctxT(t), client.ObjectKey{Namespace: ns, Name: "nova"}, &v1.CredentialSet{})
+		u := rabbitUsers(t, m, "nova")
+		return apierrors.IsNotFound(err) && len(u) == 0, strings.Join(u, ",")
+	})
+}
+
+// waitHash waits until status names what the distribution Secret holds.
+func waitHash(t testing.TB, ns, set string) string {
+	t.Helper()
+	var h string
+	eventually(t, 30*time.Second, set+" status.secretHash matches its Secret", func() (bool, string) {
+		cs := getSet(t, ns, set)
+		h = cs.Status.SecretHash
+		s := &corev1.Secret{}
+		if err := k8s.Get(ctxT(t), client.ObjectKey{Namespace: ns, Name: cs.Spec.Distribution[0].Name}, s); err != nil {
+			return false, err.Error()
+		}
+		return h != "" && h == s.Annotations[controller.SecretHashAnnotation], h + " vs " + s.Annotations[controller.SecretHashAnnotation]
+	})
+	return h
+}
+
+func waitCoverage(t testing.TB, ns, set, group, want string) {
+	t.Helper()
+	eventually(t, time.Minute, set+" "+group+" coverage "+want, func() (bool, string) {
+		cs := getSet(t, ns, set)
+		got := groupCoverage(cs, group)
+		return got == want, got + " " + stateOf(cs)
+	})
+}
+
+// holdsFor asserts cond stays true for d.
+func holdsFor(t testing.TB, d time.Duration, what string, cond func() (bool, string)) {
+	t.Helper()
+	for end := time.Now().Add(d); time.Now().Before(end); time.Sleep(200 * time.Millisecond) {
+		if ok, state := cond(); !ok {
+			t.Fatalf("%s: no longer true (%s)", what, state)
+		}
+	}
+}
+
+// assertTransport checks the distributed keys: the user and password, a
+// transport_url that parses back to them, and the config file embedding it.
+func assertTransport(t testing.TB, data map[string][]byte, m *testenv.RabbitMQ, user string) {
+	t.Helper()
+	if got := string(data["username"]); got != user {
+		t.Fatalf("distributed username %q, want %q", got, user)
+	}
+	u, err := url.Parse(string(data["transport_url"]))
+	if err != nil {
+		t.Fatalf("transport_url does not parse: %v", err)
+	}
+	pw, _ := u.User.Password()
+	if u.Scheme != "rabbit" || u.User.Username() != user || pw != string(data["password"]) || u.Host != m.AMQPAddr() {
+		t.Fatalf("transport_url does not name %s at %s with the distributed password (scheme %s, host %s)", user, m.AMQPAddr(), u.Scheme, u.Host)
+	}
+	conf := string(data["01-nova.conf"])
+	if !strings.Contains(conf, "[DEFAULT]") || !strings.Contains(conf, "transport_url = "+string(data["transport_url"])) {
+		t.Fatal("01-nova.conf does not carry the transport_url under [DEFAULT]")
+	}
+	if err := m.CanOpenVhost(user, pw, "/"); err != nil {
+		t.Fatalf("%s cannot open vhost / with the distributed password: %v", user, err)
+	}
+}
+
+// assertPermissions: the generation's user has exactly the spec's tags and
+// permissions.
+func assertPermissions(t testing.TB, m *testenv.RabbitMQ, cs *v1.CredentialSet, user string) {
+	t.Helper()
+	spec := cs.Spec.RabbitMQ.User
+	c := m.Client()
+	info, err := c.GetUser(user)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := []string(info.Tags); !slices.Equal(got, spec.Tags) {
+		t.Fatalf("%s tags %v, want %v", user, got, spec.Tags)
+	}
+	perms, err := c.ListPermissionsOf(user)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(perms) != len(spec.Permissions) {
+		t.Fatalf("%s has %d vhost permissions, want %d", user, len(perms), len(spec.Permissions))
+	}
+	for _, want := range spec.Permissions {
+		p, err := c.GetPermissionsIn(want.Vhost, user)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if p.Configure != want.Configure || p.Write != want.Write || p.Read != want.Read {
+			t.Fatalf("%s on %s: %+v, want %+v", user, want.Vhost, p, want)
+		}
+	}
+	topics, err := c.ListTopicPermissionsOf(user)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(topics) != len(spec.TopicPermissions) || len(topics) > 0 && (topics[0].Exchange != spec.TopicPermissions[0].Exchange || topics[0].Write != spec.TopicPermissions[0].Write) {
+		t.Fatalf("%s topic permissions %+v, want %+v", user, topics, spec.TopicPermissions)
+	}
+}
