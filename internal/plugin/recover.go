@@ -26,10 +26,12 @@ func newRecoverCommand(a *app) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "recover NAME",
 		Short: "Repair a set stuck on a documented failure, through the operator",
-		Long: `recover reads the set's Degraded condition and handles three documented
+		Long: `recover reads the set's Degraded condition and handles four documented
 failures:
   DualPasswordExists      a MySQL user has a secondary password rekey did not set:
                           MySQL is reset to the current passwords
+  KeyMismatch             an identity's secret was changed outside rekey: the
+                          backend is reset to the source Secret's current ones
   StaleRotationPending    the source Secret holds another rotation's pending
                           passwords: the active rotation is rolled back (as abort)
   MissingRotationPending  the active rotation's pending passwords were lost:
@@ -150,6 +152,8 @@ func diagnose(cs *v1.CredentialSet) (diagnosis, error) {
 	switch reason.Reason(c.Reason) {
 	case reason.DualPasswordExists:
 		d.cause = "a MySQL user has a secondary password that rekey did not set, so rotations are refused (DualPasswordExists)"
+	case reason.KeyMismatch:
+		d.cause = "a backend identity no longer accepts the secret the source Secret holds for it: it was changed outside rekey, so rotations are refused (KeyMismatch)"
 	case reason.StaleRotationPending:
 		d.cause = fmt.Sprintf("the source Secret holds the pending passwords of another, interrupted rotation, not of the active rotation %s (StaleRotationPending)", st.RotationID)
 	case reason.MissingRotationPending:
@@ -158,7 +162,7 @@ func diagnose(cs *v1.CredentialSet) (diagnosis, error) {
 		return diagnosis{}, fmt.Errorf("credentialset %q is degraded for a reason kubectl rekey recover does not handle (%s): %s", cs.Name, c.Reason, c.Message)
 	}
 	switch {
-	case !active && c.Reason != string(reason.DualPasswordExists):
+	case !active && c.Reason != string(reason.DualPasswordExists) && c.Reason != string(reason.KeyMismatch):
 		// Missing current secrets or a missing source Secret (restore from
 		// backup) while Idle: a reset would have nothing to reset to.
 		return diagnosis{}, fmt.Errorf("credentialset %q is degraded (%s) with no rotation active, which kubectl rekey recover does not handle: %s", cs.Name, c.Reason, c.Message)
@@ -169,7 +173,7 @@ func diagnose(cs *v1.CredentialSet) (diagnosis, error) {
 		d.intro = fmt.Sprintf("The operator rolls rotation %s back, as kubectl rekey abort does, in this order:", st.RotationID)
 		d.steps = rollbackSteps(cs)
 	default:
-		d.intro = "The operator resets MySQL to the current passwords, in this order:"
+		d.intro = fmt.Sprintf("The operator resets %s to the current %s, in this order:", backendName(cs), secretWord(cs))
 		d.steps = append([]string{"status gets resetPending (Event RecoveryStarted); the consumers keep the current passwords: " + consumerList(cs)}, resetSteps(cs)...)
 		if req := cs.Annotations[engine.RotateAnnotation]; req != "" && req != st.LastRotationID {
 			d.then = fmt.Sprintf("Then the refused rotation request %s (rekey.io/rotate) starts by itself; remove it first with kubectl annotate credentialset %s %s- if it should not.",
@@ -211,4 +215,23 @@ func (s *session) confirm(ctx context.Context) (bool, error) {
 		return true, nil
 	}
 	return false, nil
+}
+
+// backendName and secretWord keep messages in the backend's own terms.
+func backendName(cs *v1.CredentialSet) string {
+	switch {
+	case cs.Spec.Ceph != nil:
+		return "Ceph"
+	case cs.Spec.RabbitMQ != nil:
+		return "RabbitMQ"
+	default:
+		return "MySQL"
+	}
+}
+
+func secretWord(cs *v1.CredentialSet) string {
+	if cs.Spec.Ceph != nil {
+		return "keys"
+	}
+	return "passwords"
 }

@@ -85,7 +85,27 @@ func writeTable(out io.Writer, sets []v1.CredentialSet, evs []eventsv1.Event, no
 			last = mine[len(mine)-1].Reason
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\n", cs.Name, orDash(string(st.Phase)), st.KeyGeneration,
-			orDash(st.RotationID), age, orDash(st.ConsumersUpdated), last, NextStep(cs))
+			orDash(st.RotationID), age, consumersCell(cs), last, NextStep(cs))
 	}
 	tw.Flush()
+}
+
+// consumersCell is "n/m" consumers moved; with consumer groups it adds the
+// members acknowledged across all groups, "n/m members x/y" (seed 004's
+// node coverage).
+func consumersCell(cs *v1.CredentialSet) string {
+	cell := orDash(cs.Status.ConsumersUpdated)
+	moved, total := 0, 0
+	for _, g := range cs.Spec.ConsumerGroups {
+		total += len(g.Members)
+	}
+	if total == 0 {
+		return cell
+	}
+	for _, c := range cs.Status.Consumers {
+		if c.Kind == v1.KindGroup && c.SecretHash == cs.Status.SecretHash {
+			moved += len(c.MembersUpdated)
+		}
+	}
+	return fmt.Sprintf("%s members %d/%d", cell, moved, total)
 }
