@@ -24,7 +24,11 @@ func (r *Reconciler) cephPlan(ctx context.Context, cs *v1.CredentialSet) (*plan,
 	}
 	b.WorkDir = r.CephWorkDir
 	b.Report = func(why reason.Reason, msg string) {
-		r.event(cs, "Normal", why, "Ceph", "%s", msg)
+		typ := "Normal"
+		if why == reason.AdminRotationFailed {
+			typ = "Warning"
+		}
+		r.event(cs, typ, why, "Ceph", "%s", msg)
 	}
 	if _, err := b.RecoverAdmin(ctx); err != nil {
 		return nil, err

@@ -37,7 +37,7 @@ type KeyringStore interface {
 // the engine's. It returns the admin's new key. A failpoint follows every
 // step so that crash tests can stop the process after any of them.
 func (b *Backend) rotateAdmin(ctx context.Context, s *session) (string, error) {
-	entry, _, err := s.ensure(ctx, RotatorEntity, rotatorCaps)
+	entry, err := s.ensure(ctx, RotatorEntity, rotatorCaps)
 	if err != nil {
 		return "", fmt.Errorf("admin rotation step 1 (create %s): %w", RotatorEntity, err)
 	}
@@ -147,6 +147,9 @@ func (b *Backend) RecoverAdmin(ctx context.Context) (recovered bool, err error) 
 		}
 		b.report(reason.AdminRotationRecovered, "removed %s: an admin key rotation stopped before its keyring was stored, so nothing can use it", RotatorEntity)
 		return true, nil
+	case isUnreachable(lsErr):
+		// The rotator would talk to the same monitors: wait for them.
+		return false, lsErr
 	case lsErr == nil && !rotatorExists:
 		if err := b.cleanup(ctx); err != nil {
 			return false, err
@@ -163,4 +166,9 @@ func (b *Backend) RecoverAdmin(ctx context.Context) (recovered bool, err error) 
 	}
 	b.report(reason.AdminRotationRecovered, "finished an interrupted rotation of %s's key with the stored %s keyring", b.admin, RotatorEntity)
 	return true, nil
+}
+
+func isUnreachable(err error) bool {
+	_, ok := engine.AsUnreachable(err)
+	return ok
 }

@@ -142,4 +142,3 @@ func TestAdminRotationChild(t *testing.T) {
 	_, err = b.Apply(ctx, engine.Secrets{"client.admin": kr.String()}, nil, 2)
 	t.Fatalf("Apply returned (%v): the failpoint %s was never hit", err, os.Getenv("REKEY_FAILPOINT"))
 }
-

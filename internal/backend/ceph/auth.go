@@ -66,18 +66,17 @@ func (s *session) lookup(ctx context.Context, entity string) (authEntry, bool, e
 // ensure returns entity, creating it with caps when absent. An existing
 // entity is adopted as it is: get-or-create alone would refuse one whose
 // caps differ from the spec's.
-func (s *session) ensure(ctx context.Context, entity string, caps []string) (authEntry, bool, error) {
+func (s *session) ensure(ctx context.Context, entity string, caps []string) (authEntry, error) {
 	e, ok, err := s.lookup(ctx, entity)
 	if err != nil || ok {
-		return e, false, err
+		return e, err
 	}
 	args := append([]string{"auth", "get-or-create", entity}, caps...)
 	out, err := s.run(ctx, append(args, "--format", "json")...)
 	if err != nil {
-		return authEntry{}, false, err
+		return authEntry{}, err
 	}
-	e, err = decodeEntry(out, entity, "auth get-or-create")
-	return e, err == nil, err
+	return decodeEntry(out, entity, "auth get-or-create")
 }
 
 // rotate has the mon mint a new key for entity; the old one is refused at

@@ -74,8 +74,11 @@ func New(spec *v1.CephSpec, store KeyringStore) (*Backend, error) {
 	default:
 		return nil, fmt.Errorf("unknown strategy %q", spec.Strategy)
 	}
-	if spec.KeepPriorKeyCount != nil {
-		b.keep = int(*spec.KeepPriorKeyCount)
+	if k := spec.KeepPriorKeyCount; k != nil {
+		if *k < 0 {
+			return nil, fmt.Errorf("keepPriorKeyCount %d is negative", *k)
+		}
+		b.keep = int(*k)
 	}
 	if !validEntity(b.admin) || !strings.HasPrefix(b.admin, "client.") || b.admin == RotatorEntity {
 		return nil, fmt.Errorf("admin entity %q must be a client entity other than %s", b.admin, RotatorEntity)

@@ -43,10 +43,6 @@ func (b *Backend) open(ctx context.Context) (*session, error) {
 	if err != nil {
 		return nil, fmt.Errorf("admin keyring: %w", err)
 	}
-	return b.openAs(admin)
-}
-
-func (b *Backend) openAs(admin Keyring) (*session, error) {
 	workDir := b.WorkDir
 	if workDir == "" {
 		workDir = os.TempDir()

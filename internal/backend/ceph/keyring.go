@@ -51,9 +51,10 @@ func parseKeyringFor(text, entity string) (Keyring, error) {
 
 func parseSections(text string) ([]Keyring, error) {
 	var (
-		out     []Keyring
-		current string
-		line    int
+		out      []Keyring
+		current  string
+		sections int
+		line     int
 	)
 	sc := bufio.NewScanner(strings.NewReader(text))
 	for sc.Scan() {
@@ -62,17 +63,23 @@ func parseSections(text string) ([]Keyring, error) {
 		switch {
 		case l == "" || strings.HasPrefix(l, "#") || strings.HasPrefix(l, ";"):
 		case strings.HasPrefix(l, "[") && strings.HasSuffix(l, "]"):
+			sections++
+			// Sections rekey never reads (mon., a daemon's own) are
+			// skipped, not refused: an admin keyring may carry them.
 			current = strings.TrimSpace(l[1 : len(l)-1])
 			if !validEntity(current) {
-				return nil, fmt.Errorf("keyring line %d: section is not a cephx entity name", line)
+				current = ""
 			}
 		default:
 			name, value, ok := strings.Cut(l, "=")
 			if !ok || strings.TrimSpace(name) != "key" {
 				continue // caps and other settings matter to the mon, not here
 			}
-			if current == "" {
+			if sections == 0 {
 				return nil, fmt.Errorf("keyring line %d: key outside a section", line)
+			}
+			if current == "" {
+				continue
 			}
 			key := strings.TrimSpace(value)
 			if !validKey(key) {

@@ -42,7 +42,7 @@ func (b *Backend) applyOverlapping(ctx context.Context, s *session, cur engine.S
 		target := generationEntity(e.Name, gen)
 		entry, ok := dump[target]
 		if !ok {
-			if entry, _, err = s.ensure(ctx, target, capArgs(e.Caps)); err != nil {
+			if entry, err = s.ensure(ctx, target, capArgs(e.Caps)); err != nil {
 				return nil, err
 			}
 			failpoint.Hit("ceph/generation-created")

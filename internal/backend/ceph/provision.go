@@ -46,7 +46,7 @@ func (b *Backend) Provision(ctx context.Context, cur engine.Secrets) (engine.Pro
 			kr, gen, err = s.adoptGeneration(ctx, dump, e)
 		} else {
 			var entry authEntry
-			entry, _, err = s.ensure(ctx, e.Name, capArgs(e.Caps))
+			entry, err = s.ensure(ctx, e.Name, capArgs(e.Caps))
 			kr = entry.keyring()
 		}
 		if err != nil {
@@ -66,7 +66,7 @@ func (s *session) adoptGeneration(ctx context.Context, dump authDump, e v1.CephE
 		entry := dump[generationEntity(e.Name, gens[0])]
 		return entry.keyring(), gens[0], nil
 	}
-	entry, _, err := s.ensure(ctx, generationEntity(e.Name, 1), capArgs(e.Caps))
+	entry, err := s.ensure(ctx, generationEntity(e.Name, 1), capArgs(e.Caps))
 	return entry.keyring(), 1, err
 }
 

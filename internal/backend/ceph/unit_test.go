@@ -28,10 +28,13 @@ func TestKeyringRoundTrip(t *testing.T) {
 	if got, err := parseKeyringFor(two, "client.admin"); err != nil || got.Entity != "client.admin" {
 		t.Fatalf("parseKeyringFor: %+v, %v", got, err)
 	}
+	withMon := "[mon.]\n\tkey = " + testKey + "\n" + Keyring{Entity: "client.admin", Key: testKey}.String()
+	if got, err := ParseKeyring(withMon); err != nil || got.Entity != "client.admin" {
+		t.Fatalf("a keyring with a mon. section: %+v, %v", got, err)
+	}
 	for _, bad := range []string{
 		"", "key = " + testKey, "[client.x]\n", "[client.x]\n\tkey = not base64!\n",
-		"[client.x]\n\tkey = " + testKey + "\n\tkey2\n[client x]\n",
-		"[bogus]\n\tkey = " + testKey + "\n",
+		"[bogus]\n\tkey = " + testKey + "\n", // no section rekey reads
 	} {
 		_, err := ParseKeyring(bad)
 		if err == nil {
