@@ -26,6 +26,12 @@ type managerProcess struct {
 // failpoint, if set, makes it SIGKILL itself at that step.
 func startManagerProcess(t testing.TB, failpoint string) *managerProcess {
 	t.Helper()
+	return startManagerProcessWith(t, failpoint)
+}
+
+// startManagerProcessWith adds flags to the manager's command line.
+func startManagerProcessWith(t testing.TB, failpoint string, flags ...string) *managerProcess {
+	t.Helper()
 	bin := buildManager(t)
 	logf, err := os.CreateTemp(t.TempDir(), "manager-*.log")
 	if err != nil {
@@ -34,6 +40,7 @@ func startManagerProcess(t testing.TB, failpoint string) *managerProcess {
 	defer logf.Close()
 	cmd := exec.Command(bin, "--namespace", OperatorNamespace, "--metrics-bind-address", "0",
 		"--health-probe-bind-address", "0", "--default-grace-period", "2s")
+	cmd.Args = append(cmd.Args, flags...)
 	cmd.Env = append(os.Environ(), "KUBECONFIG="+cp.Kubeconfig, "REKEY_FAILPOINT="+failpoint)
 	cmd.Stdout, cmd.Stderr = logf, logf
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
