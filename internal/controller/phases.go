@@ -260,6 +260,7 @@ func (r *Reconciler) discard(ctx context.Context, cs *v1.CredentialSet, p *plan,
 			return ctrl.Result{}, nil, err
 		}
 		failpoint.Hit("discard/discard-applied")
+		metrics.Retired(cs.Namespace, cs.Name)
 		how := "on request"
 		if auto {
 			how = "by the AfterRollout policy"

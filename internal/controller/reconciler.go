@@ -125,6 +125,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		since = &cs.Status.CurrentSince.Time
 	}
 	metrics.Observe(cs.Namespace, cs.Name, string(cs.Status.Phase), cs.Status.KeyGeneration, since)
+	metrics.Coverage(cs.Namespace, cs.Name, cs.Status.Consumers, cs.Spec.ConsumerGroups)
 	if oerr := r.observe(ctx, cs, prob); oerr != nil && err == nil && !isRace(ctx, oerr) {
 		err = oerr
 	}

@@ -9,6 +9,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	crmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
+
+	v1 "rekey.io/rekey/api/v1alpha1"
 )
 
 var phases = []string{"Idle", "Rotating", "Distributed"}
@@ -39,13 +41,26 @@ var (
 		Name: "rekey_key_generation",
 		Help: "The CredentialSet's current keyGeneration.",
 	}, []string{"namespace", "name"})
+	consumers = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "rekey_consumers",
+		Help: "Consumers (workloads and groups) of a set by state: moved to what the distribution Secrets hold, or waiting.",
+	}, []string{"namespace", "name", "state"})
+	groupMembers = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "rekey_group_members",
+		Help: "Members of a consumer group by state: acknowledged for the current credentials (moved), or waiting.",
+	}, []string{"namespace", "name", "group", "state"})
+	retirements = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "rekey_retirements_total",
+		Help: "Old credentials retired (discarded, deleted) at the end of a rotation.",
+	}, []string{"namespace", "name"})
 	age = &ageCollector{since: map[[2]string]time.Time{}, desc: prometheus.NewDesc(
 		"rekey_credential_age_seconds", "Age of the current credentials (since they became current).",
 		[]string{"namespace", "name"}, nil)}
 )
 
 func init() {
-	crmetrics.Registry.MustRegister(phase, rotations, refusals, phaseDuration, lastSuccess, generation, age)
+	crmetrics.Registry.MustRegister(phase, rotations, refusals, phaseDuration, lastSuccess, generation, age,
+		consumers, groupMembers, retirements)
 }
 
 // Observe records what a reconcile saw of a set.
@@ -60,6 +75,32 @@ func Observe(namespace, name, current string, keyGeneration int64, currentSince 
 	generation.WithLabelValues(namespace, name).Set(float64(keyGeneration))
 	age.set(namespace, name, currentSince)
 }
+
+// Coverage records which consumers moved, and each group's members.
+func Coverage(namespace, name string, cs []v1.ConsumerStatus, groups []v1.ConsumerGroup) {
+	moved := 0
+	for _, c := range cs {
+		if c.RolledOut {
+			moved++
+		}
+	}
+	consumers.WithLabelValues(namespace, name, "moved").Set(float64(moved))
+	consumers.WithLabelValues(namespace, name, "waiting").Set(float64(len(cs) - moved))
+	groupMembers.DeletePartialMatch(prometheus.Labels{"namespace": namespace, "name": name})
+	for _, g := range groups {
+		acked := 0
+		for _, c := range cs {
+			if c.Kind == v1.KindGroup && c.Name == g.Name {
+				acked = len(c.MembersUpdated)
+			}
+		}
+		groupMembers.WithLabelValues(namespace, name, g.Name, "moved").Set(float64(acked))
+		groupMembers.WithLabelValues(namespace, name, g.Name, "waiting").Set(float64(len(g.Members) - acked))
+	}
+}
+
+// Retired counts old credentials retired.
+func Retired(namespace, name string) { retirements.WithLabelValues(namespace, name).Inc() }
 
 // Refused counts a refusal or hold.
 func Refused(namespace, name, reason string) {
@@ -86,6 +127,9 @@ func Forget(namespace, name string) {
 	refusals.DeletePartialMatch(prometheus.Labels{"namespace": namespace, "name": name})
 	lastSuccess.DeleteLabelValues(namespace, name)
 	generation.DeleteLabelValues(namespace, name)
+	consumers.DeletePartialMatch(prometheus.Labels{"namespace": namespace, "name": name})
+	groupMembers.DeletePartialMatch(prometheus.Labels{"namespace": namespace, "name": name})
+	retirements.DeletePartialMatch(prometheus.Labels{"namespace": namespace, "name": name})
 	age.set(namespace, name, nil)
 }
 

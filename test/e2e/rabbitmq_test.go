@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"fmt"
 	"net/url"
 	"slices"
 	"strings"
@@ -85,6 +86,11 @@ func TestRabbitMQCoverage(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitCoverage(t, ns, "nova", "compute-a", "1/3")
+	eventually(t, 10*time.Second, "coverage metrics", func() (bool, string) {
+		moved, ok1 := metricValue(t, "rekey_group_members", map[string]string{"namespace": ns, "name": "nova", "group": "compute-a", "state": "moved"})
+		waiting, ok2 := metricValue(t, "rekey_group_members", map[string]string{"namespace": ns, "name": "nova", "group": "compute-a", "state": "waiting"})
+		return ok1 && ok2 && moved == 1 && waiting == 2, fmt.Sprintf("moved %v waiting %v", moved, waiting)
+	})
 	// compute-b acknowledges its current distribution in part; then
 	// neutron rotates, which resets its coverage (seed 004 edge case 4).
 	if _, err := ack(t, ns, "neutron", "compute-b", hB1, "b0"); err != nil {
@@ -141,6 +147,9 @@ func TestRabbitMQCoverage(t *testing.T) {
 	}
 	assertPermissions(t, m, nova, "nova-g2")
 	waitEvent(t, ns, "nova", string(reason.RotationCompleted))
+	if n, ok := metricValue(t, "rekey_retirements_total", map[string]string{"namespace": ns, "name": "nova"}); !ok || n != 1 {
+		t.Fatalf("rekey_retirements_total for nova = %v (present %v), want 1", n, ok)
+	}
 	f.assertNoGap(t)
 	assertNoSecretLeaked(t, ns, "neutron", map[string]string{"nova-g1": string(g1["password"]),
 		"nova-g2": string(g2["password"]), "admin": m.AdminPassword})
