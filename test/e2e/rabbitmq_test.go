@@ -11,6 +11,7 @@ import (
 	rabbithole "github.com/michaelklishin/rabbit-hole/v2"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1 "rekey.io/rekey/api/v1alpha1"
@@ -272,4 +273,31 @@ func assertPermissions(t testing.TB, m *testenv.RabbitMQ, cs *v1.CredentialSet, 
 	if len(topics) != len(spec.TopicPermissions) || len(topics) > 0 && (topics[0].Exchange != spec.TopicPermissions[0].Exchange || topics[0].Write != spec.TopicPermissions[0].Write) {
 		t.Fatalf("%s topic permissions %+v, want %+v", user, topics, spec.TopicPermissions)
 	}
+}
+
+// TestRabbitMQInvalidPermission: what admission cannot check (a permission
+// that is not a regular expression) becomes a Degraded condition and a
+// Warning naming the field, before anything reaches the broker.
+func TestRabbitMQInvalidPermission(t *testing.T) {
+	startManager(t, cp.Config)
+	ns := newNamespace(t)
+	createSecret(t, ns, "bad-admin", map[string]string{"username": "admin", "password": "admin-password-0123456789"})
+	cs := &v1.CredentialSet{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "bad"},
+		Spec: v1.CredentialSetSpec{RabbitMQ: &v1.RabbitMQSpec{
+			Endpoint: "http://127.0.0.1:1",
+			Admin:    v1.RabbitMQAdmin{SecretRef: v1.LocalSecretRef{Name: "bad-admin"}},
+			User:     v1.RabbitMQUser{Base: "bad", Permissions: []v1.RabbitMQPermission{{Vhost: "/", Configure: "(unclosed", Write: ".*", Read: ".*"}}},
+		}},
+	}
+	if err := k8s.Create(ctxT(t), cs); err != nil {
+		t.Fatal(err)
+	}
+	note := waitEvent(t, ns, "bad", string(reason.InvalidSpec))
+	mustContain(t, "InvalidSpec event", note, "configure")
+	eventually(t, 30*time.Second, "Degraded InvalidSpec", func() (bool, string) {
+		c := condition(getSet(t, ns, "bad"), reason.CondDegraded)
+		return c != nil && c.Reason == string(reason.InvalidSpec) && strings.Contains(c.Message, "configure"), fmt.Sprint(c)
+	})
+	assertNoSecretLeaked(t, ns, "bad", map[string]string{"admin": "admin-password-0123456789"})
 }
