@@ -252,6 +252,11 @@ type CredentialSetStatus struct {
 	// counts as moved only for this hash; a change resets coverage.
 	// +optional
 	SecretHash string `json:"secretHash,omitempty"`
+	// RetirementWaitsFor lists other sets on the same backend cluster whose
+	// consumers have not all moved: the old credentials are retired only
+	// once none is left.
+	// +optional
+	RetirementWaitsFor []string `json:"retirementWaitsFor,omitempty"`
 	// UnusedKeysRemoved lists the unused bootstrap keys rekey deleted
 	// (spec.ceph.removeUnusedKeys).
 	// +optional

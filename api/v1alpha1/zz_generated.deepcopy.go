@@ -277,6 +277,11 @@ func (in *CredentialSetStatus) DeepCopyInto(out *CredentialSetStatus) {
 		in, out := &in.NextRotationAt, &out.NextRotationAt
 		*out = (*in).DeepCopy()
 	}
+	if in.RetirementWaitsFor != nil {
+		in, out := &in.RetirementWaitsFor, &out.RetirementWaitsFor
+		*out = make([]string, len(*in))
+		copy(*out, *in)
+	}
 	if in.UnusedKeysRemoved != nil {
 		in, out := &in.UnusedKeysRemoved, &out.UnusedKeysRemoved
 		*out = make([]string, len(*in))

@@ -33,6 +33,7 @@ func (r *Reconciler) observe(ctx context.Context, cs *v1.CredentialSet, prob *pr
 	}
 	if cs.Status.Cluster != "" {
 		next.Cluster = cs.Status.Cluster
+		next.RetirementWaitsFor = cs.Status.RetirementWaitsFor
 	}
 	if live.Status.KeyGeneration != 0 {
 		next.NextRotationAt = cs.Status.NextRotationAt

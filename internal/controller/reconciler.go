@@ -204,6 +204,7 @@ func (r *Reconciler) reconcile(ctx context.Context, cs *v1.CredentialSet) (ctrl.
 	if err != nil {
 		return ctrl.Result{}, nil, err
 	}
+	cs.Status.RetirementWaitsFor = waiting
 	if scopeProb != nil || len(waiting) > 0 {
 		// Retiring shared old credentials waits for every set on the
 		// cluster; a rollback's reset is not retirement and does not.

@@ -111,6 +111,10 @@ func TestRabbitMQCoverage(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitCoverage(t, ns, "nova", "compute-a", "3/3")
+	eventually(t, 30*time.Second, "nova says what its retirement waits for", func() (bool, string) {
+		w := getSet(t, ns, "nova").Status.RetirementWaitsFor
+		return len(w) == 1 && strings.Contains(w[0], "neutron") && strings.Contains(w[0], "0/1"), strings.Join(w, "; ")
+	})
 	holdsFor(t, 4*time.Second, "nova-g1 kept while neutron's members have not moved", func() (bool, string) {
 		cs := getSet(t, ns, "nova")
 		u := rabbitUsers(t, m, "nova")
