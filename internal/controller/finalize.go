@@ -2,6 +2,7 @@ package controller
 
 import (
 	"context"
+	"errors"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -130,7 +131,14 @@ func (r *Reconciler) finalize(ctx context.Context, cs *v1.CredentialSet) (ctrl.R
 		return ctrl.Result{}, nil
 	}
 	if err := r.deprovision(ctx, cs); err != nil {
-		return ctrl.Result{}, err
+		var se *errSpec
+		if !errors.As(err, &se) && !apierrors.IsNotFound(err) {
+			return ctrl.Result{}, err
+		}
+		// The backend cannot be reached as the spec says (its admin Secret
+		// went with the namespace, say): the identities stay, and the set
+		// does not block its namespace's deletion forever.
+		r.event(cs, "Warning", reason.UsersInUse, "Delete", "the set's backend identities could not be deleted and were left in place: %v; delete them by hand if no one uses them", err)
 	}
 	return ctrl.Result{}, r.patchFinalizers(ctx, cs, slices.DeleteFunc(slices.Clone(cs.Finalizers), func(f string) bool { return f == DeprovisionFinalizer }))
 }

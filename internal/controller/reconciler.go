@@ -216,7 +216,6 @@ func (r *Reconciler) reconcile(ctx context.Context, cs *v1.CredentialSet) (ctrl.
 		}
 	}
 
-	traits := p.backend.Traits()
 	in := engine.Input{
 		Status:         cs.Status,
 		RotateRequest:  cs.Annotations[engine.RotateAnnotation],
@@ -228,8 +227,10 @@ func (r *Reconciler) reconcile(ctx context.Context, cs *v1.CredentialSet) (ctrl.
 		Policy:         cs.Spec.Rotation.DiscardPolicy,
 		GracePeriod:    r.gracePeriod(cs),
 		RolloutDone:    rolledOut,
-		Irreversible:   !traits.Overlap && (cs.Status.RotateApplied || pending != engine.PendingNone),
 		Now:            r.now(),
+	}
+	if in.Irreversible, err = r.irreversible(ctx, cs, p, cur, pending); err != nil {
+		return ctrl.Result{}, nil, err
 	}
 	if at := cs.Status.RolledOutAt; at != nil {
 		in.RolloutDoneAt = at.Time
@@ -256,6 +257,28 @@ func (r *Reconciler) reconcile(ctx context.Context, cs *v1.CredentialSet) (ctrl.
 		}
 	}
 	return res, prob, err
+}
+
+// irreversible: a backend without overlap invalidated the current secrets
+// once it applied. When a rollback is requested before rekey recorded that,
+// the backend is asked (a crash may have come between the two): a current
+// secret it no longer accepts means the rotation can only complete.
+func (r *Reconciler) irreversible(ctx context.Context, cs *v1.CredentialSet, p *plan, cur engine.Secrets, pending engine.PendingState) (bool, error) {
+	st := cs.Status
+	if p.backend.Traits().Overlap || st.Phase != v1.PhaseRotating && st.Phase != v1.PhaseDistributed {
+		return false, nil
+	}
+	if st.RotateApplied || pending != engine.PendingNone {
+		return true, nil
+	}
+	if cs.Annotations[engine.AbortAnnotation] == "" && cs.Annotations[engine.RecoverAnnotation] == "" {
+		return false, nil
+	}
+	err := p.backend.Precheck(ctx, cur)
+	if _, refused := engine.AsRefusal(err); refused {
+		return true, nil
+	}
+	return false, err
 }
 
 // policyDue asks the rotation policy; the backend's version is read only
