@@ -142,3 +142,29 @@ func FuzzGenerationOf(f *testing.F) {
 		}
 	})
 }
+
+// FuzzParseEndpoint: an accepted endpoint is only scheme, host and port —
+// no credentials, path or query that could redirect rekey's admin
+// requests or leak the admin password into a URL.
+func FuzzParseEndpoint(f *testing.F) {
+	for _, s := range []string{"http://rabbit:15672", "https://10.0.0.1:15671/", "http://u:p@rabbit:15672",
+		"http://rabbit:15672/api", "http://rabbit:15672?x", "ftp://x", "http://[::1]:15672", "http://rabbit:15672#f"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, raw string) {
+		ep, https, err := parseEndpoint(raw)
+		if err != nil {
+			return
+		}
+		u, perr := url.Parse(ep)
+		if perr != nil {
+			t.Fatalf("accepted %q as %q, which does not parse: %v", raw, ep, perr)
+		}
+		if u.User != nil || u.Path != "" || u.RawQuery != "" || u.Fragment != "" || u.Host == "" {
+			t.Fatalf("accepted %q as %q, which carries more than scheme, host and port", raw, ep)
+		}
+		if https != (u.Scheme == "https") || (u.Scheme != "http" && u.Scheme != "https") {
+			t.Fatalf("accepted %q with scheme %q (https=%v)", raw, u.Scheme, https)
+		}
+	})
+}
