@@ -18,15 +18,20 @@ func newAbortCommand(a *app) *cobra.Command {
 	var w waitFlags
 	cmd := &cobra.Command{
 		Use:   "abort NAME",
-		Short: "Roll an active rotation back: consumers return to the current passwords",
+		Short: "Roll an active rotation back: consumers return to the current credentials",
 		Long: `abort annotates the CredentialSet with rekey.io/abort=<active rotation ID>,
 as kubectl annotate could. The operator rolls the rotation back in an order
 that keeps every consumer logged in: status returns to Idle (with
-resetPending), consumers get the current passwords again and roll out, and only
-then is every instance reset to the current passwords (ALTER USER ...
-IDENTIFIED BY, then DISCARD OLD PASSWORD). Until that reset MySQL accepts both.
-The set must be Rotating or Distributed, and the old passwords must not have
-been discarded yet.`,
+resetPending), consumers get the current credentials again and roll out, and
+only then is the backend reset to them:
+  MySQL     every instance: ALTER USER ... IDENTIFIED BY, then DISCARD OLD
+            PASSWORD; until then MySQL accepts both passwords
+  Ceph      Overlapping: the new generation's entities are deleted;
+            InPlace: only before Ceph rotated a key (after that the old key
+            is gone and the rotation can only complete)
+  RabbitMQ  the new generation's user is deleted
+The set must be Rotating or Distributed, and the old credentials must not
+have been retired yet.`,
 		Example: `  kubectl rekey abort moco -n shop --wait`,
 		Args:    nameArg("abort"),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -40,7 +45,7 @@ been discarded yet.`,
 			return s.abort(cmd.Context(), args[0], w)
 		},
 	}
-	w.bind(cmd, "the rotation is rolled back and MySQL reset (phase Idle, resetPending cleared)")
+	w.bind(cmd, "the rotation is rolled back and the backend reset (phase Idle, resetPending cleared)")
 	return cmd
 }
 
@@ -84,7 +89,7 @@ func (s *session) abort(ctx context.Context, name string, w waitFlags) error {
 	// restart (a new start time), not the one aborted.
 	rolledBack := false
 	g := goal{
-		what:  fmt.Sprintf("rotation %s to be rolled back (phase Idle, MySQL reset to the current passwords)", id),
+		what:  fmt.Sprintf("rotation %s to be rolled back (phase Idle, %s reset to the current %s)", id, backendName(cs), secretWord(cs)),
 		fatal: rollbackRefusals,
 		done: func(cs *v1.CredentialSet) bool {
 			st := cs.Status
@@ -101,12 +106,12 @@ func (s *session) abort(ctx context.Context, name string, w waitFlags) error {
 	st := cs.Status
 	switch {
 	case st.LastRotationID == id || st.KeyGeneration > gen:
-		return fmt.Errorf("rotation %s completed (generation %d) before the abort took effect: its new passwords are current and the old ones no longer work; nothing was rolled back", id, st.KeyGeneration)
+		return fmt.Errorf("rotation %s completed (generation %d) before the abort took effect: its new %s are current and %s; nothing was rolled back", id, st.KeyGeneration, secretWord(cs), termsFor(cs).retired)
 	case activeRotation(st, id):
 		return fmt.Errorf("rotation %s was rolled back, but the operator started it again (phase %s) from its rekey.io/rotate request, which was still on the set: remove it with kubectl annotate credentialset %s %s-, then kubectl rekey abort %s again",
 			id, st.Phase, name, engine.RotateAnnotation, name)
 	}
-	fmt.Fprintf(s.opts.Out, "rotation %s rolled back: every instance accepts only the current passwords (generation %d) again\nnext step: %s\n", id, st.KeyGeneration, NextStep(cs))
+	fmt.Fprintf(s.opts.Out, "rotation %s rolled back: %s (generation %d) again\nnext step: %s\n", id, termsFor(cs).resetDone, st.KeyGeneration, NextStep(cs))
 	return nil
 }
 
@@ -118,15 +123,26 @@ func abortable(cs *v1.CredentialSet) (string, error) {
 	case st.Phase != v1.PhaseRotating && st.Phase != v1.PhaseDistributed:
 		msg := fmt.Sprintf("credentialset %q has nothing to abort: no rotation is active (phase %s)", cs.Name, orDash(string(st.Phase)))
 		if st.ResetPending {
-			return "", fmt.Errorf("%s; a rollback is finishing: the operator resets MySQL to the current passwords once the consumers rolled back (%s): follow it with kubectl rekey status %s",
-				msg, consumerCount(cs), cs.Name)
+			return "", fmt.Errorf("%s; a rollback is finishing: the operator resets %s to the current %s once the consumers rolled back (%s): follow it with kubectl rekey status %s",
+				msg, backendName(cs), secretWord(cs), consumerCount(cs), cs.Name)
 		}
 		return "", fmt.Errorf("%s", msg)
 	case st.DiscardApplied:
-		return "", fmt.Errorf("rotation %s of credentialset %q already discarded the old passwords on every instance, so rolling it back would lock consumers out: it can only complete (kubectl rekey status %s)",
+		return "", fmt.Errorf("rotation %s of credentialset %q %s, so rolling it back would lock consumers out: it can only complete (kubectl rekey status %s)",
+			st.RotationID, cs.Name, termsFor(cs).alreadyRetired, cs.Name)
+	case inPlaceApplied(cs):
+		return "", fmt.Errorf("rotation %s of credentialset %q replaced the keys in place (Ceph InPlace), so the old keys no longer exist and rolling it back would lock consumers out: it can only complete (kubectl rekey status %s)",
 			st.RotationID, cs.Name, cs.Name)
 	}
 	return st.RotationID, nil
+}
+
+// inPlaceApplied: Ceph rotated every key of the active rotation in place,
+// so no old key is left to return to. The operator refuses a rollback
+// then (AbortSkipped); it also refuses when only some keys were rotated,
+// which status does not show.
+func inPlaceApplied(cs *v1.CredentialSet) bool {
+	return cs.Spec.Ceph != nil && !cephOverlapping(cs) && cs.Status.RotateApplied
 }
 
 // activeRotation: rotation id is Rotating or Distributed.
@@ -143,8 +159,8 @@ func sourceSecret(cs *v1.CredentialSet) string {
 // (internal/controller/rollback.go), for abort and for recover.
 func rollbackSteps(cs *v1.CredentialSet) []string {
 	return append([]string{
-		"status returns to Idle with resetPending (Event RotationAborted); until step 4 MySQL accepts the current and the new passwords, so no consumer loses its login",
-		"the distribution Secrets get the current passwords again: " + distributionList(cs),
+		"status returns to Idle with resetPending (Event RotationAborted); " + termsFor(cs).rollbackSafe,
+		"the distribution Secrets get the current " + secretWord(cs) + " again: " + distributionList(cs),
 		"the consumers restart and roll out onto them: " + consumerList(cs),
 	}, resetSteps(cs)...)
 }
@@ -153,8 +169,8 @@ func rollbackSteps(cs *v1.CredentialSet) []string {
 // (internal/controller/rollback.go reset).
 func resetSteps(cs *v1.CredentialSet) []string {
 	return []string{
-		"once every consumer rolled out, every instance is reset to the current passwords (ALTER USER ... IDENTIFIED BY, then ALTER USER ... DISCARD OLD PASSWORD): any other password stops working",
-		"the source Secret " + sourceSecret(cs) + " drops any pending passwords, resetPending is cleared (Event ResetApplied) and the request annotation removed",
+		termsFor(cs).reset,
+		"the source Secret " + sourceSecret(cs) + " drops any pending " + secretWord(cs) + ", resetPending is cleared (Event ResetApplied) and the request annotation removed",
 	}
 }
 

@@ -14,11 +14,18 @@ func newDiscardCommand(a *app) *cobra.Command {
 	var w waitFlags
 	cmd := &cobra.Command{
 		Use:   "discard NAME",
-		Short: "Finish a rotation: the old passwords stop working",
+		Short: "Finish a rotation: the old credentials are retired",
 		Long: `discard annotates the CredentialSet with rekey.io/discard=<active rotation ID>,
 as kubectl annotate could. The operator waits until every consumer has rolled
-out, runs DISCARD OLD PASSWORD on every instance and returns to Idle with the
-next key generation. The set must be Distributed.`,
+out, retires the old credentials and returns to Idle with the next key
+generation:
+  MySQL     DISCARD OLD PASSWORD on every instance
+  Ceph      Overlapping: prior entities beyond keepPriorKeyCount are deleted;
+            InPlace: nothing left to retire (the old keys stopped working
+            when Ceph rotated them), discard completes the rotation
+  RabbitMQ  the old user is deleted, once every consumer of every set on
+            the same RabbitMQ cluster moved
+The set must be Distributed.`,
 		Example: `  kubectl rekey discard moco -n shop --wait`,
 		Args:    nameArg("discard"),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -60,14 +67,14 @@ func (s *session) discard(ctx context.Context, name string, w waitFlags) error {
 		fmt.Fprintf(s.opts.Out, "discard of rotation %s requested for credentialset %s\n", id, setRef(cs))
 	}
 	if !rolledOut(cs) {
-		fmt.Fprintf(s.opts.Out, "the operator discards the old passwords once every consumer has rolled out (%s now)\n", consumerCount(cs))
+		fmt.Fprintf(s.opts.Out, termsFor(cs).retireWait+"\n", consumerCount(cs))
 	}
 	if !w.wait {
 		fmt.Fprintf(s.opts.Out, "follow it with: kubectl rekey status %s -n %s\n", name, s.ns)
 		return nil
 	}
 	g := goal{
-		what:  fmt.Sprintf("rotation %s to complete (phase Idle, generation %d)", id, gen+1),
+		what:  fmt.Sprintf("rotation %s to complete (phase Idle, generation %d)", id, targetGeneration(cs)),
 		fatal: discardRefusals,
 		done: func(cs *v1.CredentialSet) bool {
 			return cs.Status.LastRotationID == id || cs.Status.Phase == v1.PhaseIdle && cs.Status.KeyGeneration > gen
@@ -77,7 +84,7 @@ func (s *session) discard(ctx context.Context, name string, w waitFlags) error {
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(s.opts.Out, "rotation %s complete: generation %d is current, the old passwords no longer work\n", id, cs.Status.KeyGeneration)
+	fmt.Fprintf(s.opts.Out, "rotation %s complete: generation %d is current, %s\n", id, cs.Status.KeyGeneration, termsFor(cs).retired)
 	return nil
 }
 
@@ -88,8 +95,8 @@ func discardable(cs *v1.CredentialSet) (string, error) {
 	case v1.PhaseDistributed:
 		return st.RotationID, nil
 	case v1.PhaseRotating:
-		return "", fmt.Errorf("rotation %s of credentialset %q is still Rotating (new passwords are being applied), so the old ones cannot be discarded yet: wait until Distributed (kubectl rekey status %s), then discard",
-			st.RotationID, cs.Name, cs.Name)
+		return "", fmt.Errorf("rotation %s of credentialset %q is still Rotating (%s), so the old ones cannot be discarded yet: wait until Distributed (kubectl rekey status %s), then discard",
+			st.RotationID, cs.Name, termsFor(cs).applying, cs.Name)
 	}
 	return "", fmt.Errorf("credentialset %q has no active rotation (phase %s), so there is nothing to discard: start one with kubectl rekey rotate %s",
 		cs.Name, orDash(string(st.Phase)), cs.Name)

@@ -6,24 +6,44 @@ import (
 	"strings"
 )
 
-// formats render a credential for show. Generated passwords are letters and
-// digits, but adopted ones may hold anything, so every format escapes.
-var formats = map[string]func(user, password string) (string, error){
-	"plain": func(_, pw string) (string, error) { return pw + "\n", nil },
-	"mycnf": func(user, pw string) (string, error) {
-		u, err := mycnfValue(user)
-		if err != nil {
-			return "", err
-		}
-		p, err := mycnfValue(pw)
-		if err != nil {
-			return "", err
-		}
-		return "[client]\nuser=" + u + "\npassword=" + p + "\n", nil
-	},
-	"env": func(user, pw string) (string, error) {
-		return "MYSQL_USER=" + shellQuote(user) + "\nMYSQL_PASSWORD=" + shellQuote(pw) + "\n", nil
-	},
+// Renderers for show. Generated secrets are letters and digits (and
+// cephx keys base64), but adopted ones may hold anything, so every format
+// that embeds a value in a syntax escapes it.
+
+// plainLine prints the one value read, as it is, and a newline (always:
+// a value that ends in a newline itself must still show it).
+func plainLine(v []string) (string, error) { return v[0] + "\n", nil }
+
+// endLine ends text with exactly the newline it lacks, if any: a keyring
+// file already ends in one.
+func endLine(text string) string {
+	if strings.HasSuffix(text, "\n") {
+		return text
+	}
+	return text + "\n"
+}
+
+// envLines writes NAME=value lines from name, value pairs, each value one
+// shell word, so the output can be sourced.
+func envLines(pairs ...string) string {
+	var b strings.Builder
+	for i := 0; i+1 < len(pairs); i += 2 {
+		b.WriteString(pairs[i] + "=" + shellQuote(pairs[i+1]) + "\n")
+	}
+	return b.String()
+}
+
+// mycnfClient is a [client] section of a MySQL option file.
+func mycnfClient(user, pw string) (string, error) {
+	u, err := mycnfValue(user)
+	if err != nil {
+		return "", err
+	}
+	p, err := mycnfValue(pw)
+	if err != nil {
+		return "", err
+	}
+	return "[client]\nuser=" + u + "\npassword=" + p + "\n", nil
 }
 
 var shellSafe = regexp.MustCompile(`^[A-Za-z0-9_@%+=:,./-]+$`)

@@ -3,41 +3,57 @@ package plugin
 import (
 	"fmt"
 	"strings"
+	"time"
 
 	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/util/duration"
 
 	v1 "rekey.io/rekey/api/v1alpha1"
 	"rekey.io/rekey/internal/reason"
 )
 
-// NextStep says in words what happens next for a set, from its status (and
-// its discard policy) alone, so that it never disagrees with what the
-// operator recorded.
-func NextStep(cs *v1.CredentialSet) string {
+// NextStep says in words what happens next for a set, from its spec and
+// status alone, so that it never disagrees with what the operator recorded.
+func NextStep(cs *v1.CredentialSet) string { return nextStep(cs, time.Now()) }
+
+// nextStep is NextStep at a given time: a schedule says how far off the
+// next rotation is.
+func nextStep(cs *v1.CredentialSet, now time.Time) string {
 	st := cs.Status
 	if c := meta.FindStatusCondition(st.Conditions, reason.CondDegraded); c != nil && c.Status == "True" {
 		return c.Message
 	}
 	if st.ResetPending {
-		return "wait: resetting MySQL to the current passwords after the consumers rolled back"
+		return fmt.Sprintf("wait: resetting %s to the current %s after the consumers rolled back", backendName(cs), secretWord(cs))
 	}
 	switch st.Phase {
 	case v1.PhaseIdle:
 		if st.KeyGeneration == 0 {
 			return "wait: the operator provisions the credentials"
 		}
-		return "rotate when needed"
+		return idleStep(cs, now)
 	case v1.PhaseRotating:
-		return "wait: applying new passwords"
+		if cs.Spec.RabbitMQ != nil {
+			return "wait: creating the new user"
+		}
+		return "wait: applying new " + secretWord(cs)
 	case v1.PhaseDistributed:
 		if st.DiscardApplied {
-			return "wait: old passwords discarded, completing the rotation"
+			return termsFor(cs).retiring
 		}
 		if !rolledOut(cs) {
-			return fmt.Sprintf("wait for consumers to roll out (%s)", consumerCount(cs))
+			return fmt.Sprintf("wait for consumers to roll out (%s)", consumerCount(cs)) + ackHint(cs)
 		}
+		// RabbitMQ's old user is shared state of the cluster: status
+		// cannot tell whether other sets' consumers moved, so say it.
 		if cs.Spec.Rotation.DiscardPolicy == v1.DiscardAfterRollout {
+			if cs.Spec.RabbitMQ != nil {
+				return "discard happens automatically once every set on this RabbitMQ cluster moved"
+			}
 			return "discard happens automatically"
+		}
+		if cs.Spec.RabbitMQ != nil {
+			return "verify, then kubectl rekey discard " + cs.Name + " (the old user goes once every set on this RabbitMQ cluster moved)"
 		}
 		return "verify, then kubectl rekey discard " + cs.Name
 	default:
@@ -45,11 +61,75 @@ func NextStep(cs *v1.CredentialSet) string {
 	}
 }
 
-// rolledOut: every consumer runs the active rotation's credentials. The
-// operator stamps rolledOutAt once they do (it is reset when a rotation is
-// distributed); a set without consumers has nothing to wait for.
+// idleStep is what an idle set waits for: a person, or its rotation
+// policy (engine.Due decides; this only describes it).
+func idleStep(cs *v1.CredentialSet, now time.Time) string {
+	rot, st := cs.Spec.Rotation, cs.Status
+	switch rot.Policy {
+	case v1.PolicySchedule:
+		switch at := st.NextRotationAt; {
+		case at != nil && at.After(now):
+			return "rotate when needed; next scheduled rotation in " + duration.HumanDuration(at.Sub(now))
+		case at != nil:
+			return "wait: the scheduled rotation is due; the operator starts it"
+		case rot.Interval != nil:
+			return "rotate when needed; policy Schedule rotates every " + duration.HumanDuration(rot.Interval.Duration)
+		}
+	case v1.PolicyKeyGeneration:
+		if kg := rot.KeyGeneration; kg != nil && *kg > st.KeyGeneration {
+			if st.LastRolledBackID == fmt.Sprintf("keygeneration-%d", *kg) {
+				return fmt.Sprintf("rotate when needed; the rotation to spec.rotation.keyGeneration %d was rolled back: raise it to ask again", *kg)
+			}
+			return fmt.Sprintf("wait: spec.rotation.keyGeneration %d asks for a rotation; the operator starts it", *kg)
+		}
+		return fmt.Sprintf("rotate when needed, or raise spec.rotation.keyGeneration above %d", st.KeyGeneration)
+	case v1.PolicyWithVersionUpgrade:
+		if st.KeyVersion != "" {
+			return fmt.Sprintf("rotate when needed; the operator also rotates once %s runs a version newer than %s", backendName(cs), st.KeyVersion)
+		}
+		return fmt.Sprintf("rotate when needed; the operator also rotates when %s is upgraded", backendName(cs))
+	}
+	return "rotate when needed"
+}
+
+// ackHint names the consumer groups whose members outside automation has
+// not acknowledged yet: nobody but a person or that automation can move
+// them on (seed 004's node coverage).
+func ackHint(cs *v1.CredentialSet) string {
+	var waiting []string
+	for _, g := range cs.Spec.ConsumerGroups {
+		moved := 0
+		for _, c := range cs.Status.Consumers {
+			if c.Kind == v1.KindGroup && c.Name == g.Name && c.SecretHash == cs.Status.SecretHash {
+				moved = len(c.MembersUpdated)
+			}
+		}
+		if moved < len(g.Members) {
+			waiting = append(waiting, fmt.Sprintf("%s (%d/%d)", g.Name, moved, len(g.Members)))
+		}
+	}
+	switch len(waiting) {
+	case 0:
+		return ""
+	case 1:
+		name, _, _ := strings.Cut(waiting[0], " ")
+		return fmt.Sprintf("; acknowledge updated members of group %s: kubectl rekey ack %s --group %s --members A,B", waiting[0], cs.Name, name)
+	}
+	return fmt.Sprintf("; acknowledge updated members of groups %s: kubectl rekey ack %s --group GROUP --members A,B", strings.Join(waiting, ", "), cs.Name)
+}
+
+// rolledOut: every consumer (workloads and groups) runs the active
+// rotation's credentials. The operator stamps rolledOutAt once they do (it
+// is reset when a rotation is distributed); a set without consumers has
+// nothing to wait for.
 func rolledOut(cs *v1.CredentialSet) bool {
-	return len(cs.Spec.Consumers) == 0 || cs.Status.RolledOutAt != nil
+	return consumerTotal(cs) == 0 || cs.Status.RolledOutAt != nil
+}
+
+// consumerTotal counts what the operator counts in consumersUpdated:
+// workloads and consumer groups.
+func consumerTotal(cs *v1.CredentialSet) int {
+	return len(cs.Spec.Consumers) + len(cs.Spec.ConsumerGroups)
 }
 
 // consumerCount is status.consumersUpdated, or 0/m before the operator
@@ -58,7 +138,7 @@ func consumerCount(cs *v1.CredentialSet) string {
 	if n := cs.Status.ConsumersUpdated; n != "" {
 		return n
 	}
-	return fmt.Sprintf("0/%d", len(cs.Spec.Consumers))
+	return fmt.Sprintf("0/%d", consumerTotal(cs))
 }
 
 // progressLine is one line of --wait output; a new one is printed whenever
@@ -73,7 +153,7 @@ func progressLine(cs *v1.CredentialSet) string {
 	if st.ResetPending {
 		parts = append(parts, "resetPending")
 	}
-	if len(cs.Spec.Consumers) > 0 {
+	if consumerTotal(cs) > 0 {
 		parts = append(parts, "consumers "+consumerCount(cs)+" rolled out")
 	}
 	line := strings.Join(parts, ", ")

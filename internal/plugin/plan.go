@@ -11,23 +11,60 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1 "rekey.io/rekey/api/v1alpha1"
+	"rekey.io/rekey/internal/backend/ceph"
 	"rekey.io/rekey/internal/backend/mysql"
 	"rekey.io/rekey/internal/controller"
 )
 
 // printPlan is rotate --dry-run: what a rotation would touch, read from the
-// spec and the StatefulSet, never from MySQL (only the operator connects).
+// spec and the cluster's objects, never from the backend (only the
+// operator connects to it).
 func (s *session) printPlan(ctx context.Context, cs *v1.CredentialSet) error {
-	if cs.Spec.MySQL == nil {
-		return fmt.Errorf("credentialset %q has no spec.mysql, the only backend this plugin knows", cs.Name)
+	if cs.Spec.MySQL == nil && cs.Spec.Ceph == nil && cs.Spec.RabbitMQ == nil {
+		return fmt.Errorf("credentialset %q has no backend block (spec.mysql, spec.ceph or spec.rabbitmq), so there is no rotation to plan", cs.Name)
 	}
 	out := s.opts.Out
 	if gen := cs.Status.KeyGeneration; gen > 0 {
-		fmt.Fprintf(out, "Dry run: nothing was changed. A rotation of credentialset %s would move generation %d to %d.\n", setRef(cs), gen, gen+1)
+		fmt.Fprintf(out, "Dry run: nothing was changed. A rotation of credentialset %s would move generation %d to %d.\n", setRef(cs), gen, targetGeneration(cs))
 	} else {
-		fmt.Fprintf(out, "Dry run: nothing was changed. Credentialset %s is not provisioned yet: the operator provisions generation 1 first, then this rotation makes generation 2.\n", setRef(cs))
+		fmt.Fprintf(out, "Dry run: nothing was changed. Credentialset %s is not provisioned yet: the operator provisions generation 1 first, then this rotation makes generation %d.\n", setRef(cs), targetGeneration(cs))
 	}
+	switch {
+	case cs.Spec.Ceph != nil:
+		printCephPlan(out, cs)
+	case cs.Spec.RabbitMQ != nil:
+		printRabbitPlan(out, cs)
+	default:
+		if err := s.printMySQLPlan(ctx, out, cs); err != nil {
+			return err
+		}
+	}
+	printSecretsPlan(out, cs)
+	fmt.Fprintln(out, "Workloads to restart:")
+	for _, c := range cs.Spec.Consumers {
+		fmt.Fprintf(out, "  %s\n", s.describeConsumer(ctx, cs, c))
+	}
+	if len(cs.Spec.Consumers) == 0 {
+		fmt.Fprintln(out, "  none (spec.consumers is empty)")
+	}
+	if len(cs.Spec.ConsumerGroups) > 0 {
+		// Nothing restarts these: outside automation updates them and
+		// reports members, and discard waits for every one.
+		fmt.Fprintln(out, "Consumer groups (outside automation reports updated members with kubectl rekey ack):")
+		tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
+		for _, g := range cs.Spec.ConsumerGroups {
+			fmt.Fprintf(tw, "  %s\t%d members\n", g.Name, len(g.Members))
+		}
+		tw.Flush()
+	}
+	if cs.Spec.RabbitMQ != nil {
+		s.printClusterPeers(ctx, out, cs)
+	}
+	printThen(out, cs, s.ns)
+	return nil
+}
 
+func (s *session) printMySQLPlan(ctx context.Context, out io.Writer, cs *v1.CredentialSet) error {
 	instances, note, err := s.instances(ctx, cs)
 	if err != nil {
 		return err
@@ -43,40 +80,46 @@ func (s *session) printPlan(ctx context.Context, cs *v1.CredentialSet) error {
 	users, err := mysql.ResolveUsers(cs.Spec.MySQL)
 	if err != nil {
 		fmt.Fprintf(out, "Users: none usable: %v\n", err)
-	} else {
-		fmt.Fprintf(out, "Users (%d):\n", len(users))
-		tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
-		for _, u := range users {
-			admin := ""
-			if u.Name == cs.Spec.MySQL.Admin.User {
-				admin = "\t(rekey connects as this user)"
-			}
-			fmt.Fprintf(tw, "  %s\tkey %s%s\n", u, u.Key, admin)
-		}
-		tw.Flush()
+		return nil
 	}
+	fmt.Fprintf(out, "Users (%d):\n", len(users))
+	tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
+	for _, u := range users {
+		admin := ""
+		if u.Name == cs.Spec.MySQL.Admin.User {
+			admin = "\t(rekey connects as this user)"
+		}
+		fmt.Fprintf(tw, "  %s\tkey %s%s\n", u, u.Key, admin)
+	}
+	return tw.Flush()
+}
 
+// printSecretsPlan lists the Secrets a rotation writes: the source Secret
+// first (rule 1: a secret is stored before any consumer is given it),
+// then the distribution targets.
+func printSecretsPlan(out io.Writer, cs *v1.CredentialSet) {
 	fmt.Fprintln(out, "Secrets to update:")
-	fmt.Fprintf(out, "  source Secret %s in the operator's namespace (new passwords are stored there first)\n", controller.SourceSecretName(cs))
+	fmt.Fprintf(out, "  source Secret %s in the operator's namespace (%s)\n", controller.SourceSecretName(cs), sourceNote(cs))
 	for _, t := range cs.Spec.Distribution {
 		fmt.Fprintf(out, "  %s/%s\n", t.Namespace, t.Name)
 	}
 	if len(cs.Spec.Distribution) == 0 {
 		fmt.Fprintln(out, "  no distribution Secret (spec.distribution is empty)")
+	} else if keys := distributedKeys(cs); keys != "" {
+		fmt.Fprintf(out, "  each distribution Secret gets %s\n", keys)
 	}
-
-	fmt.Fprintln(out, "Workloads to restart:")
-	for _, c := range cs.Spec.Consumers {
-		fmt.Fprintf(out, "  %s\n", s.describeConsumer(ctx, cs, c))
+	if admin := cephAdminRotates(cs); admin != "" {
+		ref := cs.Spec.Ceph.Admin.KeyringSecretRef.Name
+		fmt.Fprintf(out, "  admin keyring Secret %s/%s (%s is one of the entities; while it rotates, the temporary %s's keyring is kept in %s/%s)\n",
+			cs.Namespace, ref, admin, ceph.RotatorEntity, cs.Namespace, controller.RotatorSecretName(ref))
 	}
-	if len(cs.Spec.Consumers) == 0 {
-		fmt.Fprintln(out, "  none (spec.consumers is empty)")
-	}
-	printThen(out, cs, s.ns)
-	return nil
 }
 
 func printThen(out io.Writer, cs *v1.CredentialSet, ns string) {
+	if cs.Spec.Ceph != nil || cs.Spec.RabbitMQ != nil {
+		printBackendThen(out, cs, ns)
+		return
+	}
 	if cs.Spec.Rotation.DiscardPolicy == v1.DiscardAfterRollout {
 		fmt.Fprintln(out, "Then: the old passwords are discarded automatically once every consumer rolled out and the grace period passed (discardPolicy AfterRollout).")
 		return

@@ -33,12 +33,14 @@ failures:
   KeyMismatch             an identity's secret was changed outside rekey: the
                           backend is reset to the source Secret's current ones
   StaleRotationPending    the source Secret holds another rotation's pending
-                          passwords: the active rotation is rolled back (as abort)
-  MissingRotationPending  the active rotation's pending passwords were lost:
+                          secrets: the active rotation is rolled back (as abort)
+  MissingRotationPending  the active rotation's pending secrets were lost:
                           the rotation is rolled back (as abort)
 It prints the diagnosis and the steps, asks for confirmation (unless --yes),
 then annotates the set with rekey.io/recover=<new UUID>, as kubectl annotate
-could. The operator does the work; nothing connects to MySQL from here.
+could. The operator does the work; nothing connects to the backend from here.
+Ceph mints its own keys, so an idle Ceph set with KeyMismatch is not reset:
+follow the operator's message (delete the entity from the source Secret).
 Anything else is not something recover handles: it says so and changes nothing.`,
 		Example: `  kubectl rekey recover moco -n shop
   kubectl rekey recover moco -n shop --yes --wait`,
@@ -55,7 +57,7 @@ Anything else is not something recover handles: it says so and changes nothing.`
 		},
 	}
 	cmd.Flags().BoolVarP(&yes, "yes", "y", false, "proceed without asking for confirmation")
-	w.bind(cmd, "MySQL is reset to the current passwords (resetPending cleared)")
+	w.bind(cmd, "the backend is reset to the current credentials (resetPending cleared)")
 	return cmd
 }
 
@@ -70,8 +72,8 @@ func (s *session) recover(ctx context.Context, name string, yes bool, w waitFlag
 			cs.Name, req, cs.Name)
 	}
 	if st.ResetPending {
-		return fmt.Errorf("credentialset %q is already being reset: the operator resets MySQL to the current passwords once the consumers rolled back (%s); follow it with kubectl rekey status %s",
-			cs.Name, consumerCount(cs), cs.Name)
+		return fmt.Errorf("credentialset %q is already being reset: the operator resets %s to the current %s once the consumers rolled back (%s); follow it with kubectl rekey status %s",
+			cs.Name, backendName(cs), secretWord(cs), consumerCount(cs), cs.Name)
 	}
 	d, err := diagnose(cs)
 	if err != nil {
@@ -111,7 +113,7 @@ func (s *session) recover(ctx context.Context, name string, yes bool, w waitFlag
 	// resetPending, so both together mean the reset is done, whatever the
 	// phase (a refused rotation request may have started right after).
 	g := goal{
-		what:  fmt.Sprintf("recovery %s to finish (MySQL reset to the current passwords, resetPending cleared)", id),
+		what:  fmt.Sprintf("recovery %s to finish (%s reset to the current %s, resetPending cleared)", id, backendName(cs), secretWord(cs)),
 		fatal: rollbackRefusals,
 		done: func(cs *v1.CredentialSet) bool {
 			return cs.Status.LastRecoverID == id && !cs.Status.ResetPending
@@ -121,7 +123,7 @@ func (s *session) recover(ctx context.Context, name string, yes bool, w waitFlag
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(out, "recovery %s done: every instance accepts only the current passwords (generation %d)\nnext step: %s\n", id, cs.Status.KeyGeneration, NextStep(cs))
+	fmt.Fprintf(out, "recovery %s done: %s (generation %d)\nnext step: %s\n", id, termsFor(cs).resetDone, cs.Status.KeyGeneration, NextStep(cs))
 	return nil
 }
 
@@ -136,7 +138,7 @@ type diagnosis struct {
 // diagnose maps the Degraded condition to one of seed 000's documented
 // failures, or says why recover does not apply. What the operator does is
 // decided by the phase, as in engine.Decide: an active rotation is rolled
-// back, an idle set has MySQL reset.
+// back, an idle set has its backend reset.
 func diagnose(cs *v1.CredentialSet) (diagnosis, error) {
 	st := cs.Status
 	c := meta.FindStatusCondition(st.Conditions, reason.CondDegraded)
@@ -155,9 +157,9 @@ func diagnose(cs *v1.CredentialSet) (diagnosis, error) {
 	case reason.KeyMismatch:
 		d.cause = "a backend identity no longer accepts the secret the source Secret holds for it: it was changed outside rekey, so rotations are refused (KeyMismatch)"
 	case reason.StaleRotationPending:
-		d.cause = fmt.Sprintf("the source Secret holds the pending passwords of another, interrupted rotation, not of the active rotation %s (StaleRotationPending)", st.RotationID)
+		d.cause = fmt.Sprintf("the source Secret holds the pending %s of another, interrupted rotation, not of the active rotation %s (StaleRotationPending)", secretWord(cs), st.RotationID)
 	case reason.MissingRotationPending:
-		d.cause = fmt.Sprintf("the source Secret lost pending passwords of the active rotation %s; MySQL keeps only their hashes, so the rotation cannot go forward (MissingRotationPending)", st.RotationID)
+		d.cause = fmt.Sprintf("the source Secret lost pending %s of the active rotation %s%s, so the rotation cannot go forward (MissingRotationPending)", secretWord(cs), st.RotationID, hashesOnly(cs))
 	default:
 		return diagnosis{}, fmt.Errorf("credentialset %q is degraded for a reason kubectl rekey recover does not handle (%s): %s", cs.Name, c.Reason, c.Message)
 	}
@@ -167,14 +169,23 @@ func diagnose(cs *v1.CredentialSet) (diagnosis, error) {
 		// backup) while Idle: a reset would have nothing to reset to.
 		return diagnosis{}, fmt.Errorf("credentialset %q is degraded (%s) with no rotation active, which kubectl rekey recover does not handle: %s", cs.Name, c.Reason, c.Message)
 	case active && st.DiscardApplied:
-		return diagnosis{}, fmt.Errorf("rotation %s of credentialset %q already discarded the old passwords on every instance, so it cannot be rolled back: it can only complete (%s: %s)",
+		return diagnosis{}, fmt.Errorf("rotation %s of credentialset %q %s, so it cannot be rolled back: it can only complete (%s: %s)",
+			st.RotationID, cs.Name, termsFor(cs).alreadyRetired, c.Reason, c.Message)
+	case active && inPlaceApplied(cs):
+		return diagnosis{}, fmt.Errorf("rotation %s of credentialset %q replaced the keys in place (Ceph InPlace), so the old keys no longer exist and it cannot be rolled back: it can only complete (%s: %s)",
 			st.RotationID, cs.Name, c.Reason, c.Message)
+	case !active && cs.Spec.Ceph != nil && c.Reason == string(reason.KeyMismatch):
+		// Ceph's reset only checks the keys (it cannot set one), so a
+		// recovery would stay resetPending; the operator's message names
+		// the fix: have rekey adopt the cluster's key.
+		return diagnosis{}, fmt.Errorf("credentialset %q is degraded (KeyMismatch), which kubectl rekey recover cannot repair for Ceph: Ceph mints its keys, so rekey cannot reset one to the source Secret's. Do what the operator says: %s",
+			cs.Name, c.Message)
 	case active:
 		d.intro = fmt.Sprintf("The operator rolls rotation %s back, as kubectl rekey abort does, in this order:", st.RotationID)
 		d.steps = rollbackSteps(cs)
 	default:
 		d.intro = fmt.Sprintf("The operator resets %s to the current %s, in this order:", backendName(cs), secretWord(cs))
-		d.steps = append([]string{"status gets resetPending (Event RecoveryStarted); the consumers keep the current passwords: " + consumerList(cs)}, resetSteps(cs)...)
+		d.steps = append([]string{"status gets resetPending (Event RecoveryStarted); the consumers keep the current " + secretWord(cs) + ": " + consumerList(cs)}, resetSteps(cs)...)
 		if req := cs.Annotations[engine.RotateAnnotation]; req != "" && req != st.LastRotationID {
 			d.then = fmt.Sprintf("Then the refused rotation request %s (rekey.io/rotate) starts by itself; remove it first with kubectl annotate credentialset %s %s- if it should not.",
 				req, cs.Name, engine.RotateAnnotation)
@@ -217,21 +228,12 @@ func (s *session) confirm(ctx context.Context) (bool, error) {
 	return false, nil
 }
 
-// backendName and secretWord keep messages in the backend's own terms.
-func backendName(cs *v1.CredentialSet) string {
-	switch {
-	case cs.Spec.Ceph != nil:
-		return "Ceph"
-	case cs.Spec.RabbitMQ != nil:
-		return "RabbitMQ"
-	default:
-		return "MySQL"
-	}
-}
-
-func secretWord(cs *v1.CredentialSet) string {
+// hashesOnly says why lost pending secrets stop a rotation: a backend that
+// keeps only hashes cannot hand them back. Ceph could, so the clause
+// would be wrong for it.
+func hashesOnly(cs *v1.CredentialSet) string {
 	if cs.Spec.Ceph != nil {
-		return "keys"
+		return ""
 	}
-	return "passwords"
+	return "; " + backendName(cs) + " keeps only their hashes"
 }

@@ -71,10 +71,12 @@ func NewRootCommand(o Options) *cobra.Command {
 		Use:   "kubectl-rekey",
 		Short: "Rotate the credentials of rekey CredentialSets",
 		Long: `kubectl rekey rotates the credentials of a rekey CredentialSet in two steps:
-  rotate   new passwords are applied next to the current ones and distributed
-  discard  once consumers rolled out, the old passwords stop working
+  rotate   new credentials (MySQL passwords, Ceph keys, a RabbitMQ user) are
+           made and distributed; rotate --help says what stays of the old ones
+  discard  once consumers rolled out, the old credentials are retired
 and rolls a rotation back when needed:
-  abort    consumers return to the current passwords, then the new ones stop working
+  abort    consumers return to the current credentials, then the new ones
+           stop working
   recover  diagnoses a refusal and has the operator repair it
 and records outside consumers moving to new credentials:
   ack      members of a consumer group now use the current credentials

@@ -18,13 +18,17 @@ func newRotateCommand(a *app) *cobra.Command {
 	)
 	cmd := &cobra.Command{
 		Use:   "rotate NAME",
-		Short: "Start a rotation: new passwords next to the current ones, then distributed",
+		Short: "Start a rotation: new credentials next to the current ones, then distributed",
 		Long: `rotate annotates the CredentialSet with rekey.io/rotate=<new UUID>, as
   kubectl annotate credentialset NAME rekey.io/rotate=$(uuidgen)
-would. The operator applies new passwords on every instance while keeping the
-current ones valid (MySQL dual passwords), writes them to the distribution
-Secrets and restarts the consumers. Old passwords work until discard.
-The set must be Idle.`,
+would. The operator makes the new credentials, writes them to the
+distribution Secrets and restarts the consumers:
+  MySQL     new passwords on every instance next to the current ones (dual
+            passwords); the old ones work until discard
+  Ceph      Overlapping: a new entity per generation next to the current one;
+            InPlace: ceph auth rotate, after which the old key no longer works
+  RabbitMQ  a new user per generation; the old one works until discard
+The set must be Idle. --dry-run prints what a rotation would touch.`,
 		Example: `  kubectl rekey rotate moco -n shop --dry-run
   kubectl rekey rotate moco -n shop --wait --timeout 5m`,
 		Args: nameArg("rotate"),
@@ -43,7 +47,7 @@ The set must be Idle.`,
 		},
 	}
 	cmd.Flags().BoolVar(&dryRun, "dry-run", false, "print what a rotation would touch, change nothing")
-	w.bind(cmd, "the new passwords are distributed (phase Distributed)")
+	w.bind(cmd, "the new credentials are distributed (phase Distributed)")
 	return cmd
 }
 
@@ -85,7 +89,7 @@ func (s *session) rotate(ctx context.Context, name string, dryRun bool, w waitFl
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(s.opts.Out, "rotation %s distributed: old and new passwords both work until discard\nnext step: %s\n", id, NextStep(cs))
+	fmt.Fprintf(s.opts.Out, "rotation %s distributed: %s\nnext step: %s\n", id, termsFor(cs).bothWork, NextStep(cs))
 	return nil
 }
 
@@ -95,8 +99,8 @@ func checkRotatable(cs *v1.CredentialSet) error {
 	st := cs.Status
 	switch st.Phase {
 	case v1.PhaseRotating:
-		return fmt.Errorf("credentialset %q is not Idle: rotation %s is active (phase Rotating, new passwords are being applied); let it reach Distributed (kubectl rekey status %s), then finish it with kubectl rekey discard %s before rotating again",
-			cs.Name, st.RotationID, cs.Name, cs.Name)
+		return fmt.Errorf("credentialset %q is not Idle: rotation %s is active (phase Rotating, %s); let it reach Distributed (kubectl rekey status %s), then finish it with kubectl rekey discard %s before rotating again",
+			cs.Name, st.RotationID, termsFor(cs).applying, cs.Name, cs.Name)
 	case v1.PhaseDistributed:
 		return fmt.Errorf("credentialset %q is not Idle: rotation %s is active (phase Distributed); finish it with kubectl rekey discard %s before rotating again",
 			cs.Name, st.RotationID, cs.Name)

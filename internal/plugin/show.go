@@ -3,6 +3,7 @@ package plugin
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -10,52 +11,91 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	v1 "rekey.io/rekey/api/v1alpha1"
 	"rekey.io/rekey/internal/backend/mysql"
+	"rekey.io/rekey/internal/backend/rabbitmq"
 )
 
+// showFlags are show's choices: which identity, and how to print it.
+type showFlags struct{ user, entity, format string }
+
 func newShowCommand(a *app) *cobra.Command {
-	var user, format string
+	var f showFlags
 	cmd := &cobra.Command{
 		Use:   "show NAME",
-		Short: "Print one user's password as consumers get it (the only command that prints secrets)",
+		Short: "Print one credential as consumers get it (the only command that prints secrets)",
 		Long: `show reads the set's first distribution Secret, which holds what consumers
-are given: the current passwords, or the new ones from the moment a rotation
-distributed them. Formats: plain (the password), mycnf ([client] section),
-env (MYSQL_USER / MYSQL_PASSWORD, shell-quoted).`,
-		Example: `  kubectl rekey show moco -n shop --user moco-readonly --format mycnf > ~/.my.cnf`,
-		Args:    nameArg("show"),
+are given: the current credentials, or the new ones from the moment a rotation
+distributed them. Formats, by backend:
+  MySQL     plain (the password), mycnf ([client] section), env (MYSQL_USER /
+            MYSQL_PASSWORD); --user picks the user when the set has several
+  Ceph      plain (the key), keyring (the keyring file), env (CEPH_NAME, the
+            entity for --name; CEPH_ID, for --id; CEPH_KEY); --entity picks
+            the entity when the set has several
+  RabbitMQ  plain (the password), env (RABBITMQ_USERNAME / RABBITMQ_PASSWORD),
+            url (the transport_url, for sets that render one)
+env output is shell-quoted, so it can be sourced.`,
+		Example: `  kubectl rekey show moco -n shop --user moco-readonly --format mycnf > ~/.my.cnf
+  kubectl rekey show ceph-csi -n rook-ceph --entity client.csi-rbd --format keyring
+  kubectl rekey show nova-transport -n openstack --format url`,
+		Args: nameArg("show"),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if _, ok := formats[format]; !ok {
-				return fmt.Errorf("unknown format %q: use plain, mycnf or env", format)
-			}
 			s, err := a.session()
 			if err != nil {
 				return err
 			}
-			return s.show(cmd.Context(), args[0], user, format)
+			return s.show(cmd.Context(), args[0], f)
 		},
 	}
-	cmd.Flags().StringVar(&user, "user", "", "the MySQL user (NAME or NAME@HOST); required when the set has several")
-	cmd.Flags().StringVar(&format, "format", "plain", "output format: plain, mycnf or env")
+	cmd.Flags().StringVar(&f.user, "user", "", "the MySQL user (NAME or NAME@HOST); required when the set has several")
+	cmd.Flags().StringVar(&f.entity, "entity", "", "the Ceph entity (e.g. client.csi); required when the set has several")
+	// The per-backend formats are in the long help: this text is what
+	// users of MySQL sets have always seen.
+	cmd.Flags().StringVar(&f.format, "format", "plain", "output format: plain, mycnf or env")
 	return cmd
 }
 
-func (s *session) show(ctx context.Context, name, user, format string) error {
+// credential is one identity's secret as show prints it: the distribution
+// Secret keys it reads and how their values become the output.
+type credential struct {
+	who    string // in errors, e.g. "user orders@%" or "entity client.csi"
+	keys   []string
+	render func(vals []string) (string, error)
+	// note says, on stderr during an active rotation, what the printed
+	// credential is and what became of the old one.
+	note string
+}
+
+// showFormats are each backend's formats, in the order help lists them.
+var showFormats = map[string][]string{
+	"MySQL":    {"plain", "mycnf", "env"},
+	"Ceph":     {"plain", "keyring", "env"},
+	"RabbitMQ": {"plain", "env", "url"},
+}
+
+func (s *session) show(ctx context.Context, name string, f showFlags) error {
 	cs, err := s.getSet(ctx, name)
 	if err != nil {
 		return err
 	}
-	if cs.Spec.MySQL == nil {
-		return fmt.Errorf("credentialset %q has no spec.mysql, the only backend this plugin knows", cs.Name)
+	if cs.Spec.MySQL == nil && cs.Spec.Ceph == nil && cs.Spec.RabbitMQ == nil {
+		return fmt.Errorf("credentialset %q has no backend block (spec.mysql, spec.ceph or spec.rabbitmq), so it has no credential to show", cs.Name)
+	}
+	if err := checkFormat(cs, f.format); err != nil {
+		return err
 	}
 	if len(cs.Spec.Distribution) == 0 {
-		return fmt.Errorf("credentialset %q has no distribution target (spec.distribution is empty), so no Secret outside the operator's namespace holds its passwords: add one to spec.distribution", cs.Name)
+		return fmt.Errorf("credentialset %q has no distribution target (spec.distribution is empty), so no Secret outside the operator's namespace holds its %s: add one to spec.distribution", cs.Name, secretWord(cs))
 	}
-	users, err := mysql.ResolveUsers(cs.Spec.MySQL)
-	if err != nil {
-		return fmt.Errorf("credentialset %q: %w", cs.Name, err)
+	var c credential
+	switch {
+	case cs.Spec.Ceph != nil:
+		c, err = cephCredential(cs, f)
+	case cs.Spec.RabbitMQ != nil:
+		c, err = rabbitCredential(cs, f)
+	default:
+		c, err = mysqlCredential(cs, f)
 	}
-	u, err := pickUser(cs.Name, users, user)
 	if err != nil {
 		return err
 	}
@@ -68,20 +108,127 @@ func (s *session) show(ctx context.Context, name, user, format string) error {
 	if err != nil {
 		return fmt.Errorf("read distribution Secret %s/%s: %w", t.Namespace, t.Name, err)
 	}
-	pw, ok := sec.Data[u.Key]
-	if !ok || len(pw) == 0 {
-		return fmt.Errorf("distribution Secret %s/%s has no key %s for user %s: the operator has not distributed it yet (kubectl rekey status %s)", t.Namespace, t.Name, u.Key, u, cs.Name)
+	var vals []string
+	for _, k := range c.keys {
+		v, ok := sec.Data[k]
+		if !ok || len(v) == 0 {
+			return fmt.Errorf("distribution Secret %s/%s has no key %s for %s: the operator has not distributed it yet (kubectl rekey status %s)", t.Namespace, t.Name, k, c.who, cs.Name)
+		}
+		vals = append(vals, string(v))
 	}
-	text, err := formats[format](u.Name, string(pw))
+	text, err := c.render(vals)
 	if err != nil {
 		return err
 	}
 	if st := cs.Status; st.RotationID != "" && st.RotateApplied {
 		// On stderr, so that redirected output stays a clean credential.
-		fmt.Fprintf(s.opts.Err, "note: rotation %s is active; this is its new password (the old one works until discard)\n", cs.Status.RotationID)
+		fmt.Fprintf(s.opts.Err, "note: rotation %s is active; %s\n", st.RotationID, c.note)
 	}
 	_, err = fmt.Fprint(s.opts.Out, text)
 	return err
+}
+
+// checkFormat accepts the formats of the set's backend. MySQL's message
+// is the one it always was.
+func checkFormat(cs *v1.CredentialSet, format string) error {
+	b := backendName(cs)
+	list := showFormats[b]
+	if slices.Contains(list, format) {
+		return nil
+	}
+	use := strings.Join(list[:len(list)-1], ", ") + " or " + list[len(list)-1]
+	if b == "MySQL" {
+		return fmt.Errorf("unknown format %q: use %s", format, use)
+	}
+	return fmt.Errorf("unknown format %q for a %s set: use %s", format, b, use)
+}
+
+func mysqlCredential(cs *v1.CredentialSet, f showFlags) (credential, error) {
+	if f.entity != "" {
+		return credential{}, fmt.Errorf("--entity picks a Ceph entity, but credentialset %q is a MySQL set: pick the user with --user", cs.Name)
+	}
+	users, err := mysql.ResolveUsers(cs.Spec.MySQL)
+	if err != nil {
+		return credential{}, fmt.Errorf("credentialset %q: %w", cs.Name, err)
+	}
+	u, err := pickUser(cs.Name, users, f.user)
+	if err != nil {
+		return credential{}, err
+	}
+	c := credential{who: "user " + u.String(), keys: []string{u.Key},
+		note: "this is its new password (the old one works until discard)"}
+	switch f.format {
+	case "mycnf":
+		c.render = func(v []string) (string, error) { return mycnfClient(u.Name, v[0]) }
+	case "env":
+		c.render = func(v []string) (string, error) {
+			return envLines("MYSQL_USER", u.Name, "MYSQL_PASSWORD", v[0]), nil
+		}
+	default:
+		c.render = plainLine
+	}
+	return c, nil
+}
+
+// cephCredential reads what the Ceph backend renders per entity E: E.key,
+// E.keyring, E.name (the current generation's entity) and E.id.
+func cephCredential(cs *v1.CredentialSet, f showFlags) (credential, error) {
+	var names []string
+	for _, e := range cs.Spec.Ceph.Entities {
+		names = append(names, e.Name)
+	}
+	if f.user != "" {
+		return credential{}, fmt.Errorf("--user picks a MySQL user, but credentialset %q is a Ceph set: pick the entity with --entity (%s)", cs.Name, strings.Join(names, ", "))
+	}
+	e, err := pickEntity(cs.Name, names, f.entity)
+	if err != nil {
+		return credential{}, err
+	}
+	c := credential{who: "entity " + e,
+		note: "this is its new key (the old one stopped working when Ceph rotated it: InPlace)"}
+	if cephOverlapping(cs) {
+		c.note = fmt.Sprintf("this is the key of its new entity %s.%d (the prior entity works until discard, and after it as keepPriorKeyCount %d says)",
+			e, targetGeneration(cs), keepPriorKeyCount(cs))
+	}
+	switch f.format {
+	case "keyring":
+		c.keys = []string{e + ".keyring"}
+		c.render = func(v []string) (string, error) { return endLine(v[0]), nil }
+	case "env":
+		c.keys = []string{e + ".name", e + ".id", e + ".key"}
+		c.render = func(v []string) (string, error) {
+			return envLines("CEPH_NAME", v[0], "CEPH_ID", v[1], "CEPH_KEY", v[2]), nil
+		}
+	default:
+		c.keys, c.render = []string{e + ".key"}, plainLine
+	}
+	return c, nil
+}
+
+// rabbitCredential reads what the RabbitMQ backend renders: username,
+// password and, where the spec asks, the transport_url.
+func rabbitCredential(cs *v1.CredentialSet, f showFlags) (credential, error) {
+	if f.user != "" || f.entity != "" {
+		return credential{}, fmt.Errorf("credentialset %q is a RabbitMQ set with a single user (a new one per generation), so show takes no --user or --entity: drop it", cs.Name)
+	}
+	c := credential{who: "the RabbitMQ user",
+		note: fmt.Sprintf("this is its new user %s (the old user works until discard)", rabbitUser(cs, targetGeneration(cs)))}
+	switch f.format {
+	case "env":
+		c.keys = []string{rabbitmq.KeyUsername, rabbitmq.KeyPassword}
+		c.render = func(v []string) (string, error) {
+			return envLines("RABBITMQ_USERNAME", v[0], "RABBITMQ_PASSWORD", v[1]), nil
+		}
+	case "url":
+		t := cs.Spec.RabbitMQ.TransportURL
+		if t == nil {
+			return credential{}, fmt.Errorf("credentialset %q renders no transport_url (spec.rabbitmq.transportURL is not set): use --format plain or env, or set transportURL", cs.Name)
+		}
+		c.keys, c.render = []string{transportKey(t)}, plainLine
+	default:
+		c.keys, c.render = []string{rabbitmq.KeyPassword}, plainLine
+	}
+	return c, nil
 }
 
 // pickUser finds --user among the set's users by NAME or NAME@HOST;
@@ -110,4 +257,20 @@ func pickUser(set string, users []mysql.User, want string) (mysql.User, error) {
 		return mysql.User{}, fmt.Errorf("credentialset %q has no user %q: use one of %s", set, want, strings.Join(names, ", "))
 	}
 	return mysql.User{}, fmt.Errorf("credentialset %q has user %q on several hosts: say which with --user NAME@HOST (%s)", set, want, strings.Join(names, ", "))
+}
+
+// pickEntity finds --entity among the spec's entities; without it, a
+// single entity is the answer and several are listed. A generation's
+// name (client.csi.3) is not an entity of the spec: the Secret keys are
+// named after the spec's.
+func pickEntity(set string, names []string, want string) (string, error) {
+	switch {
+	case want == "" && len(names) == 1:
+		return names[0], nil
+	case want == "":
+		return "", fmt.Errorf("credentialset %q has %d entities: choose one with --entity (%s)", set, len(names), strings.Join(names, ", "))
+	case slices.Contains(names, want):
+		return want, nil
+	}
+	return "", fmt.Errorf("credentialset %q has no entity %q: use one of %s", set, want, strings.Join(names, ", "))
 }

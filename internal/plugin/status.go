@@ -85,7 +85,7 @@ func writeTable(out io.Writer, sets []v1.CredentialSet, evs []eventsv1.Event, no
 			last = mine[len(mine)-1].Reason
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\n", cs.Name, orDash(string(st.Phase)), st.KeyGeneration,
-			orDash(st.RotationID), age, consumersCell(cs), last, NextStep(cs))
+			orDash(st.RotationID), age, consumersCell(cs), last, nextStep(cs, now))
 	}
 	tw.Flush()
 }

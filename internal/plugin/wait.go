@@ -21,8 +21,10 @@ type goal struct {
 
 // Refusals that mean the operator will not carry out a request as is;
 // InstanceUnreachable is absent on purpose: the phase resumes by itself.
+// KeyMismatch is Ceph's and RabbitMQ's refusal to rotate from a secret
+// changed outside rekey.
 var (
-	rotateRefusals  = []reason.Reason{reason.DualPasswordExists, reason.RotateRefused, reason.StaleRotationPending, reason.MissingRotationPending}
+	rotateRefusals  = []reason.Reason{reason.DualPasswordExists, reason.RotateRefused, reason.StaleRotationPending, reason.MissingRotationPending, reason.KeyMismatch}
 	discardRefusals = []reason.Reason{reason.DiscardRefused, reason.DiscardSkipped, reason.MissingRotationPending, reason.StaleRotationPending}
 )
 

@@ -1,0 +1,212 @@
+package plugin
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"io"
+	"slices"
+	"strings"
+	"text/tabwriter"
+
+	v1 "rekey.io/rekey/api/v1alpha1"
+	"rekey.io/rekey/internal/backend/ceph"
+)
+
+// printCephPlan says where rekey runs the ceph CLI, how the strategy keeps
+// (or does not keep) the old keys, and the entities it rotates.
+func printCephPlan(out io.Writer, cs *v1.CredentialSet) {
+	spec := cs.Spec.Ceph
+	fmt.Fprintf(out, "Monitors (%d; rekey runs the ceph CLI as %s, keyring from Secret %s/%s):\n",
+		len(spec.Monitors), cephAdmin(cs), cs.Namespace, spec.Admin.KeyringSecretRef.Name)
+	for _, m := range spec.Monitors {
+		fmt.Fprintf(out, "  %s\n", m)
+	}
+	gen := targetGeneration(cs)
+	if cephOverlapping(cs) {
+		fmt.Fprintf(out, "Strategy Overlapping: each entity gets a new entity for generation %d with the same caps, next to the current one; both work until discard (keepPriorKeyCount %d says how many prior entities stay after it).\n", gen, keepPriorKeyCount(cs))
+	} else {
+		// The one exception to "never lock out" (DESIGN.md rule 2), so
+		// it is said before anything else about the entities.
+		fmt.Fprintln(out, "Strategy InPlace: ceph auth rotate replaces each key. Unlike MySQL, the old key stops working at once, at rotate time, not at discard; the consumers restart right after, and running daemons carry on on their service tickets meanwhile.")
+	}
+	fmt.Fprintf(out, "Entities (%d):\n", len(spec.Entities))
+	tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
+	for _, e := range spec.Entities {
+		line := "  " + e.Name
+		if cephOverlapping(cs) {
+			line += fmt.Sprintf("\tnew entity %s.%d\t%s", e.Name, gen, capsText(e.Caps))
+		}
+		if e.Name == cephAdmin(cs) {
+			line += "\t(rekey connects as this entity; its key rotates through " + ceph.RotatorEntity + ")"
+		}
+		fmt.Fprintln(tw, line)
+	}
+	tw.Flush()
+}
+
+// capsText lists the caps a new entity is created with, as `ceph auth
+// get-or-create` takes them on a shell command line.
+func capsText(c v1.CephCaps) string {
+	var parts []string
+	for _, p := range []struct{ daemon, caps string }{{"mon", c.Mon}, {"osd", c.OSD}, {"mgr", c.MGR}, {"mds", c.MDS}} {
+		if p.caps != "" {
+			parts = append(parts, p.daemon+" "+quoted(p.caps))
+		}
+	}
+	if len(parts) == 0 {
+		return "no caps"
+	}
+	return "caps " + strings.Join(parts, " ")
+}
+
+// quoted is s in single quotes, as a shell reads it: the regular
+// expressions of RabbitMQ permissions keep their backslashes, and an empty
+// one ("grants nothing") stays visible.
+func quoted(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'" }
+
+// cephAdmin is the entity rekey runs as, with the API's default.
+func cephAdmin(cs *v1.CredentialSet) string {
+	if e := cs.Spec.Ceph.Admin.Entity; e != "" {
+		return e
+	}
+	return "client.admin"
+}
+
+// cephAdminRotates is the admin entity when the set rotates it, else "":
+// then the admin keyring Secret is rewritten too.
+func cephAdminRotates(cs *v1.CredentialSet) string {
+	if cs.Spec.Ceph == nil {
+		return ""
+	}
+	admin := cephAdmin(cs)
+	if slices.ContainsFunc(cs.Spec.Ceph.Entities, func(e v1.CephEntity) bool { return e.Name == admin }) {
+		return admin
+	}
+	return ""
+}
+
+// printRabbitPlan says where rekey reaches the broker and the user the
+// rotation creates, with what it is allowed to do.
+func printRabbitPlan(out io.Writer, cs *v1.CredentialSet) {
+	spec := cs.Spec.RabbitMQ
+	fmt.Fprintf(out, "Endpoint: %s (management API; rekey acts as the user in Secret %s/%s)\n", spec.Endpoint, cs.Namespace, spec.Admin.SecretRef.Name)
+	fmt.Fprintf(out, "New user: %s, created next to the current one (a new user <base>-g<N> per generation); both work until discard\n", rabbitUser(cs, targetGeneration(cs)))
+	if len(spec.User.Tags) == 0 {
+		fmt.Fprintln(out, "Tags: none")
+	} else {
+		fmt.Fprintf(out, "Tags: %s\n", strings.Join(spec.User.Tags, ", "))
+	}
+	if len(spec.User.Permissions) == 0 {
+		fmt.Fprintln(out, "Permissions: none (spec.rabbitmq.user.permissions is empty)")
+	} else {
+		fmt.Fprintln(out, "Permissions:")
+		tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
+		for _, p := range spec.User.Permissions {
+			fmt.Fprintf(tw, "  vhost %s\tconfigure %s\twrite %s\tread %s\n", p.Vhost, quoted(p.Configure), quoted(p.Write), quoted(p.Read))
+		}
+		tw.Flush()
+	}
+	if len(spec.User.TopicPermissions) > 0 {
+		fmt.Fprintln(out, "Topic permissions:")
+		tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
+		for _, p := range spec.User.TopicPermissions {
+			fmt.Fprintf(tw, "  vhost %s\texchange %s\twrite %s\tread %s\n", p.Vhost, p.Exchange, quoted(p.Write), quoted(p.Read))
+		}
+		tw.Flush()
+	}
+}
+
+// sourceNote says how new secrets reach the source Secret (rule 1): a
+// backend that keeps only hashes gets them from there; Ceph mints its keys
+// and they are read back from it.
+func sourceNote(cs *v1.CredentialSet) string {
+	switch {
+	case cs.Spec.Ceph != nil:
+		return "the new keys Ceph mints are read back into it"
+	case cs.Spec.RabbitMQ != nil:
+		return "the new user's password is stored there before the user is created"
+	}
+	return "new passwords are stored there first"
+}
+
+// distributedKeys lists the keys the backends render into each
+// distribution Secret (MySQL's are listed with its users).
+func distributedKeys(cs *v1.CredentialSet) string {
+	switch {
+	case cs.Spec.Ceph != nil:
+		return "E.keyring, E.key, E.name and E.id for each entity E"
+	case cs.Spec.RabbitMQ != nil:
+		keys := []string{"username", "password"}
+		if t := cs.Spec.RabbitMQ.TransportURL; t != nil {
+			keys = append(keys, transportKey(t))
+		}
+		if f := cs.Spec.RabbitMQ.ConfigFile; f != nil {
+			keys = append(keys, f.Key)
+		}
+		return strings.Join(keys, ", ")
+	}
+	return ""
+}
+
+// transportKey is the Secret key of the transport_url, with the API's
+// default.
+func transportKey(t *v1.RabbitMQTransportURL) string { return cmp.Or(t.Key, "transport_url") }
+
+// printBackendThen says what discard does for Ceph and RabbitMQ, which is
+// where they differ most from MySQL.
+func printBackendThen(out io.Writer, cs *v1.CredentialSet, ns string) {
+	auto := cs.Spec.Rotation.DiscardPolicy == v1.DiscardAfterRollout
+	when := fmt.Sprintf("once consumers rolled out and work, run kubectl rekey discard %s -n %s (discardPolicy Manual)", cs.Name, ns)
+	if auto {
+		when = "once every consumer rolled out and the grace period passed, the rotation completes automatically (discardPolicy AfterRollout)"
+	}
+	switch {
+	case cs.Spec.RabbitMQ != nil:
+		fmt.Fprintf(out, "Then: %s. The old user is deleted only once every consumer of every CredentialSet on the same RabbitMQ cluster (status.cluster) moved to its new credentials.\n", when)
+	case cephOverlapping(cs) && keepPriorKeyCount(cs) == 0:
+		fmt.Fprintf(out, "Then: %s; discard deletes the prior entities (keepPriorKeyCount 0), so their keys stop working.\n", when)
+	case cephOverlapping(cs):
+		fmt.Fprintf(out, "Then: %s; discard keeps %s (keepPriorKeyCount) and deletes older ones.\n", when, priorEntities(keepPriorKeyCount(cs)))
+	default:
+		fmt.Fprintf(out, "Then: %s; discard retires nothing, the old keys are already gone since rotate (InPlace).\n", when)
+	}
+}
+
+// printClusterPeers lists the other sets on the same RabbitMQ cluster,
+// whose consumers the old user also waits for (seed 004's cross-set
+// check). Only the operator identifies the cluster (status.cluster); the
+// list spans every namespace, so it may be forbidden to the user.
+func (s *session) printClusterPeers(ctx context.Context, out io.Writer, cs *v1.CredentialSet) {
+	id := cs.Status.Cluster
+	if id == "" {
+		fmt.Fprintln(out, "Same RabbitMQ cluster: not identified yet (status.cluster is empty); the operator identifies it while rotating, and the old user then also waits for every other set on it")
+		return
+	}
+	l := &v1.CredentialSetList{}
+	if err := s.c.List(ctx, l); err != nil {
+		fmt.Fprintf(out, "Same RabbitMQ cluster (status.cluster %s): other sets could not be listed (%v); the old user also waits for their consumers\n", id, err)
+		return
+	}
+	var peers []string
+	for _, o := range l.Items {
+		if o.UID == cs.UID || o.Status.Cluster != id {
+			continue
+		}
+		moved := 0
+		for _, c := range o.Status.Consumers {
+			if c.RolledOut {
+				moved++
+			}
+		}
+		peers = append(peers, fmt.Sprintf("  %s: %d/%d consumers moved", setRef(&o), moved, consumerTotal(&o)))
+	}
+	if len(peers) == 0 {
+		fmt.Fprintf(out, "Same RabbitMQ cluster (status.cluster %s): no other CredentialSet\n", id)
+		return
+	}
+	fmt.Fprintf(out, "Same RabbitMQ cluster (status.cluster %s): the old user also waits for the consumers of\n", id)
+	for _, p := range peers {
+		fmt.Fprintln(out, p)
+	}
+}
