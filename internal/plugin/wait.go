@@ -25,7 +25,7 @@ type goal struct {
 // changed outside rekey.
 var (
 	rotateRefusals  = []reason.Reason{reason.DualPasswordExists, reason.RotateRefused, reason.StaleRotationPending, reason.MissingRotationPending, reason.KeyMismatch}
-	discardRefusals = []reason.Reason{reason.DiscardRefused, reason.DiscardSkipped, reason.MissingRotationPending, reason.StaleRotationPending}
+	discardRefusals = []reason.Reason{reason.DiscardRefused, reason.DiscardSkipped, reason.MissingRotationPending, reason.StaleRotationPending, reason.PendingRejected}
 )
 
 // follow polls the set and its Events until g is done, a refusal appears
