@@ -75,25 +75,39 @@ func (e *Env) mysqlTemplate() (string, error) {
 		return rel, nil
 	}
 	os.RemoveAll(host)
-	initSQL := fmt.Sprintf(`CREATE USER '%s'@'%%' IDENTIFIED BY '%s';
+	if err := e.initializeDatadir(rel, envAccountsSQL); err != nil {
+		return "", err
+	}
+	if err := os.WriteFile(filepath.Join(host, ".complete"), nil, 0o644); err != nil {
+		return "", err
+	}
+	return rel, nil
+}
+
+// envAccountsSQL creates the harness accounts in a new data directory.
+var envAccountsSQL = fmt.Sprintf(`CREATE USER '%s'@'%%' IDENTIFIED BY '%s';
 GRANT ALL PRIVILEGES ON *.* TO '%s'@'%%' WITH GRANT OPTION;
 CREATE USER '%s'@'%%' IDENTIFIED BY '%s';
 GRANT REPLICATION SLAVE, REPLICATION CLIENT ON *.* TO '%s'@'%%';
 `, EnvUser, EnvPassword, EnvUser, replUser, replPassword, replUser)
+
+// initializeDatadir runs mysqld --initialize-insecure on rel (a path inside
+// the chroot, which must not exist yet) with initSQL as its init file.
+// Nothing runs with binary logging or GTIDs on, so the new data directory
+// has an empty gtid_executed.
+func (e *Env) initializeDatadir(rel, initSQL string) error {
+	host := filepath.Join(e.SidDir, rel)
 	if err := os.WriteFile(host+".init.sql", []byte(initSQL), 0o644); err != nil {
-		return "", err
+		return err
 	}
 	out, err := exec.Command("chroot", e.SidDir, "/usr/sbin/mysqld", "--no-defaults",
 		"--initialize-insecure", "--user=root", "--datadir="+rel, "--init-file="+rel+".init.sql",
 		"--innodb-redo-log-capacity=8M", "--log-error="+rel+".init.log").CombinedOutput()
 	if err != nil {
 		log, _ := os.ReadFile(host + ".init.log")
-		return "", fmt.Errorf("mysqld --initialize: %v: %s %s", err, out, log)
+		return fmt.Errorf("mysqld --initialize: %v: %s %s", err, out, log)
 	}
-	if err := os.WriteFile(filepath.Join(host, ".complete"), nil, 0o644); err != nil {
-		return "", err
-	}
-	return rel, nil
+	return nil
 }
 
 var (
@@ -133,10 +147,6 @@ var instanceSeq struct {
 }
 
 func (e *Env) newMySQLInstance(name, role string) (*MySQLInstance, error) {
-	tmpl, err := e.mysqlTemplate()
-	if err != nil {
-		return nil, err
-	}
 	instanceSeq.Lock()
 	instanceSeq.n++
 	seq := instanceSeq.n
@@ -147,18 +157,32 @@ func (e *Env) newMySQLInstance(name, role string) (*MySQLInstance, error) {
 	if err := os.MkdirAll(host, 0o755); err != nil {
 		return nil, err
 	}
-	if out, err := exec.Command("cp", "-a", filepath.Join(e.SidDir, tmpl), filepath.Join(host, "data")).CombinedOutput(); err != nil {
-		return nil, fmt.Errorf("copy template: %v: %s", err, out)
+	if err := e.copyTemplate(filepath.Join(host, "data")); err != nil {
+		return nil, err
 	}
-	// auto.cnf holds server_uuid; replication refuses equal UUIDs, so each
-	// copy lets mysqld mint its own.
-	os.Remove(filepath.Join(host, "data", "auto.cnf"))
 	port, err := FreePort()
 	if err != nil {
 		return nil, err
 	}
 	return &MySQLInstance{Name: name, Role: role, Port: port, env: e, dir: dir,
 		serverID: os.Getpid()%100000*100 + seq}, nil
+}
+
+// copyTemplate makes a new data directory (a host path) from the template.
+func (e *Env) copyTemplate(dst string) error {
+	tmpl, err := e.mysqlTemplate()
+	if err != nil {
+		return err
+	}
+	if out, err := exec.Command("cp", "-a", filepath.Join(e.SidDir, tmpl), dst).CombinedOutput(); err != nil {
+		return fmt.Errorf("copy template: %v: %s", err, out)
+	}
+	// auto.cnf holds server_uuid; replication refuses equal UUIDs, so each
+	// copy lets mysqld mint its own.
+	if err := os.Remove(filepath.Join(dst, "auto.cnf")); err != nil && !os.IsNotExist(err) {
+		return err
+	}
+	return nil
 }
 
 // Start starts mysqld on its data directory and waits until it answers.

@@ -159,23 +159,19 @@ func (b *Backend) eachInstance(ctx context.Context, step string, passwords []str
 func (b *Backend) Provision(ctx context.Context, cur engine.Secrets) (engine.Provisioned, error) {
 	return engine.Provisioned{Secrets: cur}, b.eachInstance(ctx, "provision/instance-done", b.adminPasswords(cur, nil), cur, func(s *session) error {
 		for _, u := range b.Users {
-			exists, err := s.userExists(ctx, u)
+			a, err := s.account(ctx, u)
 			if err != nil {
 				return err
 			}
-			if exists {
+			if a.needsCreate() {
+				if err := s.createUser(ctx, u, cur[u.Key]); err != nil {
+					return err
+				}
+			}
+			if a.exists {
 				if err := b.verifyLogin(ctx, s.inst, u, cur[u.Key]); err != nil {
 					return &engine.Refusal{Reason: string(reason.ProvisionFailed), Message: fmt.Sprintf(
 						"user %s already exists on %s and does not accept the password rekey holds for it: put its password in the adoptSecretRef Secret under %s and delete that key from the source Secret (or drop the user), and rekey adopts it", u, s.inst.Name, u.Key)}
-				}
-				continue
-			}
-			if err := s.exec(ctx, "CREATE USER IF NOT EXISTS "+u.Account()+" IDENTIFIED BY "+quote(cur[u.Key])); err != nil {
-				return err
-			}
-			for _, g := range u.grantStatements() {
-				if err := s.exec(ctx, g); err != nil {
-					return err
 				}
 			}
 		}
@@ -185,7 +181,8 @@ func (b *Backend) Provision(ctx context.Context, cur engine.Secrets) (engine.Pro
 
 // Precheck implements engine.Backend: a dual password that exists before
 // rotation starts is indistinguishable from one rekey set, and would make
-// RETAIN be skipped (seed 000 "Assumptions").
+// RETAIN be skipped (seed 000 "Assumptions"). A missing user has none:
+// Apply creates it.
 func (b *Backend) Precheck(ctx context.Context, cur engine.Secrets) error {
 	var (
 		mu    sync.Mutex
@@ -193,11 +190,11 @@ func (b *Backend) Precheck(ctx context.Context, cur engine.Secrets) error {
 	)
 	err := b.eachInstance(ctx, "precheck/instance-done", b.adminPasswords(cur, nil), cur, func(s *session) error {
 		for _, u := range b.Users {
-			dual, err := s.hasDualPassword(ctx, u)
+			a, err := s.account(ctx, u)
 			if err != nil {
 				return err
 			}
-			if dual {
+			if a.dual {
 				mu.Lock()
 				found = append(found, u.String()+" on "+s.inst.Name)
 				mu.Unlock()
@@ -219,15 +216,21 @@ func (b *Backend) Precheck(ctx context.Context, cur engine.Secrets) error {
 // Apply implements engine.Backend (seed 000 Phase 1 step 3): on every
 // instance, RETAIN CURRENT PASSWORD for each user that has no secondary yet.
 // A second RETAIN would evict the original password, so MySQL is asked
-// first, every time.
+// first, every time. A user missing on an instance (re-initialised) is
+// created there accepting cur, then gets pending retained like the others.
 func (b *Backend) Apply(ctx context.Context, cur, pending engine.Secrets, _ int64) (engine.Secrets, error) {
 	return pending, b.eachInstance(ctx, "rotate/instance-applied", b.adminPasswords(cur, pending), merge(cur, pending), func(s *session) error {
 		for _, u := range b.Users {
-			dual, err := s.hasDualPassword(ctx, u)
+			a, err := s.account(ctx, u)
 			if err != nil {
 				return err
 			}
-			if dual {
+			if a.needsCreate() {
+				if err := s.createUser(ctx, u, cur[u.Key]); err != nil {
+					return err
+				}
+			}
+			if a.dual {
 				continue
 			}
 			if err := s.exec(ctx, "ALTER USER "+u.Account()+" IDENTIFIED BY "+quote(pending[u.Key])+" RETAIN CURRENT PASSWORD"); err != nil {
@@ -245,32 +248,48 @@ func (b *Backend) Apply(ctx context.Context, cur, pending engine.Secrets, _ int6
 // log in, or discarding would strand the consumers that hold the one MySQL
 // really has (a source Secret edited by hand). A user without a secondary
 // that accepts only the current password missed phase 1 on this instance (a
-// re-cloned replica): it gets pending retained first.
+// replica cloned from a donor that had not applied it): it gets pending
+// retained first. A missing user (an instance re-initialised after phase 1)
+// is created accepting pending only, if another instance accepts pending.
 func (b *Backend) Retire(ctx context.Context, cur, pending engine.Secrets) error {
 	return b.eachInstance(ctx, "discard/instance-retired", b.adminPasswords(pending, cur), merge(cur, pending), func(s *session) error {
-		var discard, retain []User
+		var create, finish, discard, retain []User
 		for _, u := range b.Users {
-			dual, err := s.hasDualPassword(ctx, u)
+			a, err := s.account(ctx, u)
 			if err != nil {
 				return err
 			}
+			switch {
+			case !a.exists && u.loginCheckable() && !b.acceptedElsewhere(ctx, s.inst, u, pending[u.Key]):
+				return &engine.Refusal{Reason: string(reason.DiscardRefused), Message: missingRefusal(s.inst, u)}
+			case !a.exists:
+				create = append(create, u)
+				continue
+			case a.creating:
+				finish = append(finish, u)
+			}
 			if !u.loginCheckable() {
-				if dual {
+				if a.dual {
 					discard = append(discard, u)
 				}
 				continue
 			}
 			pendingOK := b.verifyLogin(ctx, s.inst, u, pending[u.Key]) == nil
 			switch {
-			case pendingOK && dual:
+			case pendingOK && a.dual:
 				discard = append(discard, u)
 			case pendingOK:
 				// discarded already
-			case !dual && b.verifyLogin(ctx, s.inst, u, cur[u.Key]) == nil:
+			case !a.dual && b.verifyLogin(ctx, s.inst, u, cur[u.Key]) == nil:
 				retain, discard = append(retain, u), append(discard, u)
 			default:
 				return &engine.Refusal{Reason: string(reason.PendingRejected), Message: fmt.Sprintf(
 					"%s refuses the new password the source Secret holds for %s, so discarding the old one could lock its consumers out; nothing was discarded there. The source Secret may have been edited: run kubectl rekey recover to roll back", s.inst.Name, u)}
+			}
+		}
+		for _, u := range append(create, finish...) {
+			if err := s.createUser(ctx, u, pending[u.Key]); err != nil {
+				return err
 			}
 		}
 		for _, u := range retain {
@@ -290,10 +309,20 @@ func (b *Backend) Retire(ctx context.Context, cur, pending engine.Secrets) error
 // Reset implements engine.Backend: the corrected form of seed 000's
 // recovery (DESIGN.md "Known error"). IDENTIFIED BY alone keeps the
 // secondary password, so DISCARD OLD PASSWORD follows it. Connecting with
-// cur works whether it is the primary or the secondary password.
+// cur works whether it is the primary or the secondary password. A missing
+// user (a re-initialised instance) is created accepting cur.
 func (b *Backend) Reset(ctx context.Context, cur engine.Secrets) error {
 	return b.eachInstance(ctx, "reset/instance-reset", b.adminPasswords(cur, nil), cur, func(s *session) error {
 		for _, u := range b.Users {
+			a, err := s.account(ctx, u)
+			if err != nil {
+				return err
+			}
+			if a.needsCreate() {
+				if err := s.createUser(ctx, u, cur[u.Key]); err != nil {
+					return err
+				}
+			}
 			if err := s.exec(ctx, "ALTER USER "+u.Account()+" IDENTIFIED BY "+quote(cur[u.Key])); err != nil {
 				return err
 			}

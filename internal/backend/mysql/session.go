@@ -74,6 +74,12 @@ func openSession(ctx context.Context, step string, inst Instance, tls, user stri
 	if lastErr == nil {
 		lastErr = errors.New("no password to connect with")
 	}
+	if isAccessDenied(lastErr) {
+		// A re-initialised instance has lost every account rekey made
+		// there, its admin too: rekey repairs the others once it can log in.
+		return nil, fmt.Errorf("log in to %s as %s: every password rekey holds for it was refused; if %s was re-initialised, the cluster's bootstrap must recreate the admin account %s there (with the password rekey holds) before rekey can repair the rotated users: %w",
+			inst.Name, user, inst.Name, user, redact(lastErr, passwords...))
+	}
 	return nil, fmt.Errorf("log in to %s as %s: %w", inst.Name, user, redact(lastErr, passwords...))
 }
 
@@ -141,31 +147,6 @@ func (s *session) exec(ctx context.Context, stmt string) error {
 		return s.wrap(firstWords(stmt), err)
 	}
 	return nil
-}
-
-// hasDualPassword: MySQL is the truth about whether RETAIN already ran
-// (seed 000 "Why HasDualPassword is used").
-func (s *session) hasDualPassword(ctx context.Context, u User) (bool, error) {
-	var v sql.NullInt64
-	err := s.conn.QueryRowContext(ctx,
-		"SELECT JSON_CONTAINS_PATH(COALESCE(User_attributes, '{}'), 'one', '$.additional_password') FROM mysql.user WHERE User=? AND Host=?",
-		u.Name, u.Host).Scan(&v)
-	if errors.Is(err, sql.ErrNoRows) {
-		return false, fmt.Errorf("user %s does not exist on %s", u, s.inst.Name)
-	}
-	if err != nil {
-		return false, s.wrap("read mysql.user", err)
-	}
-	return v.Int64 == 1, nil
-}
-
-func (s *session) userExists(ctx context.Context, u User) (bool, error) {
-	var n int
-	err := s.conn.QueryRowContext(ctx, "SELECT COUNT(*) FROM mysql.user WHERE User=? AND Host=?", u.Name, u.Host).Scan(&n)
-	if err != nil {
-		return false, s.wrap("read mysql.user", err)
-	}
-	return n > 0, nil
 }
 
 func (s *session) wrap(what string, err error) error {

@@ -1,0 +1,92 @@
+package mysql
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+)
+
+// An instance re-initialised from an empty data directory lacks rekey's
+// users: rekey runs its credential DDL with sql_log_bin=0, so a rebuilt
+// replica replaying the primary's binary logs never sees them (DESIGN.md
+// rule 5). Each phase repairs such an instance with the secrets the source
+// Secret holds for that phase, so it ends like every other instance:
+//
+//   - Provision and Reset create a missing user accepting cur;
+//   - Apply creates it accepting cur, then retains pending as everywhere;
+//   - Retire creates it accepting pending only — what consumers hold once
+//     the rotation is distributed — and only if another instance proves
+//     MySQL accepts that password (it learned it from rekey), or refuses.
+//
+// A CLONE'd instance has its donor's rows and needs nothing special.
+
+// creatingAttribute marks a user rekey is creating: CREATE USER and its
+// GRANTs are separate statements, and a crash between them must not leave
+// a user without grants that a re-run takes for a finished one. The mark
+// lives in mysql.user (User_attributes.metadata), so MySQL, not rekey's
+// memory, says that the creation is unfinished (DESIGN.md rule 3).
+const (
+	creatingAttribute = `'{"rekey": "creating"}'`
+	createdAttribute  = `'{"rekey": null}'` // null removes the key
+)
+
+// account is what mysql.user says of one user on one instance.
+type account struct {
+	exists   bool
+	dual     bool // has a secondary password (RETAIN already ran)
+	creating bool // created by rekey, grants not yet confirmed
+}
+
+// needsCreate: the user is missing or its creation was interrupted.
+func (a account) needsCreate() bool { return !a.exists || a.creating }
+
+// account reads u's row: MySQL is the truth about whether RETAIN already
+// ran (seed 000 "Why HasDualPassword is used") and whether the user exists.
+func (s *session) account(ctx context.Context, u User) (account, error) {
+	var dual, creating sql.NullInt64
+	err := s.conn.QueryRowContext(ctx,
+		"SELECT JSON_CONTAINS_PATH(COALESCE(User_attributes, '{}'), 'one', '$.additional_password'), "+
+			"JSON_CONTAINS_PATH(COALESCE(User_attributes, '{}'), 'one', '$.metadata.rekey') FROM mysql.user WHERE User=? AND Host=?",
+		u.Name, u.Host).Scan(&dual, &creating)
+	if errors.Is(err, sql.ErrNoRows) {
+		return account{}, nil
+	}
+	if err != nil {
+		return account{}, s.wrap("read mysql.user", err)
+	}
+	return account{exists: true, dual: dual.Int64 == 1, creating: creating.Int64 == 1}, nil
+}
+
+// createUser creates u accepting password, with its grants, or finishes a
+// creation a crash interrupted (the user then keeps the password it was
+// created with). Every statement is idempotent.
+func (s *session) createUser(ctx context.Context, u User, password string) error {
+	if err := s.exec(ctx, "CREATE USER IF NOT EXISTS "+u.Account()+" IDENTIFIED BY "+quote(password)+" ATTRIBUTE "+creatingAttribute); err != nil {
+		return err
+	}
+	for _, g := range u.grantStatements() {
+		if err := s.exec(ctx, g); err != nil {
+			return err
+		}
+	}
+	return s.exec(ctx, "ALTER USER "+u.Account()+" ATTRIBUTE "+createdAttribute)
+}
+
+// acceptedElsewhere reports whether an instance other than inst accepts
+// password for u: proof that MySQL learned it from rekey, so that creating
+// u with it on inst applies nothing new.
+func (b *Backend) acceptedElsewhere(ctx context.Context, inst Instance, u User, password string) bool {
+	for _, other := range b.Instances {
+		if other.Name != inst.Name && checkLogin(ctx, other, b.TLS, u.Name, password) == nil {
+			return true
+		}
+	}
+	return false
+}
+
+// missingRefusal: u is missing on inst and nothing proves which password
+// its consumers hold.
+func missingRefusal(inst Instance, u User) string {
+	return fmt.Sprintf("user %s does not exist on %s (re-initialised from an empty data directory?) and no other instance accepts the new password the source Secret holds for it, so rekey cannot tell that its consumers hold that password; nothing was created or discarded there. If the source Secret was edited, run kubectl rekey recover; otherwise kubectl rekey abort rolls back to the current passwords and recreates the user there", u, inst.Name)
+}
