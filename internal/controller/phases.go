@@ -23,6 +23,8 @@ func (r *Reconciler) act(ctx context.Context, cs *v1.CredentialSet, p *plan, src
 		r.dropAnnotations(ctx, cs, engine.RotateAnnotation)
 	case engine.DropDiscardRequest:
 		r.dropAnnotations(ctx, cs, engine.DiscardAnnotation)
+	case engine.DropAbortRequest:
+		r.dropAnnotations(ctx, cs, engine.AbortAnnotation)
 	case engine.Refuse:
 		if d.DropAbort {
 			r.dropAnnotations(ctx, cs, engine.AbortAnnotation)
@@ -110,6 +112,9 @@ func (r *Reconciler) provision(ctx context.Context, cs *v1.CredentialSet, p *pla
 		failpoint.Hit("provision/source-stored")
 	}
 	if err := r.distribute(ctx, cs, p, cur, max(got.Generation, 1)); err != nil {
+		if prob, err := distributionProblem(ctx, err); prob == nil {
+			return err
+		}
 		return &engine.Refusal{Reason: string(reason.DistributionFailed), Message: err.Error()}
 	}
 	version, err := p.backend.Version(ctx, cur)
@@ -221,7 +226,8 @@ func (r *Reconciler) continueRotation(ctx context.Context, cs *v1.CredentialSet,
 		r.event(cs, "Normal", reason.RotateApplied, "Rotate", "every instance accepts the new secrets of rotation %s%s", id, overlapNote(p))
 	}
 	if err := r.distribute(ctx, cs, p, pending, gen); err != nil {
-		return ctrl.Result{}, &problem{reason.DistributionFailed, err.Error()}, nil
+		prob, err := distributionProblem(ctx, err)
+		return ctrl.Result{}, prob, err
 	}
 	failpoint.Hit("rotate/pending-distributed")
 	now := metav1.NewTime(r.now())

@@ -132,6 +132,12 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	if err == nil && res.RequeueAfter == 0 && r.ResyncPeriod > 0 {
 		res.RequeueAfter = r.ResyncPeriod
 	}
+	if err != nil && isRace(ctx, err) {
+		// Expected under concurrency: retried from a fresh read, without
+		// an error in the log.
+		logFrom(ctx).V(1).Info("retrying after a concurrent change", "cause", err.Error())
+		return ctrl.Result{RequeueAfter: 100 * time.Millisecond}, nil
+	}
 	return res, err
 }
 
@@ -186,13 +192,22 @@ func (r *Reconciler) reconcile(ctx context.Context, cs *v1.CredentialSet) (ctrl.
 	pending := engine.InspectPending(src.Data, keys, cs.Status.RotationID)
 
 	// Distribution stands down while a rotation has not applied its secrets.
+	// When it fails, only a rollback may go ahead: it is what repairs a
+	// source Secret the backend refuses.
+	var distProb *problem
 	if usePending, write := engine.Distribution(cs.Status, pending); write {
 		secrets := cur
 		if usePending {
 			secrets = engine.Pending(src.Data, keys)
 		}
 		if err := r.distribute(ctx, cs, p, secrets, r.servedGeneration(cs)); err != nil {
-			return ctrl.Result{}, &problem{reason.DistributionFailed, err.Error()}, nil
+			prob, err := distributionProblem(ctx, err)
+			if prob == nil {
+				if prob = classify(err); prob == nil {
+					return ctrl.Result{}, nil, err
+				}
+			}
+			distProb = prob
 		}
 	}
 	r.noteHash(cs)
@@ -248,6 +263,9 @@ func (r *Reconciler) reconcile(ctx context.Context, cs *v1.CredentialSet) (ctrl.
 		cs.Status.NextRotationAt = &t
 	}
 	d := engine.Decide(in)
+	if distProb != nil && d.Action != engine.Rollback && d.Action != engine.Recover {
+		return ctrl.Result{RequeueAfter: engine.RequeueRollout}, distProb, nil
+	}
 	res, prob, err := r.act(ctx, cs, p, src, d, due.Why)
 	// A transition may have changed what the Secrets hold.
 	r.noteHash(cs)

@@ -69,7 +69,8 @@ func (r *Reconciler) reset(ctx context.Context, cs *v1.CredentialSet, p *plan, s
 	keys := p.backend.Keys()
 	cur, _ := engine.Current(src.Data, keys)
 	if err := r.distribute(ctx, cs, p, cur, cs.Status.KeyGeneration); err != nil {
-		return ctrl.Result{}, &problem{reason.DistributionFailed, err.Error()}, nil
+		prob, err := distributionProblem(ctx, err)
+		return ctrl.Result{}, prob, err
 	}
 	consumers, rolledOut, err := r.syncConsumers(ctx, cs)
 	if err != nil {

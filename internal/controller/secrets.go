@@ -12,6 +12,7 @@ import (
 
 	v1 "rekey.io/rekey/api/v1alpha1"
 	"rekey.io/rekey/internal/engine"
+	"rekey.io/rekey/internal/reason"
 )
 
 // Labels and annotations on the Secrets rekey writes.
@@ -63,18 +64,67 @@ func (r *Reconciler) writeSourceSecret(ctx context.Context, cs *v1.CredentialSet
 }
 
 // distribute writes what the backend renders for secrets to every target
-// Secret.
+// Secret. Before it changes what any consumer is given, the backend must
+// accept secrets (Verify): a source Secret edited by hand is refused there,
+// while consumers keep what works (DESIGN.md rule 2).
 func (r *Reconciler) distribute(ctx context.Context, cs *v1.CredentialSet, p *plan, secrets engine.Secrets, generation int64) error {
 	data, err := p.backend.Render(secrets)
 	if err != nil {
 		return err
 	}
+	var stale []v1.SecretTarget
 	for _, t := range cs.Spec.Distribution {
+		ok, err := r.targetCurrent(ctx, cs, t, data, generation)
+		if err != nil {
+			return err
+		}
+		if !ok {
+			stale = append(stale, t)
+		}
+	}
+	if len(stale) == 0 {
+		return nil
+	}
+	if err := p.backend.Verify(ctx, secrets); err != nil {
+		return err
+	}
+	for _, t := range stale {
 		if err := r.writeTarget(ctx, cs, t, data, generation); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// targetCurrent: the target already holds data for generation.
+func (r *Reconciler) targetCurrent(ctx context.Context, cs *v1.CredentialSet, t v1.SecretTarget, data map[string][]byte, generation int64) (bool, error) {
+	s := &corev1.Secret{}
+	err := r.APIReader.Get(ctx, client.ObjectKey{Namespace: t.Namespace, Name: t.Name}, s)
+	if apierrors.IsNotFound(err) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	same := maps.EqualFunc(s.Data, data, func(a, b []byte) bool { return string(a) == string(b) })
+	return same && s.Annotations[GenerationAnnotation] == fmt.Sprint(generation) &&
+		s.Annotations[SecretHashAnnotation] == secretHash(cs, generation) && s.Annotations[CredentialSetAnnot] == setRef(cs), nil
+}
+
+// distributionProblem: a race is retried quietly, a refusal or an
+// unreachable instance is reported as such, anything else is a
+// DistributionFailed problem.
+func distributionProblem(ctx context.Context, err error) (*problem, error) {
+	if isRace(ctx, err) || apierrors.IsAlreadyExists(err) {
+		return nil, err
+	}
+	if _, ok := engine.AsRefusal(err); ok {
+		return nil, err
+	}
+	if _, ok := engine.AsUnreachable(err); ok {
+		return nil, err
+	}
+	return &problem{reason.DistributionFailed, err.Error()}, nil
 }
 
 func (r *Reconciler) writeTarget(ctx context.Context, cs *v1.CredentialSet, t v1.SecretTarget, data map[string][]byte, generation int64) error {

@@ -59,6 +59,11 @@ type Backend interface {
 	// Reset makes cur the only valid secret everywhere: the rollback of a
 	// rotation, once no consumer uses anything else.
 	Reset(ctx context.Context, cur Secrets) error
+	// Verify refuses (with a *Refusal, reason PendingRejected) secrets the
+	// backend does not accept everywhere. Distribution calls it before it
+	// changes what consumers are given: a source Secret edited by hand
+	// must never reach them.
+	Verify(ctx context.Context, s Secrets) error
 	// Render is what the distribution Secrets hold for secrets s (keys and
 	// values); it must not fail for secrets the backend produced.
 	Render(s Secrets) (map[string][]byte, error)

@@ -51,11 +51,13 @@ const (
 	// Reset: the consumers run the current secrets again; reset the
 	// backend to accept only those.
 	Reset
+	// DropAbortRequest: remove an abort request that was served already.
+	DropAbortRequest
 )
 
 func (a Action) String() string {
 	return [...]string{"None", "DropRotateRequest", "DropDiscardRequest", "StartRotation",
-		"ContinueRotation", "Discard", "Wait", "Refuse", "Rollback", "Recover", "Reset"}[a]
+		"ContinueRotation", "Discard", "Wait", "Refuse", "Rollback", "Recover", "Reset", "DropAbortRequest"}[a]
 }
 
 // Input is everything the decision depends on, gathered by the controller.
@@ -279,6 +281,10 @@ func decideRollback(in Input) (Decision, bool) {
 		case !active || a != st.RotationID:
 			if !active && st.ResetPending {
 				return Decision{}, false // served; dropped when the reset completes
+			}
+			if !active && a == st.LastRolledBackID {
+				// Served; its removal failed (best effort) after the reset.
+				return Decision{Action: DropAbortRequest}, true
 			}
 			return Decision{Action: Refuse, Reason: reason.AbortSkipped, DropAbort: true, Message: fmt.Sprintf(
 				"abort %s does not match an active rotation (phase %s, rotation %q); the request was removed: kubectl rekey abort takes the active ID", a, st.Phase, st.RotationID)}, true

@@ -98,6 +98,8 @@ func TestDecide(t *testing.T) {
 			Decision{Action: Refuse, Reason: reason.AbortSkipped, DropAbort: true}},
 		{"abort of another rotation is refused", Input{Status: distributed, Pending: PendingMatch, AbortRequest: "r9"},
 			Decision{Action: Refuse, Reason: reason.AbortSkipped, DropAbort: true}},
+		{"a served abort left behind is dropped silently", Input{Status: v1.CredentialSetStatus{Phase: v1.PhaseIdle, LastRolledBackID: "r1"}, AbortRequest: "r1"},
+			Decision{Action: DropAbortRequest}},
 		{"abort while idle is refused", Input{Status: idle, AbortRequest: "r1"},
 			Decision{Action: Refuse, Reason: reason.AbortSkipped, DropAbort: true}},
 		{"recover with a stale pending rolls back", Input{Status: rotating, Pending: PendingStale, RecoverRequest: "x1"},
