@@ -3,7 +3,7 @@ SHELL := /usr/bin/env bash
 GO ?= go
 GOTESTFLAGS ?= -count=1 -timeout 45m
 
-.PHONY: all build test env demo bench generate manifests vet fmt clean
+.PHONY: all build test env demo bench reliability generate manifests vet fmt clean
 
 all: build
 
@@ -23,6 +23,15 @@ demo: env
 ## bench: speed goals as side-by-side ratios (see docs/benchmarks.md)
 bench: env
 	$(GO) test -run '^$$' -bench . -benchtime 3x -timeout 30m ./test/bench/
+
+## reliability: the MySQL fault matrix on real servers; regenerates docs/reliability.md from its results
+MATRIX_RUN := ^(TestAPIConflicts|TestCrashSafety|TestSwitchoverMidRotation|TestAbortAndRecover|TestRefusalsAndHealthGate|TestPendingTampering|TestPendingAltered|TestMySQLFullCycle|TestReinitReplicaMidRotation)$$
+reliability: env
+	mkdir -p bin && rm -f bin/matrix.jsonl
+	REKEY_MATRIX_OUT=$(CURDIR)/bin/matrix.jsonl $(GO) test $(GOTESTFLAGS) ./test/e2e/ -run '$(MATRIX_RUN)'; status=$$?; \
+	$(GO) run ./hack/reliability -in bin/matrix.jsonl -out docs/reliability.md -rev "$$(git describe --always --dirty)" \
+	  -command "make reliability (REKEY_MATRIX_OUT=bin/matrix.jsonl go test $(GOTESTFLAGS) ./test/e2e/ -run '$(MATRIX_RUN)')" || status=1; \
+	exit $$status
 
 ## test: prepare the environment if needed, then run every test against real servers
 test: env vet

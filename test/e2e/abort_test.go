@@ -53,8 +53,10 @@ func TestAbortAndRecover(t *testing.T) {
 		cs := waitPhase(t, ns, "ab", v1.PhaseDistributed, 1)
 		pend := userPasswords(sourceData(t, cs), mocoKeys, engine.PendingSuffix)
 		time.Sleep(500 * time.Millisecond)
+		mk := matrixMark(t, p, "abort from Distributed (kubectl rekey abort)")
 		annotate(t, ns, "ab", engine.AbortAnnotation, "ab-1")
 		cs = waitReset(t, ns, "ab", 1)
+		mk.reached()
 		mustContain(t, "RotationAborted event", waitEvent(t, ns, "ab", string(reason.RotationAborted)), "ab-1")
 		waitEvent(t, ns, "ab", string(reason.ResetApplied))
 		loginMatrix(t, "after abort", c.Instances(), cur, pend)
@@ -68,16 +70,20 @@ func TestAbortAndRecover(t *testing.T) {
 		}
 		assertDistributed(t, ns, "ab-creds", cur)
 		assertSuperReadOnly(t, c.Replicas...)
+		mk.done(t, "rolled back: only the current passwords log in, no dual password left, pending data dropped")
 	})
 
 	t.Run("recover a dual password, then the refused rotation runs", func(t *testing.T) {
 		onEachInstance(t, c.Replicas[1:], "ALTER USER 'moco-exporter'@'%' IDENTIFIED BY 'leaked-by-hand' RETAIN CURRENT PASSWORD")
+		mk := matrixMark(t, p, "dual password created by hand before rotation, then kubectl rekey recover")
 		rotate(t, ns, "ab", "ab-2")
 		waitEvent(t, ns, "ab", string(reason.DualPasswordExists))
+		mk.resume()
 		annotate(t, ns, "ab", engine.RecoverAnnotation, "rec-1")
 		waitEvent(t, ns, "ab", string(reason.RecoveryStarted))
 		// The refused request was kept; after the reset it starts by itself.
 		cs := waitPhase(t, ns, "ab", v1.PhaseDistributed, 1)
+		mk.reached()
 		if cs.Status.RotationID != "ab-2" || cs.Status.LastRecoverID != "rec-1" {
 			t.Fatalf("after recovery: %s", stateOf(cs))
 		}
@@ -88,6 +94,7 @@ func TestAbortAndRecover(t *testing.T) {
 		cs = waitPhase(t, ns, "ab", v1.PhaseIdle, 2)
 		loginMatrix(t, "after the recovered rotation", c.Instances(), userPasswords(sourceData(t, cs), mocoKeys, ""), cur)
 		assertNoDualPassword(t, c)
+		mk.done(t, "refused (DualPasswordExists); recover reset it and the kept request ran to Distributed, then completed")
 	})
 	p.assertNoGap(t)
 }

@@ -135,11 +135,14 @@ func TestCrashSafety(t *testing.T) {
 	}
 
 	// Provisioning crashes first.
+	pk := matrixMark(t, nil, "manager killed during provisioning (provision/source-stored, then provision/instance-done:2)")
 	for _, fp := range []string{"provision/source-stored", "provision/instance-done:2"} {
 		startManagerProcess(t, fp).waitKilled(t, fp)
 	}
+	pk.resume()
 	m := startManagerProcess(t, "")
 	cs = waitPhase(t, ns, "crash", v1.PhaseIdle, 1)
+	pk.done(t, "provisioned by a fresh manager")
 	m.stop()
 	loginMatrix(t, "provisioned after crashes", c.Instances(), userPasswords(sourceData(t, cs), mocoKeys, ""), nil)
 
@@ -159,25 +162,33 @@ func TestCrashSafety(t *testing.T) {
 		mp := startManagerProcess(t, rfp)
 		rotate(t, ns, "crash", id)
 		mp.waitKilled(t, rfp)
+		rk := matrixMark(t, p, "manager killed at "+rfp)
 		assertRecoverable(t, "killed at "+rfp, c, getSet(t, ns, "crash"))
 		assertLiftedByCrash(t, rfp, c)
 
+		rk.resume()
 		m := startManagerProcess(t, dfp)
 		cs = waitPhase(t, ns, "crash", v1.PhaseDistributed, gen)
+		rk.reached()
 		pend := userPasswords(sourceData(t, cs), mocoKeys, engine.PendingSuffix)
 		// Both passwords log in everywhere: a second RETAIN would have
 		// evicted the old one.
 		loginMatrix(t, "Distributed after a crash at "+rfp, c.Instances(), old, nil)
 		loginMatrix(t, "Distributed after a crash at "+rfp, c.Instances(), pend, nil)
+		rk.done(t, "a fresh manager resumed to Distributed; old and new passwords log in")
 		discard(t, ns, "crash", id)
 		m.waitKilled(t, dfp)
+		dk := matrixMark(t, p, fmt.Sprintf("manager killed at %s (cycle %d)", dfp, n+1))
 		assertRecoverable(t, "killed at "+dfp, c, getSet(t, ns, "crash"))
 		assertLiftedByCrash(t, dfp, c)
 
+		dk.resume()
 		m = startManagerProcess(t, "")
 		cs = waitPhase(t, ns, "crash", v1.PhaseIdle, gen+1)
+		dk.reached()
 		loginMatrix(t, fmt.Sprintf("Idle after crashes at %s and %s", rfp, dfp), c.Instances(), pend, old)
 		assertSuperReadOnly(t, c.Replicas...)
+		dk.done(t, "a fresh manager completed it; only the new passwords log in, replicas super_read_only")
 		m.stop()
 		t.Logf("cycle %d: crashed at %s and %s, completed at generation %d", n+1, rfp, dfp, gen+1)
 	}
@@ -189,18 +200,22 @@ func TestCrashSafety(t *testing.T) {
 	cs = waitPhase(t, ns, "crash", v1.PhaseDistributed, 9)
 	pend := userPasswords(sourceData(t, cs), mocoKeys, engine.PendingSuffix)
 	m.stop()
+	ak := matrixMark(t, p, "rollback: manager killed at abort/phase-idle, reset/instance-reset:2, reset/backend-reset")
 	annotate(t, ns, "crash", engine.AbortAnnotation, "crash-abort")
 	for _, fp := range []string{"abort/phase-idle", "reset/instance-reset:2", "reset/backend-reset"} {
 		startManagerProcess(t, fp).waitKilled(t, fp)
 		assertRecoverable(t, "killed at "+fp, c, getSet(t, ns, "crash"))
 	}
+	ak.resume()
 	m = startManagerProcess(t, "")
 	eventually(t, 2*time.Minute, "rollback finished", func() (bool, string) {
 		cs = getSet(t, ns, "crash")
 		return cs.Status.Phase == v1.PhaseIdle && !cs.Status.ResetPending, stateOf(cs)
 	})
+	ak.reached()
 	loginMatrix(t, "after a rollback killed three times", c.Instances(), old, pend)
 	assertSuperReadOnly(t, c.Replicas...)
+	ak.done(t, "a fresh manager finished the rollback; only the current passwords log in")
 	m.stop()
 	p.assertNoGap(t)
 }

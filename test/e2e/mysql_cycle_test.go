@@ -57,6 +57,7 @@ func TestMySQLFullCycle(t *testing.T) {
 	})
 
 	p := startProber(t, c.Instances(), ns, "moco-creds", mocoKeys)
+	bk := matrixMark(t, p, "no fault: one full rotation, rotate to discard (baseline)")
 
 	// Phase 1.
 	rotate(t, ns, "moco", "rot-1")
@@ -106,6 +107,7 @@ func TestMySQLFullCycle(t *testing.T) {
 	}
 	assertDistributed(t, ns, "moco-creds", pend)
 	assertSuperReadOnly(t, append(c.Replicas, c.Downstream)...)
+	bk.done(t, "completed; time is the whole cycle, a 1 s verification pause included")
 	p.assertNoGap(t)
 
 	// Nothing travelled by binlog: not the provisioning, not the rotation.
@@ -125,6 +127,7 @@ func TestMySQLFullCycle(t *testing.T) {
 	assertNoSecretLeaked(t, ns, "moco", gen1, pend)
 
 	// A stale rotate annotation (left by a failed removal) starts nothing.
+	sk := matrixMark(t, nil, "stale rotate request (a completed rotation's ID) set again")
 	rotate(t, ns, "moco", "rot-1")
 	eventually(t, 30*time.Second, "stale rotate annotation removed", func() (bool, string) {
 		_, ok := getSet(t, ns, "moco").Annotations[engine.RotateAnnotation]
@@ -134,6 +137,7 @@ func TestMySQLFullCycle(t *testing.T) {
 		t.Fatalf("stale annotation changed state: %s", stateOf(cs))
 	}
 	loginMatrix(t, "after stale annotation", c.Instances(), pend, gen1)
+	sk.held(t, "recognised as stale (lastRotationID) and removed; nothing started")
 
 	// A distribution Secret edited by hand is restored on the next
 	// reconcile (the resync, or any change of the set).
@@ -141,6 +145,7 @@ func TestMySQLFullCycle(t *testing.T) {
 	if err := k8s.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: "moco-creds"}, s); err != nil {
 		t.Fatal(err)
 	}
+	hk := matrixMark(t, nil, "distributed Secret edited by hand while Idle (a key changed, one deleted)")
 	s.Data["ADMIN_PASSWORD"] = []byte("typed-by-hand")
 	delete(s.Data, "AGENT_PASSWORD")
 	if err := k8s.Update(context.Background(), s); err != nil {
@@ -148,6 +153,7 @@ func TestMySQLFullCycle(t *testing.T) {
 	}
 	annotate(t, ns, "moco", "test.rekey.io/touch", "after-hand-edit")
 	assertDistributed(t, ns, "moco-creds", pend)
+	hk.done(t, "restored to the current passwords at the next reconcile (here forced by touching the set)")
 }
 
 // assertNoSecretLeaked scans what the operator produced — its log, the

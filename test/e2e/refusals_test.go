@@ -101,8 +101,10 @@ func TestRefusalsAndHealthGate(t *testing.T) {
 	ns := newNamespace(t)
 	stsSet(t, ns, "ref", c)
 	gen1 := userPasswords(sourceData(t, getSet(t, ns, "ref")), mocoKeys, "")
+	p := loginProber(t, c.Instances(), ns, "ref-creds")
 
 	t.Run("discard with no active rotation is skipped and consumed", func(t *testing.T) {
+		mk := matrixMark(t, p, "discard requested with no active rotation")
 		discard(t, ns, "ref", "nope")
 		note := waitEvent(t, ns, "ref", string(reason.DiscardSkipped))
 		mustContain(t, "DiscardSkipped event", note, "kubectl rekey rotate")
@@ -110,12 +112,14 @@ func TestRefusalsAndHealthGate(t *testing.T) {
 			_, ok := getSet(t, ns, "ref").Annotations[engine.DiscardAnnotation]
 			return !ok, "still there"
 		})
+		mk.held(t, "skipped (DiscardSkipped): Warning event with the next step, request removed")
 	})
 
 	t.Run("a dual password nobody accounts for refuses the rotation", func(t *testing.T) {
 		r1 := c.Replicas[0]
 		onEachInstance(t, []*testenv.MySQLInstance{r1},
 			"ALTER USER 'moco-readonly'@'%' IDENTIFIED BY 'someone-elses' RETAIN CURRENT PASSWORD")
+		mk := matrixMark(t, p, "dual password created by hand before rotation, then reset by hand")
 		rotate(t, ns, "ref", "r-dual")
 		note := waitEvent(t, ns, "ref", string(reason.DualPasswordExists))
 		mustContain(t, "DualPasswordExists event", note, "moco-readonly@%", "db-1", "DISCARD OLD PASSWORD")
@@ -130,17 +134,21 @@ func TestRefusalsAndHealthGate(t *testing.T) {
 			"ALTER USER 'moco-readonly'@'%' DISCARD OLD PASSWORD")
 		// The refused request stays: once the reset is done, the rotation
 		// starts by itself (an edit of the set wakes rekey before its retry).
+		mk.resume()
 		annotate(t, ns, "ref", "test.rekey.io/touch", "after-reset")
 		cs := waitPhase(t, ns, "ref", v1.PhaseDistributed, 1)
+		mk.reached()
 		if cs.Status.RotationID != "r-dual" {
 			t.Fatalf("rotation %q started, want the refused request r-dual", cs.Status.RotationID)
 		}
 		discard(t, ns, "ref", "r-dual")
 		waitPhase(t, ns, "ref", v1.PhaseIdle, 2)
+		mk.done(t, "refused (DualPasswordExists, names the instance and the reset); after the reset the kept request ran, completed")
 	})
 
 	t.Run("replicas 0 refuses rotate and discard; scaling up resumes", func(t *testing.T) {
 		scale(t, ns, "db", 0)
+		mk := matrixMark(t, p, "replicas scaled to 0 before rotation, then back to 3")
 		rotate(t, ns, "ref", "r-zero")
 		note := waitEvent(t, ns, "ref", string(reason.RotateRefused))
 		mustContain(t, "RotateRefused event", note, "replicas: 0", "scale")
@@ -148,8 +156,11 @@ func TestRefusalsAndHealthGate(t *testing.T) {
 			t.Fatalf("rotation started with no instances: %s", stateOf(cs))
 		}
 		scale(t, ns, "db", 3)
+		mk.resume()
 		waitPhase(t, ns, "ref", v1.PhaseDistributed, 2)
+		mk.done(t, "refused (RotateRefused); on scale-up the rotation started by itself, Distributed")
 		scale(t, ns, "db", 0)
+		mk = matrixMark(t, p, "replicas scaled to 0 mid-rotation (Distributed), then back to 3")
 		discard(t, ns, "ref", "r-zero")
 		note = waitEvent(t, ns, "ref", string(reason.DiscardRefused))
 		mustContain(t, "DiscardRefused event", note, "replicas: 0")
@@ -157,13 +168,16 @@ func TestRefusalsAndHealthGate(t *testing.T) {
 			t.Fatalf("discard went ahead with no instances: %s", stateOf(cs))
 		}
 		scale(t, ns, "db", 3)
+		mk.resume()
 		waitPhase(t, ns, "ref", v1.PhaseIdle, 3)
+		mk.done(t, "discard refused (DiscardRefused), nothing discarded; on scale-up it completed by itself")
 	})
 
 	t.Run("an unreachable instance holds the phase; it resumes when back", func(t *testing.T) {
 		old := userPasswords(sourceData(t, getSet(t, ns, "ref")), mocoKeys, "")
 		down := c.Replicas[1]
 		down.Stop()
+		mk := matrixMark(t, p, "instance stopped, rotation requested, instance started again")
 		rotate(t, ns, "ref", "r-down")
 		note := waitEvent(t, ns, "ref", string(reason.InstanceUnreachable))
 		mustContain(t, "InstanceUnreachable event", note, "db-2")
@@ -171,12 +185,16 @@ func TestRefusalsAndHealthGate(t *testing.T) {
 		if err := down.Start(); err != nil {
 			t.Fatal(err)
 		}
+		mk.resume()
 		cs := waitPhase(t, ns, "ref", v1.PhaseDistributed, 3)
+		mk.reached()
 		pend := userPasswords(sourceData(t, cs), mocoKeys, engine.PendingSuffix)
 		loginMatrix(t, "Distributed after the instance came back", c.Instances(), pend, nil)
 		loginMatrix(t, "Distributed after the instance came back", c.Instances(), old, nil)
+		mk.done(t, "held (InstanceUnreachable, names the instance); resumed by itself to Distributed, old and new log in")
 
 		down.Stop()
+		mk = matrixMark(t, p, "instance stopped while Distributed, discard requested, instance started again")
 		discard(t, ns, "ref", "r-down")
 		eventually(t, time.Minute, "discard held by the health gate", func() (bool, string) {
 			cs := getSet(t, ns, "ref")
@@ -186,12 +204,15 @@ func TestRefusalsAndHealthGate(t *testing.T) {
 		if err := down.Start(); err != nil {
 			t.Fatal(err)
 		}
+		mk.resume()
 		waitPhase(t, ns, "ref", v1.PhaseIdle, 4)
+		mk.reached()
 		loginMatrix(t, "Idle after the instance came back", c.Instances(), pend, old)
 		cs = getSet(t, ns, "ref")
 		if d := condition(cs, reason.CondDegraded); d == nil || d.Status != "False" {
 			t.Fatalf("Degraded after recovery: %+v", d)
 		}
+		mk.done(t, "held by the health gate; completed by itself, only the new passwords log in, Degraded cleared")
 	})
 }
 
@@ -205,10 +226,12 @@ func TestPendingTampering(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitPhase(t, ns, "miss", v1.PhaseIdle, 1)
+	p := loginProber(t, c.Instances(), ns, "miss-creds")
 
 	t.Run("pending keys deleted while Distributed: MissingRotationPending", func(t *testing.T) {
 		rotate(t, ns, "miss", "r-miss")
 		cs := waitPhase(t, ns, "miss", v1.PhaseDistributed, 1)
+		mk := matrixMark(t, p, "source Secret tampering: a pending key deleted while Distributed")
 		editSource(t, cs, func(d map[string][]byte) { delete(d, "AGENT_PASSWORD"+engine.PendingSuffix) })
 		discard(t, ns, "miss", "r-miss")
 		note := waitEvent(t, ns, "miss", string(reason.MissingRotationPending))
@@ -219,16 +242,19 @@ func TestPendingTampering(t *testing.T) {
 		}
 		// Nothing was discarded: the old passwords still log in.
 		loginMatrix(t, "after the refused discard", c.Instances(), userPasswords(sourceData(t, cs), mocoKeys, ""), nil)
+		mk.held(t, "discard refused (MissingRotationPending, next step kubectl rekey recover); nothing discarded, old passwords log in")
 	})
 
 	t.Run("ROTATION_ID changed while Distributed: StaleRotationPending", func(t *testing.T) {
 		cs := getSet(t, ns, "miss")
+		mk := matrixMark(t, p, "source Secret tampering: ROTATION_ID changed while Distributed")
 		editSource(t, cs, func(d map[string][]byte) { d[engine.RotationIDKey] = []byte("someone-else") })
 		// The discard request is still there (refusals keep it); any edit
 		// of the set wakes rekey up before its one-minute retry.
 		annotate(t, ns, "miss", "test.rekey.io/touch", time.Now().String())
 		note := waitEvent(t, ns, "miss", string(reason.StaleRotationPending))
 		mustContain(t, "StaleRotationPending event", note, "kubectl rekey recover")
+		mk.held(t, "refused (StaleRotationPending, next step kubectl rekey recover)")
 	})
 }
 
@@ -247,6 +273,7 @@ func TestPendingAltered(t *testing.T) {
 	rotate(t, ns, "alt", "alt-1")
 	cs = waitPhase(t, ns, "alt", v1.PhaseDistributed, 1)
 	applied := userPasswords(sourceData(t, cs), mocoKeys, engine.PendingSuffix)
+	mk := matrixMark(t, loginProber(t, c.Instances(), ns, "alt-creds"), "source Secret tampering: a pending password altered while Distributed, then kubectl rekey recover")
 	editSource(t, cs, func(d map[string][]byte) { d["AGENT_PASSWORD"+engine.PendingSuffix] = []byte("altered-by-hand") })
 	discard(t, ns, "alt", "alt-1")
 	note := waitEvent(t, ns, "alt", string(reason.PendingRejected))
@@ -257,10 +284,13 @@ func TestPendingAltered(t *testing.T) {
 	loginMatrix(t, "after the refused discard", c.Instances(), old, nil)
 	loginMatrix(t, "after the refused discard", c.Instances(), applied, nil)
 
+	mk.resume()
 	annotate(t, ns, "alt", engine.RecoverAnnotation, "rec-alt")
 	cs = waitReset(t, ns, "alt", 1)
+	mk.reached()
 	loginMatrix(t, "after recovery", c.Instances(), old, applied)
 	assertNoDualPassword(t, c)
+	mk.done(t, "discard refused (PendingRejected), nothing discarded; recover rolled back to the old passwords only")
 }
 
 func editSource(t *testing.T, cs *v1.CredentialSet, edit func(map[string][]byte)) {

@@ -24,6 +24,7 @@ func TestSwitchoverMidRotation(t *testing.T) {
 	rotate(t, ns, "sw", "sw-1")
 	cs = waitPhase(t, ns, "sw", v1.PhaseDistributed, 1)
 	pend := userPasswords(sourceData(t, cs), mocoKeys, engine.PendingSuffix)
+	mk := matrixMark(t, loginProber(t, c.Instances(), ns, "sw-creds"), "switchover while Distributed (primary moved to a replica), then discard")
 
 	// Switchover: the old primary turns read-only, replica1 is promoted,
 	// and the others replicate from it.
@@ -40,8 +41,10 @@ func TestSwitchoverMidRotation(t *testing.T) {
 		}
 	}
 
+	mk.resume()
 	discard(t, ns, "sw", "sw-1")
 	waitPhase(t, ns, "sw", v1.PhaseIdle, 2)
+	mk.reached()
 	loginMatrix(t, "after a switchover mid-rotation", c.Instances(), pend, old)
 	assertSuperReadOnly(t, oldPrimary, other)
 	for _, q := range []string{"SELECT @@GLOBAL.read_only", "SELECT @@GLOBAL.super_read_only"} {
@@ -58,4 +61,5 @@ func TestSwitchoverMidRotation(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	mk.done(t, "completed: roles read live, new primary left writable, the others super_read_only, replication flows")
 }
