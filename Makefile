@@ -1,7 +1,7 @@
 # rekey — see README.md.
 SHELL := /usr/bin/env bash
 GO ?= go
-GOTESTFLAGS ?= -count=1 -timeout 45m
+GOTESTFLAGS ?= -count=1 -timeout 60m
 
 .PHONY: all build test env demo bench reliability generate manifests vet fmt clean
 
