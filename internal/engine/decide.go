@@ -73,14 +73,14 @@ type Input struct {
 	// Irreversible: the active rotation has (or may have) invalidated the
 	// current secrets already (a backend without Overlap that applied), so
 	// it can only complete.
-	Irreversible bool
-	NoInstances    bool   // e.g. a StatefulSet scaled to 0
-	Pending        PendingState
-	Policy         v1.DiscardPolicy
-	GracePeriod    time.Duration
-	RolloutDone    bool      // every consumer rolled out the active rotation
-	RolloutDoneAt  time.Time // since when (for AfterRollout's grace period)
-	Now            time.Time
+	Irreversible  bool
+	NoInstances   bool // e.g. a StatefulSet scaled to 0
+	Pending       PendingState
+	Policy        v1.DiscardPolicy
+	GracePeriod   time.Duration
+	RolloutDone   bool      // every consumer rolled out the active rotation
+	RolloutDoneAt time.Time // since when (for AfterRollout's grace period)
+	Now           time.Time
 }
 
 // Decision is the outcome of Decide.

@@ -18,7 +18,10 @@ func TestDue(t *testing.T) {
 	idle := func(g int64) v1.CredentialSetStatus {
 		return v1.CredentialSetStatus{Phase: v1.PhaseIdle, KeyGeneration: g, KeyVersion: "20.2.4", CurrentSince: since(time.Hour)}
 	}
-	with := func(st v1.CredentialSetStatus, f func(*v1.CredentialSetStatus)) v1.CredentialSetStatus { f(&st); return st }
+	with := func(st v1.CredentialSetStatus, f func(*v1.CredentialSetStatus)) v1.CredentialSetStatus {
+		f(&st)
+		return st
+	}
 	keygen := func(g int64) v1.RotationSpec {
 		return v1.RotationSpec{Policy: v1.PolicyKeyGeneration, KeyGeneration: gen(g)}
 	}
@@ -65,7 +68,10 @@ func TestDue(t *testing.T) {
 		{name: "schedule exactly due", rot: schedule, st: with(idle(1), func(s *v1.CredentialSetStatus) { s.CurrentSince = since(24 * time.Hour) }),
 			want: "schedule-" + itoa(now.Unix()), nextAt: ptr(now)},
 		{name: "schedule aborted waits one more interval", rot: schedule,
-			st:     with(idle(1), func(s *v1.CredentialSetStatus) { s.CurrentSince = since(25 * time.Hour); s.LastRolledBackID = "schedule-" + itoa(now.Add(-time.Hour).Unix()) }),
+			st: with(idle(1), func(s *v1.CredentialSetStatus) {
+				s.CurrentSince = since(25 * time.Hour)
+				s.LastRolledBackID = "schedule-" + itoa(now.Add(-time.Hour).Unix())
+			}),
 			nextAt: ptr(now.Add(23 * time.Hour))},
 		{name: "schedule without currentSince does not", rot: schedule, st: with(idle(1), func(s *v1.CredentialSetStatus) { s.CurrentSince = nil })},
 		{name: "schedule due while distributed does not start another", rot: schedule,

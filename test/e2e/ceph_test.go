@@ -248,4 +248,3 @@ func wantEntities(t testing.TB, c *testenv.Ceph, want ...string) {
 		t.Fatalf("the mon has entities %v, want %v", got, want)
 	}
 }
-

@@ -1,10 +1,8 @@
 package e2e
 
 import (
-	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"os"
 	"strings"
 	"sync"
@@ -12,8 +10,6 @@ import (
 	"time"
 
 	"github.com/go-sql-driver/mysql"
-	corev1 "k8s.io/api/core/v1"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"rekey.io/rekey/internal/testenv"
 )
@@ -137,46 +133,9 @@ var matrixMu sync.Mutex
 // purpose: only a refused password (MySQL error 1045) counts as a failed
 // login; an instance that does not answer is not a login attempt.
 func loginProber(t testing.TB, insts []*testenv.MySQLInstance, ns, secret string) *prober {
-	p := &prober{stop: make(chan struct{}), done: make(chan struct{})}
-	go func() {
-		defer close(p.done)
-		for {
-			select {
-			case <-p.stop:
-				return
-			case <-time.After(20 * time.Millisecond):
-			}
-			s := &corev1.Secret{}
-			if err := k8s.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: secret}, s); err != nil {
-				continue
-			}
-			var wg sync.WaitGroup
-			for k, u := range mocoKeys {
-				pw := string(s.Data[k])
-				for _, i := range insts {
-					wg.Add(1)
-					go func() {
-						defer wg.Done()
-						err := i.CanLogin(u, pw)
-						var me *mysql.MySQLError
-						if err != nil && !(errors.As(err, &me) && me.Number == 1045) {
-							return // unreachable, not refused
-						}
-						p.attempts.Add(1)
-						if err != nil {
-							p.failures.Add(1)
-							p.mu.Lock()
-							if len(p.firstFailures) < 10 {
-								p.firstFailures = append(p.firstFailures, fmt.Sprintf("%s %s on %s: %v", time.Now().Format("15:04:05.000"), u, i.Name, err))
-							}
-							p.mu.Unlock()
-						}
-					}()
-				}
-			}
-			wg.Wait()
-		}
-	}()
-	t.Cleanup(p.halt)
-	return p
+	refused := func(err error) bool {
+		var me *mysql.MySQLError
+		return errors.As(err, &me) && me.Number == 1045
+	}
+	return probeLoop(t, ns, secret, mocoKeys, func() []*testenv.MySQLInstance { return insts }, refused, nil)
 }

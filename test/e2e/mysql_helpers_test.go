@@ -100,6 +100,16 @@ type prober struct {
 }
 
 func startProber(t testing.TB, insts []*testenv.MySQLInstance, ns, secret string, keys map[string]string) *prober {
+	return probeLoop(t, ns, secret, keys, func() []*testenv.MySQLInstance { return insts }, nil, nil)
+}
+
+// probeLoop is the prober's loop: every round it reads the distributed
+// Secret and logs in as every user of keys, with what the Secret holds, on
+// every instance targets returns. counted, when set, says whether a failed
+// attempt counts at all (an instance stopped on purpose is not a refused
+// login); afterRound, when set, runs after each round.
+func probeLoop(t testing.TB, ns, secret string, keys map[string]string, targets func() []*testenv.MySQLInstance,
+	counted func(error) bool, afterRound func()) *prober {
 	p := &prober{stop: make(chan struct{}), done: make(chan struct{})}
 	go func() {
 		defer close(p.done)
@@ -107,38 +117,44 @@ func startProber(t testing.TB, insts []*testenv.MySQLInstance, ns, secret string
 			select {
 			case <-p.stop:
 				return
-			default:
+			case <-time.After(20 * time.Millisecond):
 			}
 			s := &corev1.Secret{}
 			if err := k8s.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: secret}, s); err != nil {
-				time.Sleep(50 * time.Millisecond)
 				continue
 			}
 			var wg sync.WaitGroup
 			for k, u := range keys {
 				pw := string(s.Data[k])
-				for _, i := range insts {
-					wg.Add(1)
-					go func() {
-						defer wg.Done()
-						p.attempts.Add(1)
-						if err := i.CanLogin(u, pw); err != nil {
-							p.failures.Add(1)
-							p.mu.Lock()
-							if len(p.firstFailures) < 10 {
-								p.firstFailures = append(p.firstFailures, fmt.Sprintf("%s %s on %s: %v", time.Now().Format("15:04:05.000"), u, i.Name, err))
-							}
-							p.mu.Unlock()
-						}
-					}()
+				for _, i := range targets() {
+					wg.Go(func() { p.record(u, i.Name, i.CanLogin(u, pw), counted) })
 				}
 			}
 			wg.Wait()
-			time.Sleep(20 * time.Millisecond)
+			if afterRound != nil {
+				afterRound()
+			}
 		}
 	}()
-	t.Cleanup(func() { p.halt() })
+	t.Cleanup(p.halt)
 	return p
+}
+
+// record counts one login attempt and keeps the first failures.
+func (p *prober) record(user, inst string, err error, counted func(error) bool) {
+	if err != nil && counted != nil && !counted(err) {
+		return
+	}
+	p.attempts.Add(1)
+	if err == nil {
+		return
+	}
+	p.failures.Add(1)
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if len(p.firstFailures) < 10 {
+		p.firstFailures = append(p.firstFailures, fmt.Sprintf("%s %s on %s: %v", time.Now().Format("15:04:05.000"), user, inst, err))
+	}
 }
 
 func (p *prober) halt() {

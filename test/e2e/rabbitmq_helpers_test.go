@@ -196,4 +196,3 @@ func assertStoredUsers(t testing.TB, when string, m *testenv.RabbitMQ, cs *v1.Cr
 		}
 	}
 }
-

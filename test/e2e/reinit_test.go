@@ -10,7 +10,6 @@ import (
 	"testing"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -253,40 +252,5 @@ func (pt *probeTargets) remove(i *testenv.MySQLInstance) {
 // targetProber is startProber over targets that change: every login with
 // what the distributed Secret holds, on every current target, counts.
 func targetProber(t testing.TB, ns, secret string, targets *probeTargets) *prober {
-	p := &prober{stop: make(chan struct{}), done: make(chan struct{})}
-	go func() {
-		defer close(p.done)
-		for {
-			select {
-			case <-p.stop:
-				return
-			case <-time.After(20 * time.Millisecond):
-			}
-			s := &corev1.Secret{}
-			if err := k8s.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: secret}, s); err != nil {
-				continue
-			}
-			var wg sync.WaitGroup
-			for _, i := range targets.list() {
-				for k, u := range mocoKeys {
-					pw := string(s.Data[k])
-					wg.Go(func() {
-						p.attempts.Add(1)
-						if err := i.CanLogin(u, pw); err != nil {
-							p.failures.Add(1)
-							p.mu.Lock()
-							if len(p.firstFailures) < 10 {
-								p.firstFailures = append(p.firstFailures, fmt.Sprintf("%s %s on %s: %v", time.Now().Format("15:04:05.000"), u, i.Name, err))
-							}
-							p.mu.Unlock()
-						}
-					})
-				}
-			}
-			wg.Wait()
-			targets.rounds.Add(1)
-		}
-	}()
-	t.Cleanup(p.halt)
-	return p
+	return probeLoop(t, ns, secret, mocoKeys, targets.list, nil, func() { targets.rounds.Add(1) })
 }
