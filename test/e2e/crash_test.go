@@ -33,7 +33,11 @@ func startManagerProcess(t testing.TB, failpoint string) *managerProcess {
 func startManagerProcessWith(t testing.TB, failpoint string, flags ...string) *managerProcess {
 	t.Helper()
 	bin := buildManager(t)
-	logf, err := os.CreateTemp(t.TempDir(), "manager-*.log")
+	dir := processLogDir // scanned for secrets at the end of the suite
+	if dir == "" {
+		dir = t.TempDir()
+	}
+	logf, err := os.CreateTemp(dir, "manager-*.log")
 	if err != nil {
 		t.Fatal(err)
 	}

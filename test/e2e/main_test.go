@@ -80,7 +80,21 @@ func run(m *testing.M) int {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
+	if processLogDir, err = os.MkdirTemp("", "rekey-e2e-manager-processes-"); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	sampler := startSecretSampler(k8s)
 	code := m.Run()
+	if err := sampler.scan(k8s); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		code = 1
+	}
+	if code == 0 {
+		os.RemoveAll(processLogDir)
+	} else {
+		fmt.Printf("manager process logs kept in %s\n", processLogDir)
+	}
 	if managerBinary != "" {
 		os.RemoveAll(filepath.Dir(managerBinary))
 	}
