@@ -26,7 +26,7 @@ bench: env
 	$(GO) test -run '^$$' -bench 'RotationEndToEnd|LoginsUnderLoad|Scale' -benchtime 1x -timeout 60m ./test/bench/
 
 ## reliability: the MySQL fault matrix on real servers; regenerates docs/reliability.md from its results
-MATRIX_RUN := ^(TestAPIConflicts|TestCrashSafety|TestSwitchoverMidRotation|TestAbortAndRecover|TestRefusalsAndHealthGate|TestPendingTampering|TestPendingAltered|TestMySQLFullCycle|TestReinitReplicaMidRotation)$$
+MATRIX_RUN := ^(TestAPIConflicts|TestCrashSafety|TestSwitchoverMidRotation|TestAbortAndRecover|TestRefusalsAndHealthGate|TestPendingTampering|TestPendingAltered|TestMySQLFullCycle|TestReinitReplicaMidRotation|TestInstanceStoppedMidPhase)$$
 reliability: env
 	mkdir -p bin && rm -f bin/matrix.jsonl
 	REKEY_MATRIX_OUT=$(CURDIR)/bin/matrix.jsonl $(GO) test $(GOTESTFLAGS) ./test/e2e/ -run '$(MATRIX_RUN)'; status=$$?; \

@@ -256,6 +256,27 @@ func TestPendingTampering(t *testing.T) {
 		mustContain(t, "StaleRotationPending event", note, "kubectl rekey recover")
 		mk.held(t, "refused (StaleRotationPending, next step kubectl rekey recover)")
 	})
+
+	t.Run("then kubectl rekey recover rolls the rotation back, and a new one completes", func(t *testing.T) {
+		cs := getSet(t, ns, "miss")
+		old := userPasswords(sourceData(t, cs), mocoKeys, "")
+		mk := matrixMark(t, p, "source Secret tampering (a pending key deleted, ROTATION_ID changed), then kubectl rekey recover")
+		annotate(t, ns, "miss", engine.RecoverAnnotation, "rec-miss")
+		waitReset(t, ns, "miss", 1)
+		mk.reached()
+		loginMatrix(t, "after recovery", c.Instances(), old, nil)
+		assertNoDualPassword(t, c)
+		if _, ok := sourceData(t, getSet(t, ns, "miss"))[engine.RotationIDKey]; ok {
+			t.Fatal("the source Secret still holds ROTATION_ID after recovery")
+		}
+		rotate(t, ns, "miss", "r-after")
+		cs = waitPhase(t, ns, "miss", v1.PhaseDistributed, 1)
+		pend := userPasswords(sourceData(t, cs), mocoKeys, engine.PendingSuffix)
+		discard(t, ns, "miss", "r-after")
+		waitPhase(t, ns, "miss", v1.PhaseIdle, 2)
+		loginMatrix(t, "a rotation after recovery", c.Instances(), pend, old)
+		mk.done(t, "rolled back to the current passwords, no dual password left, pending data dropped; a new rotation then completed")
+	})
 }
 
 // TestPendingAltered: a pending password altered in the source Secret is
