@@ -159,14 +159,9 @@ func (b *Backend) eachInstance(ctx context.Context, step string, passwords []str
 func (b *Backend) Provision(ctx context.Context, cur engine.Secrets) (engine.Provisioned, error) {
 	return engine.Provisioned{Secrets: cur}, b.eachInstance(ctx, "provision/instance-done", b.adminPasswords(cur, nil), cur, func(s *session) error {
 		for _, u := range b.Users {
-			a, err := s.account(ctx, u)
+			a, err := s.ensureUser(ctx, u, cur[u.Key])
 			if err != nil {
 				return err
-			}
-			if a.needsCreate() {
-				if err := s.createUser(ctx, u, cur[u.Key]); err != nil {
-					return err
-				}
 			}
 			if a.exists {
 				if err := b.verifyLogin(ctx, s.inst, u, cur[u.Key]); err != nil {
@@ -221,14 +216,9 @@ func (b *Backend) Precheck(ctx context.Context, cur engine.Secrets) error {
 func (b *Backend) Apply(ctx context.Context, cur, pending engine.Secrets, _ int64) (engine.Secrets, error) {
 	return pending, b.eachInstance(ctx, "rotate/instance-applied", b.adminPasswords(cur, pending), merge(cur, pending), func(s *session) error {
 		for _, u := range b.Users {
-			a, err := s.account(ctx, u)
+			a, err := s.ensureUser(ctx, u, cur[u.Key])
 			if err != nil {
 				return err
-			}
-			if a.needsCreate() {
-				if err := s.createUser(ctx, u, cur[u.Key]); err != nil {
-					return err
-				}
 			}
 			if a.dual {
 				continue
@@ -314,14 +304,9 @@ func (b *Backend) Retire(ctx context.Context, cur, pending engine.Secrets) error
 func (b *Backend) Reset(ctx context.Context, cur engine.Secrets) error {
 	return b.eachInstance(ctx, "reset/instance-reset", b.adminPasswords(cur, nil), cur, func(s *session) error {
 		for _, u := range b.Users {
-			a, err := s.account(ctx, u)
+			_, err := s.ensureUser(ctx, u, cur[u.Key])
 			if err != nil {
 				return err
-			}
-			if a.needsCreate() {
-				if err := s.createUser(ctx, u, cur[u.Key]); err != nil {
-					return err
-				}
 			}
 			if err := s.exec(ctx, "ALTER USER "+u.Account()+" IDENTIFIED BY "+quote(cur[u.Key])); err != nil {
 				return err

@@ -61,6 +61,16 @@ func (s *session) account(ctx context.Context, u User) (account, error) {
 // createUser creates u accepting password, with its grants, or finishes a
 // creation a crash interrupted (the user then keeps the password it was
 // created with). Every statement is idempotent.
+// ensureUser reads u's row and, when the user is missing or its creation
+// was interrupted, (re)creates it accepting password.
+func (s *session) ensureUser(ctx context.Context, u User, password string) (account, error) {
+	a, err := s.account(ctx, u)
+	if err != nil || !a.needsCreate() {
+		return a, err
+	}
+	return a, s.createUser(ctx, u, password)
+}
+
 func (s *session) createUser(ctx context.Context, u User, password string) error {
 	if err := s.exec(ctx, "CREATE USER IF NOT EXISTS "+u.Account()+" IDENTIFIED BY "+quote(password)+" ATTRIBUTE "+creatingAttribute); err != nil {
 		return err
