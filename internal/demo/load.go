@@ -59,7 +59,10 @@ func (l *load) run(ctx context.Context) {
 		if err := l.k8s.List(ctx, &pods, client.InNamespace(l.namespace), client.MatchingLabels(l.selector)); err == nil {
 			l.sync(ctx, pods.Items)
 		}
-		time.Sleep(200 * time.Millisecond)
+		// Often: a pod that terminates must stop logging in before the
+		// operator can see its rollout complete and discard (the real
+		// process gets SIGTERM at that moment).
+		time.Sleep(50 * time.Millisecond)
 	}
 	l.mu.Lock()
 	for _, cancel := range l.pods {

@@ -164,7 +164,17 @@ func onEachInstance(t testing.TB, insts []*testenv.MySQLInstance, stmts ...strin
 		if i.Role != testenv.RolePrimary {
 			all = append(all, "SET GLOBAL super_read_only=ON")
 		}
-		if err := i.Exec(all...); err != nil {
+		// rekey may be restoring super_read_only on this replica at the
+		// same moment (a refused rotation is retried): like any agent
+		// sharing the instance, try again.
+		var err error
+		for attempt := 0; attempt < 5; attempt++ {
+			if err = i.Exec(all...); err == nil || !strings.Contains(err.Error(), "super-read-only") {
+				break
+			}
+			time.Sleep(200 * time.Millisecond)
+		}
+		if err != nil {
 			t.Fatal(err)
 		}
 	}
