@@ -123,10 +123,7 @@ func TestCephInPlace(t *testing.T) {
 
 	// An in-place rotation that applied cannot be rolled back: the old keys
 	// no longer exist.
-	cs.Spec.Rotation = v1.RotationSpec{DiscardPolicy: v1.DiscardManual}
-	if err := kc.Update(ctxT(t), cs); err != nil {
-		t.Fatal(err)
-	}
+	updateSpec(t, ns, "daemons", func(cs *v1.CredentialSet) { cs.Spec.Rotation = v1.RotationSpec{DiscardPolicy: v1.DiscardManual} })
 	rotate(t, ns, "daemons", "r2")
 	waitPhase(t, ns, "daemons", v1.PhaseDistributed, 2)
 	annotate(t, ns, "daemons", engine.AbortAnnotation, "r2")

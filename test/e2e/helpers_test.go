@@ -10,6 +10,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -193,5 +194,22 @@ func createSecret(t testing.TB, ns, name string, data map[string]string) {
 	s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}, StringData: data}
 	if err := k8s.Create(context.Background(), s); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// updateSpec changes a set's spec from a fresh read, again on a conflict:
+// the operator writes the same object (status, finalizers, annotations).
+func updateSpec(t testing.TB, ns, name string, edit func(*v1.CredentialSet)) {
+	t.Helper()
+	for attempt := 0; ; attempt++ {
+		cs := getSet(t, ns, name)
+		edit(cs)
+		err := k8s.Update(context.Background(), cs)
+		if err == nil {
+			return
+		}
+		if !apierrors.IsConflict(err) || attempt == 9 {
+			t.Fatal(err)
+		}
 	}
 }

@@ -170,11 +170,7 @@ func TestRabbitMQCoverage(t *testing.T) {
 	if u := rabbitUsers(t, m, "nova"); !slices.Equal(u, []string{"nova-g2"}) {
 		t.Fatalf("a set deleted while in use must keep its user: %v", u)
 	}
-	cs := getSet(t, ns, "nova")
-	cs.Spec.ConsumerGroups = nil
-	if err := k8s.Update(ctxT(t), cs); err != nil {
-		t.Fatal(err)
-	}
+	updateSpec(t, ns, "nova", func(cs *v1.CredentialSet) { cs.Spec.ConsumerGroups = nil })
 	eventually(t, time.Minute, "nova deleted with its users", func() (bool, string) {
 		err := k8s.Get(ctxT(t), client.ObjectKey{Namespace: ns, Name: "nova"}, &v1.CredentialSet{})
 		u := rabbitUsers(t, m, "nova")
