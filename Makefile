@@ -45,6 +45,7 @@ vet:
 generate:
 	cd hack/tools/codegen && $(GO) tool controller-gen object paths=$(CURDIR)/api/... \
 	  crd:allowDangerousTypes=false paths=$(CURDIR)/api/... output:crd:dir=$(CURDIR)/config/crd/bases
+	cp config/crd/bases/rekey.io_credentialsets.yaml charts/rekey/crds/
 
 fmt:
 	gofmt -l -w $$(git ls-files '*.go')

@@ -52,6 +52,9 @@ type Reconciler struct {
 	// keyring files of one command (mode 0600, removed after); default the
 	// system temporary directory.
 	CephWorkDir string
+	// CephCLI is the ceph CLI the Ceph backend runs (a manager flag: a
+	// spec never names a program); default "ceph" from PATH.
+	CephCLI string
 }
 
 func logFrom(ctx context.Context) logr.Logger { return log.FromContext(ctx) }

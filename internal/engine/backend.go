@@ -138,3 +138,13 @@ func AsUnreachable(err error) (*UnreachableError, bool) {
 	ok := errors.As(err, &u)
 	return u, ok
 }
+
+// TransportReporter is implemented by backends whose connections carry
+// credentials over a network. InsecureTransport says, in words a user can
+// act on, why those connections are not verified (TLS without a verified
+// certificate, or plaintext) and which field to change; "" when they are
+// verified. The controller turns a non-empty answer into a Warning Event
+// and the TransportVerified condition.
+type TransportReporter interface {
+	InsecureTransport() string
+}

@@ -35,6 +35,16 @@ const (
 	// AdminRotationFailed: the admin key rotation stopped; it resumes (or
 	// recovers) on the next reconcile.
 	AdminRotationFailed Reason = "AdminRotationFailed"
+	// InsecureTransport: the set's connections to its backend are not
+	// verified (TLS without certificate verification, or plaintext), as
+	// the spec explicitly asks.
+	InsecureTransport Reason = "InsecureTransport"
+	// NotOwned: an object rekey would change (a Secret, a backend user or
+	// entity) exists but was not created by rekey for this very set.
+	NotOwned Reason = "NotOwned"
+	// NamespaceNotAllowed: the spec names a namespace other than the set's
+	// own that has not consented, or the operator's own namespace.
+	NamespaceNotAllowed Reason = "NamespaceNotAllowed"
 )
 
 // Progress (Normal Events).
@@ -81,6 +91,9 @@ const (
 	CondRotating        = "Rotating"
 	CondRolloutComplete = "RolloutComplete"
 	CondDegraded        = "Degraded"
+	// CondTransportVerified: every connection that carries credentials
+	// verifies the server (False names the spec field that turns it off).
+	CondTransportVerified = "TransportVerified"
 )
 
 // Condition reasons that are not also Event reasons.
@@ -93,4 +106,5 @@ const (
 	NoConsumers     Reason = "NoConsumers"
 	NotProvisioned  Reason = "NotProvisioned"
 	AwaitingDiscard Reason = "AwaitingDiscard"
+	Verified        Reason = "Verified"
 )
