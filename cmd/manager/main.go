@@ -5,15 +5,18 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+	"sigs.k8s.io/controller-runtime/pkg/metrics/filters"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	v1 "rekey.io/rekey/api/v1alpha1"
@@ -30,6 +33,8 @@ func main() {
 func run() error {
 	var (
 		namespace, metricsAddr, probeAddr string
+		watchNamespaces                   string
+		metricsSecure                     bool
 		cephWorkDir                       string
 		leaderElect                       bool
 		concurrency                       int
@@ -37,7 +42,9 @@ func run() error {
 		grace                             time.Duration
 	)
 	flag.StringVar(&namespace, "namespace", envOr("POD_NAMESPACE", "rekey-system"), "namespace of the source Secrets (the operator's own)")
-	flag.StringVar(&metricsAddr, "metrics-bind-address", ":8080", "address of the metrics endpoint (0 disables it)")
+	flag.StringVar(&metricsAddr, "metrics-bind-address", ":8443", "address of the metrics endpoint (0 disables it)")
+	flag.BoolVar(&metricsSecure, "metrics-secure", true, "serve metrics over HTTPS to callers the API server authenticates and authorizes (get on the /metrics non-resource URL); false serves plain HTTP to anyone who can reach the port")
+	flag.StringVar(&watchNamespaces, "watch-namespaces", "", "comma-separated namespaces whose CredentialSets and workloads rekey watches (namespaced mode, with Roles instead of ClusterRoles); empty: every namespace")
 	flag.StringVar(&probeAddr, "health-probe-bind-address", ":8081", "address of the health probes")
 	flag.BoolVar(&leaderElect, "leader-elect", false, "elect a leader, for running more than one replica")
 	flag.IntVar(&concurrency, "instance-concurrency", 8, "instances a phase works on at once (1: one after another, as seed 000)")
@@ -56,9 +63,24 @@ func run() error {
 	if err := v1.AddToScheme(scheme); err != nil {
 		return err
 	}
+	metricsOpts := metricsserver.Options{BindAddress: metricsAddr}
+	if metricsSecure {
+		// A self-signed certificate unless one is mounted; every request
+		// is checked with a TokenReview and a SubjectAccessReview.
+		metricsOpts.SecureServing = true
+		metricsOpts.FilterProvider = filters.WithAuthenticationAndAuthorization
+	}
+	cacheOpts := cache.Options{}
+	if ns := splitList(watchNamespaces); len(ns) > 0 {
+		cacheOpts.DefaultNamespaces = map[string]cache.Config{}
+		for _, n := range ns {
+			cacheOpts.DefaultNamespaces[n] = cache.Config{}
+		}
+	}
 	mgr, err := ctrl.NewManager(ctrl.GetConfigOrDie(), ctrl.Options{
 		Scheme:                  scheme,
-		Metrics:                 metricsserver.Options{BindAddress: metricsAddr},
+		Cache:                   cacheOpts,
+		Metrics:                 metricsOpts,
 		HealthProbeBindAddress:  probeAddr,
 		LeaderElection:          leaderElect,
 		LeaderElectionID:        "rekey.io",
@@ -90,6 +112,16 @@ func run() error {
 		return err
 	}
 	return mgr.Start(ctrl.SetupSignalHandler())
+}
+
+func splitList(s string) []string {
+	var out []string
+	for _, p := range strings.Split(s, ",") {
+		if p = strings.TrimSpace(p); p != "" {
+			out = append(out, p)
+		}
+	}
+	return out
 }
 
 func envOr(k, d string) string {

@@ -29,6 +29,10 @@ type secretKeyringStore struct {
 	r         *Reconciler
 	namespace string
 	ref       v1.SecretKeyRef
+	// set owns the rotator Secret: a rotator keyring rekey did not write
+	// for this set is never used (it would make rekey recover an admin
+	// rotation from a key someone else chose) nor overwritten.
+	set *v1.CredentialSet
 }
 
 func (s *secretKeyringStore) LoadAdmin(ctx context.Context) (string, error) {
@@ -49,6 +53,9 @@ func (s *secretKeyringStore) LoadRotator(ctx context.Context) (string, bool, err
 		return "", false, err
 	}
 	v := sec.Data[rotatorKeyringKey]
+	if len(v) > 0 && !ownedBy(sec, s.set) {
+		return "", false, s.rotatorNotOwned(sec)
+	}
 	return string(v), len(v) > 0, nil
 }
 
@@ -68,6 +75,9 @@ func (s *secretKeyringStore) DeleteRotator(ctx context.Context) error {
 	if _, ok := sec.Data[rotatorKeyringKey]; !ok {
 		return nil
 	}
+	if !ownedBy(sec, s.set) {
+		return s.rotatorNotOwned(sec)
+	}
 	delete(sec.Data, rotatorKeyringKey)
 	return s.r.Client.Update(ctx, sec)
 }
@@ -81,15 +91,23 @@ func (s *secretKeyringStore) put(ctx context.Context, name, key, value string, c
 	if apierrors.IsNotFound(err) && create {
 		sec = &corev1.Secret{
 			ObjectMeta: metav1.ObjectMeta{Namespace: s.namespace, Name: name,
-				Labels:      map[string]string{ManagedByLabel: ManagedByValue},
-				Annotations: map[string]string{"rekey.io/purpose": "temporary client.admin-rotator keyring of an admin key rotation (seed 001); emptied when it ends"}},
+				Annotations: map[string]string{"rekey.io/purpose": "temporary client.admin-rotator keyring of an admin key rotation; emptied when it ends"}},
 			Type: corev1.SecretTypeOpaque,
 			Data: map[string][]byte{key: []byte(value)},
 		}
+		stamp(sec, s.set)
 		return s.r.Client.Create(ctx, sec)
 	}
 	if err != nil {
 		return fmt.Errorf("read Secret %s/%s: %w", s.namespace, name, err)
+	}
+	if create && !ownedBy(sec, s.set) {
+		// The rotator Secret is rekey's: claim an empty one (left by a
+		// deleted set of the same admin Secret), never one holding a key.
+		if len(sec.Data[key]) > 0 {
+			return s.rotatorNotOwned(sec)
+		}
+		stamp(sec, s.set)
 	}
 	if string(sec.Data[key]) == value {
 		return nil
@@ -99,4 +117,10 @@ func (s *secretKeyringStore) put(ctx context.Context, name, key, value string, c
 	}
 	sec.Data[key] = []byte(value)
 	return s.r.Client.Update(ctx, sec)
+}
+
+func (s *secretKeyringStore) rotatorNotOwned(sec *corev1.Secret) error {
+	return notOwned(s.set, sec, "admin rotator Secret", fmt.Sprintf(
+		"it holds a keyring rekey did not write; if no admin key rotation of yours is under way, delete it (or empty its %s key); if it is this set's own from a rekey that did not record UIDs, hand it over with `kubectl annotate secret -n %s %s %s=%s`",
+		rotatorKeyringKey, sec.Namespace, sec.Name, CredentialSetUIDAnnot, s.set.UID))
 }

@@ -132,7 +132,9 @@ func (r *Reconciler) finalize(ctx context.Context, cs *v1.CredentialSet) (ctrl.R
 	}
 	if err := r.deprovision(ctx, cs); err != nil {
 		var se *errSpec
-		if !errors.As(err, &se) && !apierrors.IsNotFound(err) {
+		rf, refused := engine.AsRefusal(err)
+		notOwned := refused && rf.Reason == string(reason.NotOwned)
+		if !errors.As(err, &se) && !apierrors.IsNotFound(err) && !notOwned {
 			return ctrl.Result{}, err
 		}
 		// The backend cannot be reached as the spec says (its admin Secret

@@ -15,7 +15,7 @@ import (
 
 // observe writes what this reconcile saw — consumers, conditions — with
 // the same compare-and-set as every transition, and only when it changed.
-func (r *Reconciler) observe(ctx context.Context, cs *v1.CredentialSet, prob *problem) error {
+func (r *Reconciler) observe(ctx context.Context, cs *v1.CredentialSet, prob *problem, seen transportSeen) error {
 	live := &v1.CredentialSet{}
 	if err := r.APIReader.Get(ctx, clientKey(cs), live); err != nil {
 		return err
@@ -54,6 +54,7 @@ func (r *Reconciler) observe(ctx context.Context, cs *v1.CredentialSet, prob *pr
 		next.RolledOutAt = &now
 	}
 	setConditions(&next, cs.Generation, prob, allOut, waiting)
+	setTransportCondition(&next, cs.Generation, seen)
 	next.ObservedGeneration = cs.Generation
 	if equality.Semantic.DeepEqual(next, live.Status) {
 		return nil

@@ -57,6 +57,9 @@ type Reconciler struct {
 	CephCLI string
 }
 
+// consentRecheck is how soon a set refused for a namespace looks again.
+const consentRecheck = 30 * time.Second
+
 func logFrom(ctx context.Context) logr.Logger { return log.FromContext(ctx) }
 
 func (r *Reconciler) now() time.Time {
@@ -103,7 +106,8 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 			return ctrl.Result{}, err
 		}
 	}
-	res, prob, err := r.reconcile(ctx, cs)
+	var seen transportSeen
+	res, prob, err := r.reconcile(ctx, cs, &seen)
 	if err != nil && prob == nil && !isRace(ctx, err) {
 		prob = classify(err)
 		if prob == nil {
@@ -129,7 +133,8 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	}
 	metrics.Observe(cs.Namespace, cs.Name, string(cs.Status.Phase), cs.Status.KeyGeneration, since)
 	metrics.Coverage(cs.Namespace, cs.Name, cs.Status.Consumers, cs.Spec.ConsumerGroups)
-	if oerr := r.observe(ctx, cs, prob); oerr != nil && err == nil && !isRace(ctx, oerr) {
+	r.noteTransport(cs, seen)
+	if oerr := r.observe(ctx, cs, prob, seen); oerr != nil && err == nil && !isRace(ctx, oerr) {
 		err = oerr
 	}
 	if err == nil && res.RequeueAfter == 0 && r.ResyncPeriod > 0 {
@@ -167,11 +172,16 @@ func classify(err error) *problem {
 	return nil
 }
 
-func (r *Reconciler) reconcile(ctx context.Context, cs *v1.CredentialSet) (ctrl.Result, *problem, error) {
+func (r *Reconciler) reconcile(ctx context.Context, cs *v1.CredentialSet, seen *transportSeen) (ctrl.Result, *problem, error) {
+	if prob, err := r.checkNamespaces(ctx, cs); err != nil || prob != nil {
+		// Consent is granted on the Namespace, which rekey does not watch.
+		return ctrl.Result{RequeueAfter: consentRecheck}, prob, err
+	}
 	p, err := r.planFor(ctx, cs)
 	if err != nil {
 		return ctrl.Result{}, nil, err
 	}
+	*seen = transportOf(p.backend)
 	if err := r.syncFinalizers(ctx, cs, p); err != nil {
 		return ctrl.Result{}, nil, err
 	}

@@ -21,7 +21,37 @@ const (
 	ManagedByValue       = "rekey"
 	CredentialSetAnnot   = "rekey.io/credential-set"
 	GenerationAnnotation = "rekey.io/key-generation"
+	// CredentialSetUIDAnnot marks a Secret as created by rekey for the set
+	// with this UID. Names can be reused (a set deleted and created again,
+	// a Secret made by someone else); a UID cannot, so it is what rekey
+	// trusts before it adopts or overwrites anything.
+	CredentialSetUIDAnnot = "rekey.io/credential-set-uid"
 )
+
+// ownedBy: rekey created s for this very set.
+func ownedBy(s *corev1.Secret, cs *v1.CredentialSet) bool {
+	return cs.UID != "" && s.Annotations[CredentialSetUIDAnnot] == string(cs.UID)
+}
+
+// stamp marks s as this set's.
+func stamp(s *corev1.Secret, cs *v1.CredentialSet) {
+	if s.Labels == nil {
+		s.Labels = map[string]string{}
+	}
+	if s.Annotations == nil {
+		s.Annotations = map[string]string{}
+	}
+	s.Labels[ManagedByLabel] = ManagedByValue
+	s.Annotations[CredentialSetAnnot] = setRef(cs)
+	s.Annotations[CredentialSetUIDAnnot] = string(cs.UID)
+}
+
+// notOwned refuses to use a Secret rekey did not create for this set.
+func notOwned(cs *v1.CredentialSet, s *corev1.Secret, role, remedy string) error {
+	return &engine.Refusal{Reason: string(reason.NotOwned), Message: fmt.Sprintf(
+		"%s %s/%s exists but was not created by rekey for this CredentialSet (its annotation %s is %q, this set's UID is %s), so rekey neither reads nor changes it: %s",
+		role, s.Namespace, s.Name, CredentialSetUIDAnnot, s.Annotations[CredentialSetUIDAnnot], cs.UID, remedy)}
+}
 
 // SourceSecretName is the source Secret of a set in the operator's
 // namespace; dots cannot occur in namespace names, so it is unambiguous.
@@ -39,7 +69,20 @@ func (r *Reconciler) getSourceSecret(ctx context.Context, cs *v1.CredentialSet) 
 	if apierrors.IsNotFound(err) {
 		return nil, nil
 	}
-	return s, err
+	if err != nil {
+		return nil, err
+	}
+	if !ownedBy(s, cs) {
+		if len(s.Data) == 0 {
+			// An emptied leftover (a deleted set of the same name) holds
+			// nothing to adopt; writeSourceSecret claims it.
+			return s, nil
+		}
+		return nil, notOwned(cs, s, "source Secret", fmt.Sprintf(
+			"if it is left over from a deleted set of the same name, delete it; if it holds this set's current secrets (written by a rekey that did not record UIDs), hand it over with `kubectl annotate secret -n %s %s %s=%s`",
+			s.Namespace, s.Name, CredentialSetUIDAnnot, cs.UID))
+	}
+	return s, nil
 }
 
 // writeSourceSecret creates the source Secret or updates it under
@@ -47,19 +90,19 @@ func (r *Reconciler) getSourceSecret(ctx context.Context, cs *v1.CredentialSet) 
 func (r *Reconciler) writeSourceSecret(ctx context.Context, cs *v1.CredentialSet, existing *corev1.Secret, data map[string][]byte) (*corev1.Secret, error) {
 	if existing == nil {
 		s := &corev1.Secret{
-			ObjectMeta: metav1.ObjectMeta{Namespace: r.Namespace, Name: SourceSecretName(cs),
-				Labels:      map[string]string{ManagedByLabel: ManagedByValue},
-				Annotations: map[string]string{CredentialSetAnnot: setRef(cs)}},
-			Type: corev1.SecretTypeOpaque,
-			Data: data,
+			ObjectMeta: metav1.ObjectMeta{Namespace: r.Namespace, Name: SourceSecretName(cs)},
+			Type:       corev1.SecretTypeOpaque,
+			Data:       data,
 		}
+		stamp(s, cs)
 		return s, r.Client.Create(ctx, s)
 	}
-	if maps.EqualFunc(existing.Data, data, func(a, b []byte) bool { return string(a) == string(b) }) {
+	if ownedBy(existing, cs) && maps.EqualFunc(existing.Data, data, func(a, b []byte) bool { return string(a) == string(b) }) {
 		return existing, nil
 	}
 	s := existing.DeepCopy()
 	s.Data = data
+	stamp(s, cs)
 	return s, r.Client.Update(ctx, s)
 }
 
@@ -108,7 +151,7 @@ func (r *Reconciler) targetCurrent(ctx context.Context, cs *v1.CredentialSet, t 
 	}
 	same := maps.EqualFunc(s.Data, data, func(a, b []byte) bool { return string(a) == string(b) })
 	return same && s.Annotations[GenerationAnnotation] == fmt.Sprint(generation) &&
-		s.Annotations[SecretHashAnnotation] == secretHash(cs, generation) && s.Annotations[CredentialSetAnnot] == setRef(cs), nil
+		s.Annotations[SecretHashAnnotation] == secretHash(cs, generation) && ownedBy(s, cs), nil
 }
 
 // distributionProblem: a race is retried quietly, a refusal or an
@@ -134,19 +177,22 @@ func (r *Reconciler) writeTarget(ctx context.Context, cs *v1.CredentialSet, t v1
 	if apierrors.IsNotFound(err) {
 		s = &corev1.Secret{
 			ObjectMeta: metav1.ObjectMeta{Namespace: t.Namespace, Name: t.Name,
-				Labels:      map[string]string{ManagedByLabel: ManagedByValue},
-				Annotations: map[string]string{CredentialSetAnnot: setRef(cs), GenerationAnnotation: gen, SecretHashAnnotation: hash}},
+				Annotations: map[string]string{GenerationAnnotation: gen, SecretHashAnnotation: hash}},
 			Type: corev1.SecretTypeOpaque,
 			Data: data,
 		}
+		stamp(s, cs)
 		return r.Client.Create(ctx, s)
 	}
 	if err != nil {
 		return err
 	}
-	if owner := s.Annotations[CredentialSetAnnot]; owner != setRef(cs) {
-		return fmt.Errorf("Secret %s/%s exists and is not managed by this set (annotation %s=%q): delete it, or annotate it %s=%s to hand it over",
-			t.Namespace, t.Name, CredentialSetAnnot, owner, CredentialSetAnnot, setRef(cs))
+	if !ownedBy(s, cs) {
+		// Never overwrite what someone else wrote: consumers of that Secret
+		// would be handed this set's credentials, and its content lost.
+		return notOwned(cs, s, "distribution Secret", fmt.Sprintf(
+			"rekey never overwrites a Secret it does not own; delete it (rekey then creates its own), name another Secret in spec.distribution, or hand it over with `kubectl annotate secret -n %s %s %s=%s`",
+			s.Namespace, s.Name, CredentialSetUIDAnnot, cs.UID))
 	}
 	same := maps.EqualFunc(s.Data, data, func(a, b []byte) bool { return string(a) == string(b) })
 	if same && s.Annotations[GenerationAnnotation] == gen && s.Annotations[SecretHashAnnotation] == hash {

@@ -189,13 +189,16 @@ func TestChartRBAC(t *testing.T) {
 		values         map[string]any
 		secretNS       []string
 		leaderElection bool
+		watch          []string // namespaced mode
 	}{
-		{"defaults", nil, []string{""}, true},
+		{"defaults", nil, []string{""}, true, nil},
 		{"narrowed", map[string]any{"rbac": map[string]any{
 			"clusterWideSecrets": false, "secretNamespaces": []any{"shop", "orders"}}},
-			[]string{"shop", "orders"}, true},
+			[]string{"shop", "orders"}, true, nil},
 		{"single replica without leader election", map[string]any{"leaderElection": map[string]any{"enabled": false}},
-			[]string{""}, false},
+			[]string{""}, false, nil},
+		{"namespaced mode", map[string]any{"watchNamespaces": []any{"shop", "orders"}},
+			[]string{"shop", "orders"}, true, []string{"shop", "orders"}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -211,7 +214,8 @@ func TestChartRBAC(t *testing.T) {
 			}
 			r := loadRBAC(t, objs)
 			checkRules(t, what, r)
-			checkGrants(t, what, effective(t, what, r, "ops", "rekey"), needed("ops", c.secretNS, c.leaderElection))
+			checkGrants(t, what, effective(t, what, r, "ops", "rekey"), needed("ops", c.secretNS, c.leaderElection, c.watch...))
+			checkUserRoles(t, what, r, "rekey")
 			checkDeployment(t, objs, "rekey", c.leaderElection)
 		})
 	}

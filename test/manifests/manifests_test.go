@@ -180,6 +180,7 @@ func build(t *testing.T, dir string) []object {
 
 var clusterScoped = map[string]bool{
 	"Namespace": true, "CustomResourceDefinition": true, "ClusterRole": true, "ClusterRoleBinding": true,
+	"ValidatingAdmissionPolicy": true, "ValidatingAdmissionPolicyBinding": true,
 }
 
 // setNamespace mirrors kustomize's namespace transformer: namespaced objects,
@@ -456,11 +457,14 @@ func (g grant) String() string {
 type rbacObjects struct {
 	roles    map[string]rbacv1.ClusterRole // "Kind/namespace/name"
 	bindings []rbacv1.RoleBinding          // ClusterRoleBindings have an empty namespace
+	// userRoles are the ClusterRoles for people (label rekey.io/for=users),
+	// bound by administrators, never to the manager.
+	userRoles map[string]rbacv1.ClusterRole
 }
 
 func loadRBAC(t *testing.T, objs []object) rbacObjects {
 	t.Helper()
-	r := rbacObjects{roles: map[string]rbacv1.ClusterRole{}}
+	r := rbacObjects{roles: map[string]rbacv1.ClusterRole{}, userRoles: map[string]rbacv1.ClusterRole{}}
 	for _, o := range objs {
 		switch o.meta.Kind {
 		case "Role", "ClusterRole":
@@ -470,6 +474,10 @@ func loadRBAC(t *testing.T, objs []object) rbacObjects {
 			}
 			if role.AggregationRule != nil {
 				t.Errorf("%s: aggregation makes grants depend on other roles; list rules", o)
+			}
+			if role.Labels["rekey.io/for"] == "users" {
+				r.userRoles[role.Name] = role
+				continue
 			}
 			r.roles[o.meta.Kind+"/"+role.Namespace+"/"+role.Name] = role
 		case "RoleBinding", "ClusterRoleBinding":
@@ -564,7 +572,8 @@ func effective(t *testing.T, what string, r rbacObjects, saNamespace, sa string)
 
 // needed is what the manager does, from internal/controller, cmd/manager and
 // controller-runtime. Keep it in step with the code and docs/operations.md.
-func needed(operatorNS string, secretNamespaces []string, leaderElection bool) map[grant]bool {
+// watch lists the namespaces of namespaced mode; none: every namespace.
+func needed(operatorNS string, secretNamespaces []string, leaderElection bool, watch ...string) map[grant]bool {
 	out := map[grant]bool{}
 	add := func(ns, group string, resources []string, verbs ...string) {
 		for _, r := range resources {
@@ -575,13 +584,23 @@ func needed(operatorNS string, secretNamespaces []string, leaderElection bool) m
 	}
 	// CredentialSets: cached (list, watch), read live (get), trigger
 	// annotations removed (patch); status: compare-and-set patches.
-	add("", "rekey.io", []string{"credentialsets"}, "get", "list", "watch", "patch")
-	add("", "rekey.io", []string{"credentialsets/status"}, "patch")
-	// The set's Events (events.k8s.io recorder).
-	add("", "events.k8s.io", []string{"events"}, "create", "patch")
-	// Consumers and instance StatefulSets: cached (list, watch), the
-	// instance StatefulSet read live (get), restart annotation patched.
-	add("", "apps", []string{"statefulsets", "deployments", "daemonsets"}, "get", "list", "watch", "patch")
+	if len(watch) == 0 {
+		watch = []string{""}
+	}
+	for _, ns := range watch {
+		add(ns, "rekey.io", []string{"credentialsets"}, "get", "list", "watch", "patch")
+		add(ns, "rekey.io", []string{"credentialsets/status"}, "patch")
+		// The set's Events (events.k8s.io recorder).
+		add(ns, "events.k8s.io", []string{"events"}, "create", "patch")
+		// Consumers and instance StatefulSets: cached (list, watch), the
+		// instance StatefulSet read live (get), restart annotation patched.
+		add(ns, "apps", []string{"statefulsets", "deployments", "daemonsets"}, "get", "list", "watch", "patch")
+	}
+	// A target namespace's consent annotation, read live.
+	add("", "", []string{"namespaces"}, "get")
+	// The secure metrics endpoint authenticates and authorizes callers.
+	add("", "authentication.k8s.io", []string{"tokenreviews"}, "create")
+	add("", "authorization.k8s.io", []string{"subjectaccessreviews"}, "create")
 	// Source Secrets.
 	add(operatorNS, "", []string{"secrets"}, secretVerbs...)
 	// Distribution targets (get, create, update) and admin/adopt (get).
@@ -635,4 +654,53 @@ func TestConfigRBAC(t *testing.T) {
 	r := loadRBAC(t, build(t, "config/default"))
 	got := effective(t, "config/default", r, operatorNamespace, "rekey-controller-manager")
 	checkGrants(t, "config/default", got, needed(operatorNamespace, []string{""}, true))
+	checkUserRoles(t, "config/default", r, "rekey")
+}
+
+// checkUserRoles: the roles for people exist, are aggregated into the
+// built-in roles that fit them, and grant nothing but CredentialSets (and
+// the metrics URL): creating a CredentialSet must not come with any other
+// right.
+func checkUserRoles(t *testing.T, what string, r rbacObjects, prefix string) {
+	t.Helper()
+	want := map[string][]string{
+		prefix + "-edit":           {"rbac.authorization.k8s.io/aggregate-to-edit", "rbac.authorization.k8s.io/aggregate-to-admin"},
+		prefix + "-view":           {"rbac.authorization.k8s.io/aggregate-to-view"},
+		prefix + "-metrics-reader": nil,
+	}
+	for name, labels := range want {
+		role, ok := r.userRoles[name]
+		if !ok {
+			t.Errorf("%s: no ClusterRole %s for users", what, name)
+			continue
+		}
+		for _, l := range labels {
+			if role.Labels[l] != "true" {
+				t.Errorf("%s: %s lacks label %s=true", what, name, l)
+			}
+		}
+		for _, rule := range role.Rules {
+			if len(rule.NonResourceURLs) > 0 {
+				if name != prefix+"-metrics-reader" || !slices.Equal(rule.NonResourceURLs, []string{"/metrics"}) || !slices.Equal(rule.Verbs, []string{"get"}) {
+					t.Errorf("%s: %s grants %v on %v", what, name, rule.Verbs, rule.NonResourceURLs)
+				}
+				continue
+			}
+			if !slices.Equal(rule.APIGroups, []string{"rekey.io"}) {
+				t.Errorf("%s: %s grants on API groups %v; users' roles grant CredentialSets only", what, name, rule.APIGroups)
+			}
+			for _, res := range rule.Resources {
+				if res != "credentialsets" && res != "credentialsets/status" {
+					t.Errorf("%s: %s grants on %s", what, name, res)
+				}
+			}
+			if strings.HasSuffix(name, "-view") {
+				for _, v := range rule.Verbs {
+					if v != "get" && v != "list" && v != "watch" {
+						t.Errorf("%s: %s grants %s", what, name, v)
+					}
+				}
+			}
+		}
+	}
 }

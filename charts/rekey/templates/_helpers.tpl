@@ -40,3 +40,18 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version }}
   resources: ["secrets"]
   verbs: ["get", "create", "update"]
 {{- end -}}
+
+{{- define "rekey.managerRules" -}}
+- apiGroups: ["rekey.io"]
+  resources: ["credentialsets"]
+  verbs: ["get", "list", "watch", "patch"]
+- apiGroups: ["rekey.io"]
+  resources: ["credentialsets/status"]
+  verbs: ["patch"]
+- apiGroups: ["events.k8s.io"]
+  resources: ["events"]
+  verbs: ["create", "patch"]
+- apiGroups: ["apps"]
+  resources: ["statefulsets", "deployments", "daemonsets"]
+  verbs: ["get", "list", "watch", "patch"]
+{{- end -}}
