@@ -27,6 +27,7 @@ import (
 
 	authorizationv1 "k8s.io/api/authorization/v1"
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -507,6 +508,7 @@ func TestInstallKustomizeDefault(t *testing.T) {
 	}
 	k.checkAuthorized(t, "config/default", ns, sa, needed(ns, []string{""}, true), secretDenials(ns, "shop"))
 	k.checkCRDServes(t, env, kustomize)
+	k.checkNamespacePolicy(t, "config/default", ns)
 }
 
 func TestInstallHelmChart(t *testing.T) {
@@ -532,12 +534,18 @@ func TestInstallHelmChart(t *testing.T) {
 		precreate []string
 		secretNS  []string // where the manager may use Secrets besides its own namespace; "" = everywhere
 		denied    []grant
+		watch     []string // namespaced mode
 	}{
-		{"defaults", nil, []string{operatorNamespace}, []string{""}, secretDenials(operatorNamespace, "apps")},
+		{"defaults", nil, []string{operatorNamespace}, []string{""}, secretDenials(operatorNamespace, "apps"), nil},
 		{"narrowed", []string{"--set", "rbac.clusterWideSecrets=false", "--set", "rbac.secretNamespaces={apps}"},
 			[]string{operatorNamespace, "apps"}, []string{"apps"},
 			append(secretDenials(operatorNamespace, "apps"),
-				grant{"orders", "", "secrets", "get"}, grant{"orders", "", "secrets", "create"}, grant{"", "", "secrets", "get"})},
+				grant{"orders", "", "secrets", "get"}, grant{"orders", "", "secrets", "create"}, grant{"", "", "secrets", "get"}), nil},
+		{"namespaced", []string{"--set", "watchNamespaces={apps}"},
+			[]string{operatorNamespace, "apps"}, []string{"apps"},
+			append(secretDenials(operatorNamespace, "apps"),
+				grant{"orders", "", "secrets", "get"}, grant{"orders", "rekey.io", "credentialsets", "list"},
+				grant{"", "rekey.io", "credentialsets", "watch"}, grant{"orders", "apps", "deployments", "patch"}), []string{"apps"}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -552,8 +560,70 @@ func TestInstallHelmChart(t *testing.T) {
 			k.install(t, what, objs, c.precreate...)
 			k.checkPresent(t, what, objs)
 			ns, sa := managerIdentity(t, objs)
-			k.checkAuthorized(t, what, ns, sa, needed(ns, c.secretNS, true), c.denied)
+			k.checkAuthorized(t, what, ns, sa, needed(ns, c.secretNS, true, c.watch...), c.denied)
 			k.checkCRDServes(t, env, kustomize)
+			k.checkNamespacePolicy(t, what, ns)
 		})
+	}
+}
+
+// checkNamespacePolicy: the shipped admission policy, live in the API
+// server, refuses a namespace-only user's CredentialSet that names another
+// namespace or the operator's, and admits one that stays home.
+func (k *cluster) checkNamespacePolicy(t *testing.T, what, operatorNS string) {
+	t.Helper()
+	ctx := context.Background()
+	for _, ns := range []string{"tenant", "victim"} {
+		if err := k.c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil && !apierrors.IsAlreadyExists(err) {
+			t.Fatal(err)
+		}
+	}
+	role := &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Namespace: "tenant", Name: "tenant"}, Rules: []rbacv1.PolicyRule{
+		{APIGroups: []string{"rekey.io"}, Resources: []string{"credentialsets"}, Verbs: []string{"create", "get", "update", "delete"}},
+		{APIGroups: []string{""}, Resources: []string{"secrets"}, Verbs: []string{"create", "get", "update"}},
+	}}
+	rb := &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Namespace: "tenant", Name: "tenant"},
+		RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: "tenant"},
+		Subjects: []rbacv1.Subject{{APIGroup: rbacv1.GroupName, Kind: "User", Name: "tenant"}}}
+	for _, o := range []client.Object{role, rb} {
+		if err := k.c.Create(ctx, o); err != nil && !apierrors.IsAlreadyExists(err) {
+			t.Fatal(err)
+		}
+	}
+	cfg := rest.CopyConfig(k.cfg)
+	cfg.Impersonate = rest.ImpersonationConfig{UserName: "tenant"}
+	tenant, err := client.New(cfg, client.Options{Scheme: installScheme})
+	if err != nil {
+		t.Fatal(err)
+	}
+	set := func(name, targetNS string) *v1.CredentialSet {
+		return &v1.CredentialSet{ObjectMeta: metav1.ObjectMeta{Namespace: "tenant", Name: name}, Spec: v1.CredentialSetSpec{
+			RabbitMQ: &v1.RabbitMQSpec{Endpoint: "https://rabbitmq.tenant.svc:15671",
+				Admin: v1.RabbitMQAdmin{SecretRef: v1.LocalSecretRef{Name: "admin"}}, User: v1.RabbitMQUser{Base: name}},
+			Distribution: []v1.SecretTarget{{Namespace: targetNS, Name: name}},
+		}}
+	}
+	// The policy is loaded asynchronously after it is created.
+	deadline := time.Now().Add(time.Minute)
+	for {
+		err := tenant.Create(ctx, set("foreign", "victim"))
+		if err != nil && apierrors.IsForbidden(err) && strings.Contains(err.Error(), "spec.distribution: tenant may not create and update Secrets in victim/foreign") {
+			break
+		}
+		if err == nil {
+			_ = k.c.Delete(ctx, set("foreign", "victim"))
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: a tenant's CredentialSet distributing into another namespace: %v; want the admission policy's refusal", what, err)
+		}
+		time.Sleep(250 * time.Millisecond)
+	}
+	// Even a cluster admin may not target the operator's namespace.
+	err = k.c.Create(ctx, set("plant", operatorNS))
+	if !apierrors.IsForbidden(err) || !strings.Contains(err.Error(), "namespace "+operatorNS+" is the operator's own") {
+		t.Errorf("%s: a CredentialSet distributing into %s: %v; want the admission policy's refusal", what, operatorNS, err)
+	}
+	if err := tenant.Create(ctx, set("home", "tenant")); err != nil {
+		t.Errorf("%s: a tenant's CredentialSet distributing into its own namespace: %v", what, err)
 	}
 }
