@@ -35,7 +35,7 @@ func run() error {
 		namespace, metricsAddr, probeAddr string
 		watchNamespaces                   string
 		metricsSecure                     bool
-		cephWorkDir                       string
+		cephWorkDir, cephCLI              string
 		leaderElect                       bool
 		concurrency                       int
 		resync                            time.Duration
@@ -51,6 +51,7 @@ func run() error {
 	flag.DurationVar(&resync, "resync-period", 5*time.Minute, "how often an idle set is re-checked (restores hand-edited distribution Secrets)")
 	flag.DurationVar(&grace, "default-grace-period", 5*time.Minute, "grace period of discardPolicy AfterRollout when the set gives none")
 	flag.StringVar(&cephWorkDir, "ceph-work-dir", os.TempDir(), "where ceph commands' config and keyring files are written (mode 0600, removed after each command)")
+	flag.StringVar(&cephCLI, "ceph-cli", "ceph", "the ceph CLI the Ceph backend runs (a path, or a name looked up in PATH); a CredentialSet never names a program")
 	opts := zap.Options{}
 	opts.BindFlags(flag.CommandLine)
 	flag.Parse()
@@ -101,6 +102,7 @@ func run() error {
 		InstanceConcurrency: concurrency,
 		ResyncPeriod:        resync,
 		CephWorkDir:         cephWorkDir,
+		CephCLI:             cephCLI,
 	}
 	if err := r.SetupWithManager(mgr); err != nil {
 		return err

@@ -18,11 +18,12 @@ import (
 func (r *Reconciler) cephPlan(ctx context.Context, cs *v1.CredentialSet) (*plan, error) {
 	spec := cs.Spec.Ceph
 	store := &secretKeyringStore{r: r, namespace: cs.Namespace, ref: spec.Admin.KeyringSecretRef}
-	b, err := ceph.New(spec, store)
+	b, err := ceph.New(spec, store, r.CephCLI)
 	if err != nil {
 		return nil, &errSpec{err.Error()}
 	}
 	b.WorkDir = r.CephWorkDir
+	b.Owner = ceph.Owner{UID: string(cs.UID), Set: cs.Namespace + "/" + cs.Name}
 	b.Report = func(why reason.Reason, msg string) {
 		typ := "Normal"
 		if why == reason.AdminRotationFailed {

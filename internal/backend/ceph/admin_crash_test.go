@@ -23,6 +23,7 @@ const childEnv = "REKEY_CEPH_ADMIN_CHILD"
 
 type childParams struct {
 	CLI, Mon, WorkDir, Admin, Rotator string
+	Owner                             Owner
 }
 
 // The admin rotation is killed for real (SIGKILL from the failpoint, no
@@ -39,7 +40,7 @@ func TestAdminRotationCrash(t *testing.T) {
 			crashed := newFixture(t, c, inPlaceSpec("client.admin"))
 			before := crashed.storedAdmin(t)
 			params, _ := json.Marshal(childParams{CLI: c.CLIPath, Mon: c.MonAddr, WorkDir: crashed.b.WorkDir,
-				Admin: crashed.store.admin, Rotator: crashed.store.rotator})
+				Admin: crashed.store.admin, Rotator: crashed.store.rotator, Owner: crashed.b.Owner})
 			cmd := exec.CommandContext(ctx, os.Args[0], "-test.run=^TestAdminRotationChild$", "-test.count=1", "-test.v")
 			cmd.Env = append(os.Environ(), fmt.Sprintf("REKEY_FAILPOINT=ceph-admin/step-%d", step), childEnv+"="+string(params))
 			out, err := cmd.CombinedOutput()
@@ -122,13 +123,13 @@ func TestAdminRotationChild(t *testing.T) {
 		t.Fatal(err)
 	}
 	spec := inPlaceSpec("client.admin")
-	spec.Monitors, spec.CLIPath = []string{p.Mon}, p.CLI
+	spec.Monitors = []string{p.Mon}
 	store := fileStore{admin: p.Admin, rotator: p.Rotator}
-	b, err := New(&spec, store)
+	b, err := New(&spec, store, p.CLI)
 	if err != nil {
 		t.Fatal(err)
 	}
-	b.WorkDir = p.WorkDir
+	b.WorkDir, b.Owner = p.WorkDir, p.Owner
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	text, err := store.LoadAdmin(ctx)

@@ -30,6 +30,9 @@ type Backend struct {
 	// Event: orphans removed, priors retired, admin key rotated or
 	// recovered. Messages name entities, never keys.
 	Report func(r reason.Reason, msg string)
+	// Owner is the set this backend acts for: rekey rotates and deletes
+	// only entities recorded for it (see owner.go). Required.
+	Owner Owner
 	// ConnectTimeout bounds the CLI's hunt for a monitor (default 10s);
 	// CommandTimeout bounds a command after that (default 30s).
 	ConnectTimeout time.Duration
@@ -50,8 +53,9 @@ var (
 )
 
 // New checks the spec and applies its defaults (a spec that did not pass
-// the API server has none).
-func New(spec *v1.CephSpec, store KeyringStore) (*Backend, error) {
+// the API server has none). cli is the ceph CLI to run, a setting of the
+// manager ("" means "ceph" from PATH): a spec never names a program.
+func New(spec *v1.CephSpec, store KeyringStore, cli string) (*Backend, error) {
 	if store == nil {
 		return nil, errors.New("ceph backend: no keyring store")
 	}
@@ -59,7 +63,7 @@ func New(spec *v1.CephSpec, store KeyringStore) (*Backend, error) {
 	if err != nil {
 		return nil, err
 	}
-	b := &Backend{Store: store, cli: spec.CLIPath, monitors: spec.Monitors, conf: conf,
+	b := &Backend{Store: store, cli: cli, monitors: spec.Monitors, conf: conf,
 		admin: spec.Admin.Entity, keep: 1, entities: spec.Entities}
 	if b.cli == "" {
 		b.cli = "ceph"
@@ -88,6 +92,9 @@ func New(spec *v1.CephSpec, store KeyringStore) (*Backend, error) {
 	}
 	for i, e := range b.entities {
 		if err := b.checkEntity(e.Name, b.entities[:i]); err != nil {
+			return nil, err
+		}
+		if err := validateEntityCaps(e); err != nil {
 			return nil, err
 		}
 	}

@@ -43,6 +43,20 @@ func (b *Backend) open(ctx context.Context) (*session, error) {
 	if err != nil {
 		return nil, fmt.Errorf("admin keyring: %w", err)
 	}
+	// The spec's values are checked again before every operation: a
+	// Backend changed after New must not get a hostile cap to the CLI
+	// half way through (after an ownership record was written).
+	for _, e := range b.entities {
+		if err := validateEntityCaps(e); err != nil {
+			return nil, err
+		}
+		if !validEntity(e.Name) {
+			return nil, fmt.Errorf("entity %q is not an entity name", e.Name)
+		}
+	}
+	if !ownerUID.MatchString(b.Owner.UID) {
+		return nil, errors.New("ceph backend: no owner (the CredentialSet's UID) to record entities for")
+	}
 	workDir := b.WorkDir
 	if workDir == "" {
 		workDir = os.TempDir()
@@ -103,8 +117,20 @@ func (s *session) runAs(ctx context.Context, kr Keyring, args ...string) ([]byte
 // exec runs the CLI; key is redacted from errors besides the admin's.
 func (s *session) exec(ctx context.Context, entity, keyring, key string, args []string) ([]byte, error) {
 	b := s.b
+	words, opts := splitArgs(args)
+	if err := checkArgs(words); err != nil {
+		return nil, err
+	}
+	if !validEntity(entity) {
+		return nil, fmt.Errorf("ceph %s: refused to run as %q: not an entity name", commandName(words), entity)
+	}
+	// The command words come after "--": the CLI's own parser and librados'
+	// stop reading options there (checked against Tentacle's CLI in the
+	// cluster tests), so even a word that slipped past checkArgs would stay
+	// a word of the mon command.
 	full := append([]string{"-c", s.conf, "--connect-timeout", strconv.Itoa(int(b.connectTimeout().Seconds())),
-		"-n", entity, "-k", keyring}, args...)
+		"-n", entity, "-k", keyring}, opts...)
+	full = append(append(full, "--"), words...)
 	// The connect timeout bounds the hunt for a mon; this bounds a mon that
 	// accepted the session and then hangs.
 	cctx, cancel := context.WithTimeout(ctx, b.connectTimeout()+b.commandTimeout())
@@ -131,13 +157,29 @@ func (s *session) exec(ctx context.Context, entity, keyring, key string, args []
 		ce.Code = xe.ExitCode()
 		ce.kind = classify(ce.Code, stderr.String())
 	default:
-		// The CLI did not start: a wrong cliPath is a configuration error.
+		// The CLI did not start: a wrong --ceph-cli is the manager's
+		// configuration error.
 		return nil, fmt.Errorf("run %s: %w", b.cli, err)
 	}
 	if ce.kind == errTimedOut {
 		return nil, &engine.UnreachableError{Instance: strings.Join(b.monitors, ","), Err: ce}
 	}
 	return nil, ce
+}
+
+// splitArgs separates a command's words from the output options rekey's
+// callers add after them; only "--format json" exists, anything else is a
+// programming error and refused.
+func splitArgs(args []string) (words, opts []string) {
+	i := slices.IndexFunc(args, func(a string) bool { return strings.HasPrefix(a, "-") })
+	if i < 0 {
+		return args, nil
+	}
+	if slices.Equal(args[i:], []string{"--format", "json"}) {
+		return args[:i], args[i:]
+	}
+	// Left in words, where checkArgs refuses them.
+	return args, nil
 }
 
 // cleanEnv is the manager's environment without the variables through which
@@ -170,16 +212,10 @@ func buildConf(monitors []string, options map[string]string) (string, error) {
 	}
 	slices.Sort(names)
 	for _, k := range names {
-		v := options[k]
-		norm := strings.ReplaceAll(strings.TrimSpace(k), " ", "_")
-		switch norm {
-		case "mon_host", "mon_dns_srv_name", "keyring", "key", "keyfile":
-			return "", fmt.Errorf("config option %q cannot be set: rekey sets the monitors and keyring itself", k)
+		if err := ValidateConfig(k, options[k]); err != nil {
+			return "", err
 		}
-		if strings.ContainsAny(k+v, "\n\r[]") || strings.ContainsAny(k, "=#;") || norm == "" {
-			return "", fmt.Errorf("config option %q: names and values are single lines without [ or ]", k)
-		}
-		fmt.Fprintf(&b, "%s = %s\n", k, v)
+		fmt.Fprintf(&b, "%s = %s\n", k, options[k])
 	}
 	if len(monitors) == 0 {
 		return "", errors.New("no monitors")

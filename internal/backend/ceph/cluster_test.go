@@ -36,9 +36,7 @@ exec ` + c.CLIPath + ` "$@"
 	if err := os.WriteFile(upgraded, []byte(script), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	spec := inPlaceSpec("client.version")
-	spec.CLIPath = upgraded
-	g := newFixture(t, c, spec)
+	g := newFixtureCLI(t, c, inPlaceSpec("client.version"), upgraded)
 	if v, err := g.b.Version(ctx, nil); err != nil || v != "21.1.0" {
 		t.Fatalf("Version through the upgraded CLI = %q, %v; want 21.1.0", v, err)
 	}
@@ -90,9 +88,9 @@ func TestFailuresAreClassifiedWithoutKeys(t *testing.T) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		t.Fatal(err)
 	}
-	withAdmin := func(t *testing.T, spec v1.CephSpec, admin string) *fixture {
+	withAdmin := func(t *testing.T, spec v1.CephSpec, admin string, cli ...string) *fixture {
 		t.Helper()
-		f := newFixture(t, c, spec)
+		f := newFixtureCLI(t, c, spec, append(cli, c.CLIPath)[0])
 		f.store.admin = filepath.Join(dir, strings.ReplaceAll(t.Name(), "/", "_")+".keyring")
 		if err := os.WriteFile(f.store.admin, []byte(admin), 0o600); err != nil {
 			t.Fatal(err)
@@ -159,9 +157,7 @@ func TestFailuresAreClassifiedWithoutKeys(t *testing.T) {
 		f.noKeys(t, "the error", err.Error())
 	})
 	t.Run("missing CLI", func(t *testing.T) {
-		spec := inPlaceSpec("client.fail")
-		spec.CLIPath = filepath.Join(dir, "no-such-ceph")
-		f := withAdmin(t, spec, Keyring{Entity: "client.admin", Key: adminKey}.String())
+		f := withAdmin(t, inPlaceSpec("client.fail"), Keyring{Entity: "client.admin", Key: adminKey}.String(), filepath.Join(dir, "no-such-ceph"))
 		if _, err := f.b.Provision(ctx, nil); err == nil || !strings.Contains(err.Error(), "no-such-ceph") {
 			t.Fatalf("got %v, want an error naming the CLI", err)
 		}

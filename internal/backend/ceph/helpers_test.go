@@ -2,6 +2,8 @@ package ceph
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"os"
 	"path/filepath"
@@ -87,15 +89,20 @@ var workSeq struct {
 	n int
 }
 
-// newFixture builds a backend for the spec (monitors, CLI and admin filled
-// in) whose work folder lives where the chroot's CLI can see it.
+// newFixture builds a backend for the spec (monitors and admin filled in)
+// running the test environment's CLI, whose work folder lives where the
+// chroot's CLI can see it.
 func newFixture(t *testing.T, c *testenv.Ceph, spec v1.CephSpec) *fixture {
+	t.Helper()
+	return newFixtureCLI(t, c, spec, c.CLIPath)
+}
+
+// newFixtureCLI is newFixture with another ceph CLI, as a manager started
+// with --ceph-cli would run.
+func newFixtureCLI(t *testing.T, c *testenv.Ceph, spec v1.CephSpec, cli string) *fixture {
 	t.Helper()
 	if spec.Monitors == nil {
 		spec.Monitors = []string{c.MonAddr}
-	}
-	if spec.CLIPath == "" {
-		spec.CLIPath = c.CLIPath
 	}
 	workSeq.Lock()
 	workSeq.n++
@@ -105,11 +112,12 @@ func newFixture(t *testing.T, c *testenv.Ceph, spec v1.CephSpec) *fixture {
 		t.Fatal(err)
 	}
 	f := &fixture{c: c, store: fileStore{admin: c.AdminKeyring.Host, rotator: filepath.Join(dir, "rotator.keyring")}}
-	b, err := New(&spec, f.store)
+	b, err := New(&spec, f.store, cli)
 	if err != nil {
 		t.Fatal(err)
 	}
 	b.WorkDir = dir
+	b.Owner = testOwner(t)
 	b.ConnectTimeout = 5 * time.Second
 	b.Report = func(r reason.Reason, msg string) {
 		f.mu.Lock()
@@ -124,6 +132,17 @@ func newFixture(t *testing.T, c *testenv.Ceph, spec v1.CephSpec) *fixture {
 		}
 	})
 	return f
+}
+
+// testOwner is a set identity per top-level test: tests share the mon and
+// each owns the entities it creates; subtests (the steps of one scenario)
+// act for the same set.
+func testOwner(t *testing.T) Owner {
+	top, _, _ := strings.Cut(t.Name(), "/")
+	h := hex.EncodeToString(func() []byte { s := sha256.Sum256([]byte(top)); return s[:16] }())
+	// Shaped like a Kubernetes UID (a UUID), as in production.
+	uid := h[:8] + "-" + h[8:12] + "-" + h[12:16] + "-" + h[16:20] + "-" + h[20:]
+	return Owner{UID: uid, Set: "test/set-" + h[:6]}
 }
 
 func ctxFor(t *testing.T) context.Context {
@@ -193,6 +212,29 @@ func (f *fixture) create(t *testing.T, entity string, caps ...string) Keyring {
 		t.Fatal(err)
 	}
 	return e.keyring()
+}
+
+// createOwned is create for an entity rekey made for f's set (an earlier
+// rotation, or one a crash interrupted): recorded first, as rekey does.
+func (f *fixture) createOwned(t *testing.T, entity string, caps ...string) Keyring {
+	t.Helper()
+	if _, err := f.c.CLI(ctxFor(t), "config-key", "set", ownerPrefix+entity, f.b.Owner.value()); err != nil {
+		t.Fatal(err)
+	}
+	return f.create(t, entity, caps...)
+}
+
+// recordOf is entity's ownership record on the mon, "" when none.
+func (f *fixture) recordOf(t *testing.T, entity string) string {
+	t.Helper()
+	out, err := f.c.CLI(ctxFor(t), "config-key", "get", ownerPrefix+entity)
+	if err != nil {
+		if strings.Contains(err.Error(), "ENOENT") || strings.Contains(err.Error(), "exit status 2") {
+			return ""
+		}
+		t.Fatal(err)
+	}
+	return string(out)
 }
 
 func (f *fixture) reported(r reason.Reason) []string {

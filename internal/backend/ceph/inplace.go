@@ -53,6 +53,10 @@ func decideInPlace(cluster, cur, pending string) inPlaceAction {
 // applyInPlace asks the cluster about every entity before rotating any, so
 // that an entity it must refuse does not leave the set half rotated.
 func (b *Backend) applyInPlace(ctx context.Context, s *session, cur, pending engine.Secrets) (engine.Secrets, error) {
+	o, err := s.readOwners(ctx)
+	if err != nil {
+		return nil, err
+	}
 	actions := make([]inPlaceAction, len(b.entities))
 	held := make([]authEntry, len(b.entities))
 	for i, e := range b.entities {
@@ -79,6 +83,9 @@ func (b *Backend) applyInPlace(ctx context.Context, s *session, cur, pending eng
 		if actions[i] == refuseKey {
 			return nil, mismatch("the cluster's key for %s is neither the current nor the pending key the source Secret holds (changed outside rekey); nothing was rotated. Find who changed it; to take the cluster's key, abort the rotation and delete %s from the source Secret so that rekey adopts it",
 				e.Name, e.Name)
+		}
+		if err := b.claim(ctx, s, o, e.Name, "rotate"); err != nil {
+			return nil, err
 		}
 	}
 	out := engine.Secrets{}

@@ -109,7 +109,7 @@ func validKey(k string) bool {
 // name files and Secret keys.
 func validEntity(e string) bool {
 	typ, id, ok := strings.Cut(e, ".")
-	if !ok || id == "" || len(e) > 128 {
+	if !ok || id == "" || len(e) > 128 || strings.IndexByte("-.", id[0]) >= 0 {
 		return false
 	}
 	switch typ {

@@ -20,6 +20,10 @@ func (b *Backend) applyOverlapping(ctx context.Context, s *session, cur engine.S
 	if err != nil {
 		return nil, err
 	}
+	o, err := s.readOwners(ctx)
+	if err != nil {
+		return nil, err
+	}
 	out := engine.Secrets{}
 	var orphans []string
 	for _, e := range b.entities {
@@ -33,7 +37,7 @@ func (b *Backend) applyOverlapping(ctx context.Context, s *session, cur engine.S
 		for _, g := range dump.generations(e.Name) {
 			if g > curGen && g != gen {
 				name := generationEntity(e.Name, g)
-				if err := s.remove(ctx, name); err != nil {
+				if err := b.removeOwned(ctx, s, o, name, "delete"); err != nil {
 					return nil, err
 				}
 				orphans = append(orphans, name)
@@ -41,7 +45,16 @@ func (b *Backend) applyOverlapping(ctx context.Context, s *session, cur engine.S
 		}
 		target := generationEntity(e.Name, gen)
 		entry, ok := dump[target]
-		if !ok {
+		if ok {
+			// Made by this rotation before a crash, or by someone else:
+			// only the first is handed to consumers.
+			if err := b.mustOwn(o, target, "hand out the key of"); err != nil {
+				return nil, err
+			}
+		} else {
+			if err := b.claim(ctx, s, o, target, "create"); err != nil {
+				return nil, err
+			}
 			if entry, err = s.ensure(ctx, target, capArgs(e.Caps)); err != nil {
 				return nil, err
 			}
@@ -63,7 +76,11 @@ func (b *Backend) retirePriors(ctx context.Context, s *session, pending engine.S
 	if err != nil {
 		return err
 	}
-	var removed []string
+	o, err := s.readOwners(ctx)
+	if err != nil {
+		return err
+	}
+	var doomed []string
 	for _, e := range b.entities {
 		_, pendGen, err := b.keyringOf(pending, e.Name, "pending")
 		if err != nil {
@@ -78,13 +95,23 @@ func (b *Backend) retirePriors(ctx context.Context, s *session, pending engine.S
 				kept++
 				continue
 			}
-			name := generationEntity(e.Name, g)
-			if err := s.remove(ctx, name); err != nil {
-				return err
-			}
-			failpoint.Hit("ceph/prior-removed")
-			removed = append(removed, name)
+			doomed = append(doomed, generationEntity(e.Name, g))
 		}
+	}
+	// Every prior is checked before any goes: a refusal leaves the
+	// cluster as it was.
+	for _, name := range doomed {
+		if err := b.mustOwn(o, name, "delete"); err != nil {
+			return err
+		}
+	}
+	var removed []string
+	for _, name := range doomed {
+		if err := b.removeOwned(ctx, s, o, name, "delete"); err != nil {
+			return err
+		}
+		failpoint.Hit("ceph/prior-removed")
+		removed = append(removed, name)
 	}
 	if len(removed) > 0 {
 		b.report(reason.PriorKeysRetired, "removed %s (keepPriorKeyCount %d)", strings.Join(removed, ", "), b.keep)
@@ -99,6 +126,11 @@ func (b *Backend) resetOverlapping(ctx context.Context, s *session, cur engine.S
 	if err != nil {
 		return err
 	}
+	o, err := s.readOwners(ctx)
+	if err != nil {
+		return err
+	}
+	var doomed []string
 	for _, e := range b.entities {
 		kr, curGen, err := b.keyringOf(cur, e.Name, "current")
 		if err != nil {
@@ -109,10 +141,17 @@ func (b *Backend) resetOverlapping(ctx context.Context, s *session, cur engine.S
 		}
 		for _, g := range dump.generations(e.Name) {
 			if g > curGen {
-				if err := s.remove(ctx, generationEntity(e.Name, g)); err != nil {
+				name := generationEntity(e.Name, g)
+				if err := b.mustOwn(o, name, "delete"); err != nil {
 					return err
 				}
+				doomed = append(doomed, name)
 			}
+		}
+	}
+	for _, name := range doomed {
+		if err := b.removeOwned(ctx, s, o, name, "delete"); err != nil {
+			return err
 		}
 	}
 	return nil

@@ -38,7 +38,7 @@ func TestOverlappingRotation(t *testing.T) {
 			// the newest.
 			var old []Keyring
 			for g := 1; g <= 3; g++ {
-				old = append(old, f.create(t, fmt.Sprintf("%s.%d", base, g), "mon", "profile rbd"))
+				old = append(old, f.createOwned(t, fmt.Sprintf("%s.%d", base, g), "mon", "profile rbd"))
 			}
 			p, err := f.b.Provision(ctx, nil)
 			if err != nil {
@@ -117,7 +117,7 @@ func TestOverlappingCrashLeftovers(t *testing.T) {
 		t.Fatalf("Provision of a missing entity made generation %d, want %s.1", p.Generation, base)
 	}
 
-	minted := f.create(t, base+".2", "mon", "profile rbd", "osd", "profile rbd pool=ov")
+	minted := f.createOwned(t, base+".2", "mon", "profile rbd", "osd", "profile rbd pool=ov")
 	pending, err := f.b.Apply(ctx, cur, nil, 2)
 	if err != nil {
 		t.Fatal(err)
@@ -126,7 +126,7 @@ func TestOverlappingCrashLeftovers(t *testing.T) {
 		t.Fatal("Apply after a crash did not read back the generation it had created")
 	}
 
-	orphan := f.create(t, base+".7", "mon", "profile rbd")
+	orphan := f.createOwned(t, base+".7", "mon", "profile rbd")
 	pending, err = f.b.Apply(ctx, cur, nil, 3)
 	if err != nil {
 		t.Fatal(err)

@@ -20,6 +20,10 @@ func (b *Backend) Provision(ctx context.Context, cur engine.Secrets) (engine.Pro
 	}
 	defer s.close()
 	var dump authDump
+	o, err := s.readOwners(ctx)
+	if err != nil {
+		return p, err
+	}
 	for _, e := range b.entities {
 		if _, ok := cur[e.Name]; ok {
 			kr, gen, err := b.keyringOf(cur, e.Name, "current")
@@ -27,6 +31,12 @@ func (b *Backend) Provision(ctx context.Context, cur engine.Secrets) (engine.Pro
 				return p, mismatch("%v: delete %s from the source Secret and rekey adopts the cluster's key", err, e.Name)
 			}
 			if err := s.holds(ctx, e.Name, kr, "adopts the cluster's key"); err != nil {
+				return p, err
+			}
+			// The source Secret holds exactly the cluster's key: rekey
+			// stored it for this set, so the entity is the set's (this
+			// also records entities provisioned before records existed).
+			if err := b.claim(ctx, s, o, kr.Entity, "adopt"); err != nil {
 				return p, err
 			}
 			p.Secrets[e.Name] = cur[e.Name]
@@ -43,8 +53,11 @@ func (b *Backend) Provision(ctx context.Context, cur engine.Secrets) (engine.Pro
 					return p, err
 				}
 			}
-			kr, gen, err = s.adoptGeneration(ctx, dump, e)
-		} else {
+			kr, gen, err = b.adoptGeneration(ctx, s, o, dump, e)
+		} else if err = b.claim(ctx, s, o, e.Name, "adopt"); err == nil {
+			// Adopting a key that exists is a feature (daemon keys exist
+			// before rekey): whoever holds the admin keyring the set names
+			// can already do anything to it.
 			var entry authEntry
 			entry, err = s.ensure(ctx, e.Name, capArgs(e.Caps))
 			kr = entry.keyring()
@@ -60,13 +73,20 @@ func (b *Backend) Provision(ctx context.Context, cur engine.Secrets) (engine.Pro
 
 // adoptGeneration finds or creates the entity that holds e's current key
 // under Overlapping rotation.
-func (s *session) adoptGeneration(ctx context.Context, dump authDump, e v1.CephEntity) (Keyring, int64, error) {
+func (b *Backend) adoptGeneration(ctx context.Context, s *session, o owners, dump authDump, e v1.CephEntity) (Keyring, int64, error) {
 	gens := dump.generations(e.Name)
 	if len(gens) > 0 {
-		entry := dump[generationEntity(e.Name, gens[0])]
-		return entry.keyring(), gens[0], nil
+		name := generationEntity(e.Name, gens[0])
+		if err := b.claim(ctx, s, o, name, "adopt"); err != nil {
+			return Keyring{}, 0, err
+		}
+		return dump[name].keyring(), gens[0], nil
 	}
-	entry, err := s.ensure(ctx, generationEntity(e.Name, 1), capArgs(e.Caps))
+	name := generationEntity(e.Name, 1)
+	if err := b.claim(ctx, s, o, name, "create"); err != nil {
+		return Keyring{}, 0, err
+	}
+	entry, err := s.ensure(ctx, name, capArgs(e.Caps))
 	return entry.keyring(), 1, err
 }
 
@@ -79,12 +99,19 @@ func (b *Backend) Precheck(ctx context.Context, cur engine.Secrets) error {
 		return err
 	}
 	defer s.close()
+	o, err := s.readOwners(ctx)
+	if err != nil {
+		return err
+	}
 	for _, e := range b.entities {
 		kr, _, err := b.keyringOf(cur, e.Name, "current")
 		if err != nil {
 			return mismatch("%v; the rotation did not start: delete %s from the source Secret and rekey adopts the cluster's key, then rotate again", err, e.Name)
 		}
 		if err := s.holds(ctx, e.Name, kr, "adopts the cluster's key, then rotate again; the rotation did not start"); err != nil {
+			return err
+		}
+		if err := b.claim(ctx, s, o, kr.Entity, "rotate"); err != nil {
 			return err
 		}
 	}

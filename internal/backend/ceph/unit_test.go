@@ -78,7 +78,7 @@ func TestGenerationNames(t *testing.T) {
 
 func TestRender(t *testing.T) {
 	b, err := New(&v1.CephSpec{Monitors: []string{"10.0.0.1:6789"}, Strategy: v1.CephOverlapping,
-		Entities: []v1.CephEntity{{Name: "client.csi"}}}, fileStore{})
+		Entities: []v1.CephEntity{{Name: "client.csi"}}}, fileStore{}, "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -127,11 +127,11 @@ func TestNewRefusesConfusingSpecs(t *testing.T) {
 		"unknown strategy":   {Monitors: mon, Strategy: "Sideways", Entities: ents("client.a")},
 		"admin not a client": {Monitors: mon, Admin: v1.CephAdmin{Entity: "mgr.a"}, Entities: ents("client.a")},
 	} {
-		if _, err := New(&spec, fileStore{}); err == nil {
+		if _, err := New(&spec, fileStore{}, ""); err == nil {
 			t.Errorf("%s: accepted", name)
 		}
 	}
-	b, err := New(&v1.CephSpec{Monitors: mon, Config: map[string]string{"ms_mon_client_mode": "secure"}, Entities: ents("client.csi", "client.csi.2")}, fileStore{})
+	b, err := New(&v1.CephSpec{Monitors: mon, Config: map[string]string{"ms_mon_client_mode": "secure"}, Entities: ents("client.csi", "client.csi.2")}, fileStore{}, "")
 	if err != nil {
 		t.Fatalf("in place, client.csi.2 is just another entity: %v", err)
 	}
