@@ -76,7 +76,7 @@ func TestCephAdminRotationCrash(t *testing.T) {
 
 	// --ceph-work-dir: the test CLI runs in the chroot and must see the
 	// keyring files the manager writes.
-	flags := []string{"--ceph-work-dir", c.Dir.Host}
+	flags := []string{"--ceph-work-dir", c.Dir.Host, "--ceph-cli", c.CLIPath}
 	type crashPoint struct {
 		fp string
 		// adminDead: killed between ROTATE (step 4) and the admin Secret's

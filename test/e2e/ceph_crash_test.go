@@ -18,7 +18,7 @@ import (
 func TestCephInPlaceCrashThenAbort(t *testing.T) {
 	c := testenv.CephForTest(t)
 	ns := newNamespace(t)
-	flags := []string{"--ceph-work-dir", c.Dir.Host}
+	flags := []string{"--ceph-work-dir", c.Dir.Host, "--ceph-cli", c.CLIPath}
 	cs := cephSet(t, c, ns, "app", v1.CephInPlace, v1.CephEntity{Name: "client.app", Caps: v1.CephCaps{Mon: "allow r"}})
 	if err := k8sCreate(t, cs); err != nil {
 		t.Fatal(err)

@@ -47,7 +47,6 @@ func cephSet(t testing.TB, c *testenv.Ceph, ns, name string, strategy v1.CephStr
 		Spec: v1.CredentialSetSpec{
 			Ceph: &v1.CephSpec{
 				Monitors: []string{c.MonAddr},
-				CLIPath:  c.CLIPath,
 				Admin: v1.CephAdmin{Entity: cephAdminEntity,
 					KeyringSecretRef: v1.SecretKeyRef{Name: cephAdmin(t, c, ns, name), Key: "keyring"}},
 				Strategy: strategy,
@@ -58,10 +57,11 @@ func cephSet(t testing.TB, c *testenv.Ceph, ns, name string, strategy v1.CephStr
 	}
 }
 
-// withCephWorkDir points an in-process manager's ceph files at the chroot,
-// where the test environment's CLI can read them.
+// withCephWorkDir points an in-process manager at the test environment's
+// ceph CLI (as --ceph-cli would) and its ceph files at the chroot, where
+// that CLI can read them.
 func withCephWorkDir(c *testenv.Ceph) func(*controller.Reconciler) {
-	return func(r *controller.Reconciler) { r.CephWorkDir = c.Dir.Host }
+	return func(r *controller.Reconciler) { r.CephWorkDir, r.CephCLI = c.Dir.Host, c.CLIPath }
 }
 
 // keyOf is the key of entity held in keyring text.

@@ -37,13 +37,20 @@ func TestCephRotationPolicies(t *testing.T) {
 	// production): nothing else wakes a set when only the backend's version
 	// changes, and every resync asks the policy once more, so "nothing
 	// happened" covers many decisions, not one.
-	startManager(t, cp.Config, withCephWorkDir(c), func(r *controller.Reconciler) { r.ResyncPeriod = time.Second })
+	//
+	// The mon cannot change version on demand, so the manager runs a CLI
+	// (--ceph-cli, as an administrator would set it) that answers `ceph
+	// version` with what the test says, the point where rekey reads it,
+	// and runs every other command on the real mon. It reports the mon's
+	// real version until WithVersionUpgrade changes it.
+	cli, setVersion := versionWrapper(t, c, c.Version)
+	startManager(t, cp.Config, withCephWorkDir(c), func(r *controller.Reconciler) { r.ResyncPeriod, r.CephCLI = time.Second, cli })
 	ns := newNamespace(t)
 	autoDiscard := v1.RotationSpec{DiscardPolicy: v1.DiscardAfterRollout, GracePeriod: &metav1.Duration{Duration: time.Second}}
 
 	t.Run("Disabled", func(t *testing.T) {
 		const name, entity = "disabled", "client.policy-disabled"
-		cs := policySet(t, c, ns, name, entity, "", v1.RotationSpec{})
+		cs := policySet(t, c, ns, name, entity, v1.RotationSpec{})
 		if cs.Spec.Rotation.Policy != v1.PolicyDisabled {
 			t.Fatalf("an unset policy defaulted to %q, want Disabled", cs.Spec.Rotation.Policy)
 		}
@@ -65,7 +72,7 @@ func TestCephRotationPolicies(t *testing.T) {
 
 	t.Run("KeyGeneration", func(t *testing.T) {
 		const name, entity = "keygen", "client.policy-keygen"
-		cs := policySet(t, c, ns, name, entity, "", autoDiscard)
+		cs := policySet(t, c, ns, name, entity, autoDiscard)
 		key := assertCephSecrets(t, c, cs, entity)[entity]
 		keyGeneration := func(g int64) {
 			setRotation(t, ns, name, func(r *v1.RotationSpec) {
@@ -113,17 +120,15 @@ func TestCephRotationPolicies(t *testing.T) {
 
 	t.Run("WithVersionUpgrade", func(t *testing.T) {
 		const name, entity = "version", "client.policy-version"
-		// The mon cannot change version on demand: the wrapper answers
-		// `ceph version` with what the test says, the point where rekey
-		// reads it, and runs every other command on the real mon.
-		cli, setVersion := versionWrapper(t, c, c.Version)
+		// Whatever happens here, later subtests see the mon's version.
+		t.Cleanup(func() { setVersion(c.Version) })
 		const upgrade = "20.2.99"
 		if engine.CompareVersions(upgrade, c.Version) <= 0 {
 			t.Fatalf("the test's upgrade %s is not above the mon's %s", upgrade, c.Version)
 		}
 		rot := autoDiscard
 		rot.Policy = v1.PolicyWithVersionUpgrade
-		cs := policySet(t, c, ns, name, entity, cli, rot)
+		cs := policySet(t, c, ns, name, entity, rot)
 		if cs.Status.KeyVersion != c.Version {
 			t.Fatalf("keyVersion %q after provisioning, want %q", cs.Status.KeyVersion, c.Version)
 		}
@@ -155,7 +160,7 @@ func TestCephRotationPolicies(t *testing.T) {
 		const name, entity = "schedule", "client.policy-schedule"
 		rot := autoDiscard
 		rot.Policy, rot.Interval = v1.PolicySchedule, &metav1.Duration{Duration: 10 * time.Minute}
-		cs := policySet(t, c, ns, name, entity, "", rot)
+		cs := policySet(t, c, ns, name, entity, rot)
 		key := assertCephSecrets(t, c, cs, entity)[entity]
 		cs = waitNextRotation(t, ns, name)
 		due := cs.Status.CurrentSince.Add(10 * time.Minute)
@@ -197,15 +202,12 @@ func TestCephRotationPolicies(t *testing.T) {
 }
 
 // policySet creates an InPlace set of one entity (mon caps, so that its key
-// can be tried) with rotation rot and, if cli is set, that ceph CLI; it
-// waits for generation 1 and deletes the set when the subtest ends, so
-// that the one manager works on one set at a time.
-func policySet(t testing.TB, c *testenv.Ceph, ns, name, entity, cli string, rot v1.RotationSpec) *v1.CredentialSet {
+// can be tried) with rotation rot; it waits for generation 1 and deletes
+// the set when the subtest ends, so that the one manager works on one set
+// at a time.
+func policySet(t testing.TB, c *testenv.Ceph, ns, name, entity string, rot v1.RotationSpec) *v1.CredentialSet {
 	t.Helper()
 	cs := cephSet(t, c, ns, name, v1.CephInPlace, v1.CephEntity{Name: entity, Caps: v1.CephCaps{Mon: "allow r"}})
-	if cli != "" {
-		cs.Spec.Ceph.CLIPath = cli
-	}
 	cs.Spec.Rotation = rot
 	if err := k8s.Create(ctxT(t), cs); err != nil {
 		t.Fatal(err)
