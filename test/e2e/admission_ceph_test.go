@@ -52,12 +52,9 @@ func TestAdmissionCephHostileValues(t *testing.T) {
 			[]string{"spec.ceph.config", "only client connection options may be set"}},
 		{"keyring", func(cs *v1.CredentialSet) { cs.Spec.Ceph.Config = map[string]string{"keyring": "/etc/passwd"} },
 			[]string{"spec.ceph.config", "only client connection options may be set"}},
-		{"value with a newline", func(cs *v1.CredentialSet) {
-			cs.Spec.Ceph.Config = map[string]string{"ms_mon_client_mode": "secure\nlog_file = /tmp/x"}
-		}, []string{"spec.ceph.config", "ms_mon_client_mode and ms_client_mode take secure"}},
-		{"timeout that is not a number", func(cs *v1.CredentialSet) {
-			cs.Spec.Ceph.Config = map[string]string{"rados_mon_op_timeout": "-1"}
-		}, []string{"spec.ceph.config", "timeouts and intervals take a number of seconds"}},
+		// Values of allowed options are checked by the backend (refused
+		// before any command runs, TestHostileSpecValuesRunNothing): CEL
+		// cannot bound the cost of checking map values of unbounded length.
 		{"entity name as an option", func(cs *v1.CredentialSet) { cs.Spec.Ceph.Entities[0].Name = "client.-i" },
 			[]string{"spec.ceph.entities[0].name"}},
 	}
