@@ -6,8 +6,13 @@ package v1alpha1
 // every consumer of every set on the same cluster has moved.
 //
 // +kubebuilder:validation:XValidation:rule="!has(self.configFile) || has(self.transportURL)",message="configFile renders the transport_url: set transportURL too"
+// +kubebuilder:validation:XValidation:rule="!self.endpoint.startsWith('http://') || (has(self.allowPlaintextHTTP) && self.allowPlaintextHTTP)",fieldPath=".endpoint",message="an http:// endpoint sends the admin's and every rotated user's password over the network unencrypted: use https:// (with tls.caSecretRef for a private CA), or accept plaintext explicitly with spec.rabbitmq.allowPlaintextHTTP: true"
+// +kubebuilder:validation:XValidation:rule="!has(self.allowPlaintextHTTP) || !self.allowPlaintextHTTP || self.endpoint.startsWith('http://')",fieldPath=".allowPlaintextHTTP",message="spec.rabbitmq.allowPlaintextHTTP applies only to an http:// endpoint: remove it, so that a later change back to http:// needs a new explicit opt-in"
+// +kubebuilder:validation:XValidation:rule="!has(self.tls) || self.endpoint.startsWith('https://')",fieldPath=".tls",message="spec.rabbitmq.tls applies only to an https:// endpoint: remove it, or make the endpoint https://"
 type RabbitMQSpec struct {
-	// Endpoint is the management HTTP API, e.g. http://rabbitmq.ns.svc:15672.
+	// Endpoint is the management HTTP API, e.g.
+	// https://rabbitmq.ns.svc:15671. An http:// endpoint needs
+	// allowPlaintextHTTP.
 	// +kubebuilder:validation:Pattern=`^https?://[A-Za-z0-9]([-A-Za-z0-9.]*[A-Za-z0-9])?(:[0-9]{1,5})?/?$`
 	// +kubebuilder:validation:MaxLength=512
 	Endpoint string `json:"endpoint"`
@@ -16,7 +21,16 @@ type RabbitMQSpec struct {
 	// CredentialSet's namespace.
 	Admin RabbitMQAdmin `json:"admin"`
 
-	// TLS for an https endpoint.
+	// AllowPlaintextHTTP accepts an http:// endpoint, over which the
+	// admin's password and every rotated user's password cross the
+	// network unencrypted. An explicit field rather than the endpoint's
+	// scheme alone, so that plaintext is a decision a reviewer sees; the
+	// set then carries an InsecureTransport Warning and
+	// TransportVerified=False. Only allowed with an http:// endpoint.
+	// +optional
+	AllowPlaintextHTTP bool `json:"allowPlaintextHTTP,omitempty"`
+
+	// TLS for an https endpoint (the only kind it applies to).
 	// +optional
 	TLS *RabbitMQTLS `json:"tls,omitempty"`
 
@@ -54,7 +68,10 @@ type RabbitMQTLS struct {
 	// certificate; default the system roots.
 	// +optional
 	CASecretRef *SecretKeyRef `json:"caSecretRef,omitempty"`
-	// InsecureSkipVerify disables certificate verification (tests only).
+	// InsecureSkipVerify disables certificate verification: anyone on
+	// the path can then read the admin's and the rotated users'
+	// passwords. The set carries an InsecureTransport Warning and
+	// TransportVerified=False while it is on.
 	// +optional
 	InsecureSkipVerify bool `json:"insecureSkipVerify,omitempty"`
 }
@@ -65,10 +82,12 @@ type RabbitMQUser struct {
 	// +kubebuilder:validation:Pattern=`^[A-Za-z0-9][-A-Za-z0-9_.]{0,99}$`
 	// +kubebuilder:validation:XValidation:rule="!self.matches('-g[0-9]+$')",message="user.base must not itself end in -g<number>: rekey appends the generation that way"
 	Base string `json:"base"`
-	// Tags, e.g. management or monitoring; none by default.
+	// Tags, e.g. management or monitoring; none by default. Tags
+	// beginning with rekey-owner- are rekey's own marks of ownership.
 	// +optional
 	// +listType=set
 	// +kubebuilder:validation:MaxItems=8
+	// +kubebuilder:validation:XValidation:rule="self.all(t, !t.startsWith('rekey-owner-'))",message="user.tags beginning with rekey-owner- are reserved: rekey tags every user it creates rekey-owner-<CredentialSet UID> by itself"
 	// +kubebuilder:validation:items:Pattern=`^[a-z][a-z_-]{0,31}$`
 	Tags []string `json:"tags,omitempty"`
 	// Permissions per vhost (configure/write/read regular expressions).
@@ -112,6 +131,8 @@ type RabbitMQTopicPermission struct {
 }
 
 // RabbitMQTransportURL is how consumers reach the broker over AMQP.
+//
+// +kubebuilder:validation:XValidation:rule="!has(self.scheme) || self.scheme != 'amqps' || !has(self.query) || !self.query.matches('(^|&)ssl=(0|false|False)(&|$)')",fieldPath=".query",message="transportURL.scheme amqps means TLS, but the query turns ssl off: remove ssl=0 from transportURL.query, or choose scheme rabbit or amqp"
 type RabbitMQTransportURL struct {
 	// +optional
 	// +kubebuilder:default=rabbit
@@ -129,6 +150,7 @@ type RabbitMQTransportURL struct {
 	Vhost string `json:"vhost,omitempty"`
 	// Query, e.g. ssl=1, without the leading "?".
 	// +optional
+	// +kubebuilder:validation:MaxLength=512
 	// +kubebuilder:validation:Pattern=`^[A-Za-z0-9_.~=&%-]{0,512}$`
 	Query string `json:"query,omitempty"`
 	// Key of the distributed Secret; default transport_url.

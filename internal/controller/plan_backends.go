@@ -95,7 +95,9 @@ func (r *Reconciler) rabbitPlan(ctx context.Context, cs *v1.CredentialSet) (*pla
 		}
 		ca = []byte(pem)
 	}
-	b, err := rabbitmq.New(spec, user, password, ca)
+	// The set's UID marks every user rekey creates for it: users without it
+	// (another set's, another tenant's) are never changed or deleted.
+	b, err := rabbitmq.New(spec, string(cs.UID), user, password, ca)
 	if err != nil {
 		return nil, &errSpec{err.Error()}
 	}

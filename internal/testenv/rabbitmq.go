@@ -26,12 +26,23 @@ import (
 const rabbitmqBin = "/usr/lib/rabbitmq/bin"
 
 // RabbitMQ is a private rabbitmq-server node with the management plugin.
-// Everything it owns (data, logs, config, Erlang cookie, epmd) is its own, so
-// nodes of parallel test packages never see each other.
+// Everything it owns (data, logs, config, Erlang cookie, epmd, a CA and a
+// certificate made at its start) is its own, so nodes of parallel test
+// packages never see each other.
 type RabbitMQ struct {
-	NodeName      string
-	AMQPPort      int
-	MgmtURL       string // http://127.0.0.1:port
+	NodeName  string
+	AMQPPort  int
+	AMQPSPort int // AMQP over TLS, with the certificate MgmtURL serves
+	// MgmtURL is the management API over https (https://127.0.0.1:port),
+	// served with a certificate for 127.0.0.1 and localhost that CAPEM
+	// signed: what a CredentialSet names by default.
+	MgmtURL string
+	// MgmtHTTPURL is the same API over plain http, for what must be
+	// proven about plaintext (spec.rabbitmq.allowPlaintextHTTP).
+	MgmtHTTPURL string
+	// CAPEM is the CA that signed the node's certificate, for a
+	// CredentialSet's tls.caSecretRef.
+	CAPEM         []byte
 	AdminUser     string
 	AdminPassword string
 	Version       string
@@ -62,26 +73,47 @@ func (e *Env) StartRabbitMQ() (m *RabbitMQ, err error) {
 			m.stop(true) // the error names the log
 		}
 	}()
-	ports, err := freePorts(4)
+	ports, err := freePorts(6)
 	if err != nil {
 		return m, err
 	}
-	m.AMQPPort = ports[0]
-	m.MgmtURL = fmt.Sprintf("http://127.0.0.1:%d", ports[1])
+	pki, err := newTestPKI(dir)
+	if err != nil {
+		return m, err
+	}
+	m.CAPEM = pki.caPEM
+	m.AMQPPort, m.AMQPSPort = ports[0], ports[4]
+	m.MgmtHTTPURL = fmt.Sprintf("http://127.0.0.1:%d", ports[1])
+	m.MgmtURL = fmt.Sprintf("https://127.0.0.1:%d", ports[5])
 	distPort, epmdPort := ports[2], ports[3]
 	m.NodeName = filepath.Base(dir) + "@localhost"
 
 	home := filepath.Join(dir, "home")
 	// Loopback listeners only: the admin user's name is no secret. The
-	// default user gets full permissions on the default vhost, /.
+	// default user gets full permissions on the default vhost, /. The
+	// management API listens twice, over https (what sets use) and http
+	// (what the plaintext opt-in is proven on); AMQP too, plain and TLS.
+	// Clients present no certificate: TLS here protects passwords in
+	// flight, authentication stays the broker's password check.
 	conf := fmt.Sprintf(`listeners.tcp.default = 127.0.0.1:%d
+listeners.ssl.default = 127.0.0.1:%d
+ssl_options.cacertfile = %[3]s
+ssl_options.certfile = %[4]s
+ssl_options.keyfile = %[5]s
+ssl_options.verify = verify_none
+ssl_options.fail_if_no_peer_cert = false
 management.tcp.ip = 127.0.0.1
-management.tcp.port = %d
+management.tcp.port = %[6]d
+management.ssl.ip = 127.0.0.1
+management.ssl.port = %[7]d
+management.ssl.cacertfile = %[3]s
+management.ssl.certfile = %[4]s
+management.ssl.keyfile = %[5]s
 loopback_users = none
-default_user = %s
-default_pass = %s
+default_user = %[8]s
+default_pass = %[9]s
 default_user_tags.administrator = true
-`, m.AMQPPort, ports[1], m.AdminUser, m.AdminPassword)
+`, m.AMQPPort, m.AMQPSPort, pki.caFile, pki.certFile, pki.keyFile, ports[1], ports[5], m.AdminUser, m.AdminPassword)
 	write := func(path, content string, mode os.FileMode) {
 		if err == nil {
 			err = os.WriteFile(path, []byte(content), mode)
@@ -153,7 +185,7 @@ func RabbitMQForTest(t testing.TB) *RabbitMQ {
 		t.Fatal(err)
 	}
 	t.Cleanup(m.Stop)
-	t.Logf("RabbitMQ %s: amqp %s, management %s", m.Version, m.AMQPAddr(), m.MgmtURL)
+	t.Logf("RabbitMQ %s: amqp %s, amqps %s, management %s and %s", m.Version, m.AMQPAddr(), m.AMQPSAddr(), m.MgmtURL, m.MgmtHTTPURL)
 	return m
 }
 
@@ -169,8 +201,14 @@ func (m *RabbitMQ) waitManagement(timeout time.Duration) error {
 		var ov *rabbithole.Overview
 		if ov, err = c.Overview(); err == nil {
 			m.Version = ov.RabbitMQVersion
-			// The AMQP listener starts after the management plugin.
-			return waitTCP(m.server, m.AMQPPort, time.Until(deadline))
+			// The plain management listener and the AMQP ones start
+			// apart from the https one.
+			for _, port := range []int{m.AMQPPort, m.AMQPSPort, mustPort(m.MgmtHTTPURL)} {
+				if err := waitTCP(m.server, port, time.Until(deadline)); err != nil {
+					return err
+				}
+			}
+			return nil
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
@@ -210,6 +248,21 @@ func (m *RabbitMQ) stop(keepDir bool) {
 	})
 }
 
+// Ctl runs rabbitmqctl against the node, as the broker's administrator
+// would (e.g. a command a refusal tells them to run).
+func (m *RabbitMQ) Ctl(args ...string) error {
+	// The CLI is an Erlang node too: a distribution port of its own keeps
+	// parallel calls out of the small shared default range.
+	port, err := FreePort()
+	if err != nil {
+		return err
+	}
+	return m.run(time.Minute, []string{
+		"RABBITMQ_CTL_DIST_PORT_MIN=" + strconv.Itoa(port),
+		"RABBITMQ_CTL_DIST_PORT_MAX=" + strconv.Itoa(port),
+	}, rabbitmqBin+"/rabbitmqctl", append([]string{"-n", m.NodeName}, args...)...)
+}
+
 func (m *RabbitMQ) run(timeout time.Duration, env []string, path string, args ...string) error {
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
@@ -223,9 +276,14 @@ func (m *RabbitMQ) run(timeout time.Duration, env []string, path string, args ..
 	return nil
 }
 
-// Client is a management API client as the node's administrator.
-func (m *RabbitMQ) Client() *rabbithole.Client {
-	c, err := rabbithole.NewClient(m.MgmtURL, m.AdminUser, m.AdminPassword)
+// Client is a management API client as the node's administrator, over
+// https verified against the node's CA.
+func (m *RabbitMQ) Client() *rabbithole.Client { return m.ClientAs(m.AdminUser, m.AdminPassword) }
+
+// ClientAs is a management API client as user, over https verified
+// against the node's CA.
+func (m *RabbitMQ) ClientAs(user, password string) *rabbithole.Client {
+	c, err := rabbithole.NewTLSClient(m.MgmtURL, user, password, m.Transport())
 	if err != nil {
 		panic(err) // MgmtURL is ours and always parses
 	}
@@ -233,26 +291,46 @@ func (m *RabbitMQ) Client() *rabbithole.Client {
 	return c
 }
 
+func mustPort(rawURL string) int {
+	_, port, err := net.SplitHostPort(strings.TrimPrefix(strings.TrimPrefix(rawURL, "http://"), "https://"))
+	if err != nil {
+		panic(err) // our own URL
+	}
+	n, _ := strconv.Atoi(port)
+	return n
+}
+
 // AMQPAddr is host:port of the AMQP listener.
 func (m *RabbitMQ) AMQPAddr() string { return net.JoinHostPort("127.0.0.1", strconv.Itoa(m.AMQPPort)) }
+
+// AMQPSAddr is host:port of the AMQP over TLS listener.
+func (m *RabbitMQ) AMQPSAddr() string {
+	return net.JoinHostPort("127.0.0.1", strconv.Itoa(m.AMQPSPort))
+}
 
 // CanAuthenticate logs in over AMQP 0-9-1 and reports whether the broker
 // accepted the password. It needs no tag or permission, so it checks the
 // credentials alone, as any client of the broker would.
 func (m *RabbitMQ) CanAuthenticate(user, password string) error {
-	return m.amqpLogin(user, password, "")
+	return m.amqpLogin(false, user, password, "")
+}
+
+// CanAuthenticateTLS is CanAuthenticate over AMQPS, verifying the
+// broker's certificate against the node's CA.
+func (m *RabbitMQ) CanAuthenticateTLS(user, password string) error {
+	return m.amqpLogin(true, user, password, "")
 }
 
 // CanOpenVhost logs in and opens vhost, which also needs the user's
 // permissions there.
 func (m *RabbitMQ) CanOpenVhost(user, password, vhost string) error {
-	return m.amqpLogin(user, password, vhost)
+	return m.amqpLogin(false, user, password, vhost)
 }
 
 // amqpLogin speaks just enough AMQP 0-9-1 to be told yes or no; a client
 // library would be a dependency for a dozen frames.
-func (m *RabbitMQ) amqpLogin(user, password, vhost string) error {
-	c, err := net.DialTimeout("tcp", m.AMQPAddr(), 5*time.Second)
+func (m *RabbitMQ) amqpLogin(useTLS bool, user, password, vhost string) error {
+	c, err := m.dialAMQP(useTLS)
 	if err != nil {
 		return err
 	}

@@ -1,6 +1,8 @@
 package testenv
 
 import (
+	"net/http"
+	"strings"
 	"testing"
 	"time"
 
@@ -39,15 +41,32 @@ func TestRabbitMQSmoke(t *testing.T) {
 	if err := m.CanOpenVhost(user, password, "/"); err != nil {
 		t.Fatalf("new user cannot open /: %v", err)
 	}
-	uc, err := rabbithole.NewClient(m.MgmtURL, user, password)
+	if err := m.CanAuthenticateTLS(user, password); err != nil {
+		t.Fatalf("new user cannot authenticate over AMQPS: %v", err)
+	}
+	who, err := m.ClientAs(user, password).Whoami()
+	if err != nil {
+		t.Fatalf("whoami as new user over https: %v", err)
+	}
+	// The plain http listener serves the same API, for the plaintext
+	// opt-in's tests.
+	pc, err := rabbithole.NewClient(m.MgmtHTTPURL, user, password)
 	if err != nil {
 		t.Fatal(err)
 	}
-	who, err := uc.Whoami()
-	if err != nil {
-		t.Fatalf("whoami as new user: %v", err)
+	if _, err := pc.Whoami(); err != nil {
+		t.Fatalf("whoami as new user over http: %v", err)
 	}
-	t.Logf("authenticated over AMQP and HTTP as %s (tags %v)", who.Name, who.Tags)
+	// https is verified against the node's own CA and nothing else: a
+	// client with only the system roots refuses the certificate.
+	sys, err := rabbithole.NewTLSClient(m.MgmtURL, user, password, &http.Transport{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := sys.Whoami(); err == nil || !strings.Contains(err.Error(), "certificate") {
+		t.Fatalf("https with the system roots only: want a certificate error, got %v", err)
+	}
+	t.Logf("authenticated over AMQP, AMQPS, https and http as %s (tags %v)", who.Name, who.Tags)
 
 	err = m.CanAuthenticate(user, password+"x")
 	if err == nil {

@@ -95,7 +95,7 @@ func TestShowRabbitMQSet(t *testing.T) {
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "nova"},
 		Spec: v1.CredentialSetSpec{
 			RabbitMQ: &v1.RabbitMQSpec{
-				Endpoint:     "http://rabbitmq:15672",
+				Endpoint:     "https://rabbitmq:15671",
 				Admin:        v1.RabbitMQAdmin{SecretRef: v1.LocalSecretRef{Name: "rabbit-admin"}},
 				User:         v1.RabbitMQUser{Base: "nova"},
 				TransportURL: &v1.RabbitMQTransportURL{Hosts: []string{"rabbitmq:5672"}},

@@ -30,7 +30,7 @@ func TestAdmissionCephRabbitMQPolicies(t *testing.T) {
 		return &v1.CredentialSet{
 			ObjectMeta: metav1.ObjectMeta{Namespace: ns, GenerateName: "rabbit-"},
 			Spec: v1.CredentialSetSpec{RabbitMQ: &v1.RabbitMQSpec{
-				Endpoint: "http://rabbitmq.openstack.svc:15672",
+				Endpoint: "https://rabbitmq.openstack.svc:15671",
 				Admin:    v1.RabbitMQAdmin{SecretRef: v1.LocalSecretRef{Name: "rabbit-admin"}},
 				User:     v1.RabbitMQUser{Base: "nova", Permissions: []v1.RabbitMQPermission{{Vhost: "/", Configure: ".*", Write: ".*", Read: ".*"}}},
 			}},
@@ -62,8 +62,8 @@ func TestAdmissionCephRabbitMQPolicies(t *testing.T) {
 			cs.Spec.Rotation.Policy = v1.PolicyWithVersionUpgrade
 		}, "use KeyGeneration or Schedule with strategy Overlapping"},
 
-		{"endpoint with a path", rabbit, func(cs *v1.CredentialSet) { cs.Spec.RabbitMQ.Endpoint = "http://rabbit:15672/api?x=1" }, "spec.rabbitmq.endpoint"},
-		{"endpoint with credentials", rabbit, func(cs *v1.CredentialSet) { cs.Spec.RabbitMQ.Endpoint = "http://guest:guest@rabbit:15672" }, "spec.rabbitmq.endpoint"},
+		{"endpoint with a path", rabbit, func(cs *v1.CredentialSet) { cs.Spec.RabbitMQ.Endpoint = "https://rabbit:15671/api?x=1" }, "spec.rabbitmq.endpoint"},
+		{"endpoint with credentials", rabbit, func(cs *v1.CredentialSet) { cs.Spec.RabbitMQ.Endpoint = "https://guest:guest@rabbit:15671" }, "spec.rabbitmq.endpoint"},
 		{"user base with a generation suffix", rabbit, func(cs *v1.CredentialSet) { cs.Spec.RabbitMQ.User.Base = "nova-g2" }, "must not itself end in -g<number>"},
 		{"user base with a slash", rabbit, func(cs *v1.CredentialSet) { cs.Spec.RabbitMQ.User.Base = "nova/../admin" }, "spec.rabbitmq.user.base"},
 		{"transport host without port", rabbit, func(cs *v1.CredentialSet) {

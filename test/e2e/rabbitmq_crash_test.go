@@ -8,6 +8,7 @@ import (
 	rabbithole "github.com/michaelklishin/rabbit-hole/v2"
 
 	v1 "rekey.io/rekey/api/v1alpha1"
+	"rekey.io/rekey/internal/backend/rabbitmq"
 	"rekey.io/rekey/internal/testenv"
 )
 
@@ -50,9 +51,11 @@ func TestRabbitMQCrashSafety(t *testing.T) {
 		assertStoredUsers(t, "killed at "+rfp, m, getSet(t, ns, "glance"))
 		if n == 0 {
 			// An orphan: a generation user nobody recorded, as a rotation
-			// whose status was lost leaves behind. The resumed rotation
-			// must find it in the broker and remove it.
-			if _, err := m.Client().PutUser("glance-g9", rabbithole.UserSettings{Password: "orphan-password-0123456789"}); err != nil {
+			// whose status was lost leaves behind (made by rekey, so marked
+			// as this set's). The resumed rotation must find it in the
+			// broker and remove it.
+			mark := rabbitmq.OwnerTag(string(getSet(t, ns, "glance").UID))
+			if _, err := m.Client().PutUser("glance-g9", rabbithole.UserSettings{Password: "orphan-password-0123456789", Tags: rabbithole.UserTags{mark}}); err != nil {
 				t.Fatal(err)
 			}
 		}

@@ -27,11 +27,15 @@ import (
 func rabbitSet(t testing.TB, ns, name string, m *testenv.RabbitMQ, groups ...v1.ConsumerGroup) *v1.CredentialSet {
 	t.Helper()
 	createSecret(t, ns, name+"-admin", map[string]string{"username": m.AdminUser, "password": m.AdminPassword})
+	// https verified against the CA the test node's certificate was made
+	// with, as a set in a cluster names its broker's CA.
+	createSecret(t, ns, name+"-ca", map[string]string{"ca.crt": string(m.CAPEM)})
 	return &v1.CredentialSet{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
 		Spec: v1.CredentialSetSpec{
 			RabbitMQ: &v1.RabbitMQSpec{
 				Endpoint: m.MgmtURL,
+				TLS:      &v1.RabbitMQTLS{CASecretRef: &v1.SecretKeyRef{Name: name + "-ca", Key: "ca.crt"}},
 				Admin:    v1.RabbitMQAdmin{SecretRef: v1.LocalSecretRef{Name: name + "-admin"}},
 				User: v1.RabbitMQUser{
 					Base: name, Tags: []string{"management"},

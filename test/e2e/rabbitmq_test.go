@@ -8,13 +8,13 @@ import (
 	"testing"
 	"time"
 
-	rabbithole "github.com/michaelklishin/rabbit-hole/v2"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1 "rekey.io/rekey/api/v1alpha1"
+	"rekey.io/rekey/internal/backend/rabbitmq"
 	"rekey.io/rekey/internal/controller"
 	"rekey.io/rekey/internal/reason"
 	"rekey.io/rekey/internal/testenv"
@@ -57,11 +57,7 @@ func TestRabbitMQCoverage(t *testing.T) {
 		if err := m.CanAuthenticate(u, pw); err != nil {
 			t.Fatalf("during the overlap %s must log in over AMQP: %v", u, err)
 		}
-		c, err := rabbithole.NewClient(m.MgmtURL, u, pw)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, err := c.Whoami(); err != nil {
+		if _, err := m.ClientAs(u, pw).Whoami(); err != nil {
 			t.Fatalf("during the overlap %s must log in to the management API: %v", u, err)
 		}
 	}
@@ -247,8 +243,10 @@ func assertPermissions(t testing.TB, m *testenv.RabbitMQ, cs *v1.CredentialSet, 
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := []string(info.Tags); !slices.Equal(got, spec.Tags) {
-		t.Fatalf("%s tags %v, want %v", user, got, spec.Tags)
+	// The spec's tags and rekey's mark of this very set, nothing else.
+	want := slices.Sorted(slices.Values(append(slices.Clone(spec.Tags), rabbitmq.OwnerTag(string(cs.UID)))))
+	if got := slices.Sorted(slices.Values(info.Tags)); !slices.Equal(got, want) {
+		t.Fatalf("%s tags %v, want %v", user, got, want)
 	}
 	perms, err := c.ListPermissionsOf(user)
 	if err != nil {
@@ -285,7 +283,7 @@ func TestRabbitMQInvalidPermission(t *testing.T) {
 	cs := &v1.CredentialSet{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "bad"},
 		Spec: v1.CredentialSetSpec{RabbitMQ: &v1.RabbitMQSpec{
-			Endpoint: "http://127.0.0.1:1",
+			Endpoint: "https://127.0.0.1:1",
 			Admin:    v1.RabbitMQAdmin{SecretRef: v1.LocalSecretRef{Name: "bad-admin"}},
 			User:     v1.RabbitMQUser{Base: "bad", Permissions: []v1.RabbitMQPermission{{Vhost: "/", Configure: "(unclosed", Write: ".*", Read: ".*"}}},
 		}},

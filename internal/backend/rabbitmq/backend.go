@@ -37,6 +37,9 @@ type Backend struct {
 	adminUser     string
 	adminPassword string
 	transport     http.RoundTripper
+	plaintext     bool // an http:// endpoint, accepted by spec.rabbitmq.allowPlaintextHTTP
+	skipVerify    bool // https without certificate verification
+	owner         string // the CredentialSet's UID, marked on every user rekey creates
 	base          string
 	tags          []string
 	permissions   []v1.RabbitMQPermission
@@ -48,24 +51,38 @@ var (
 	_ engine.Backend       = (*Backend)(nil)
 	_ engine.Scoped        = (*Backend)(nil)
 	_ engine.Deprovisioner = (*Backend)(nil)
+
+	_ engine.TransportReporter = (*Backend)(nil)
 )
 
 // New builds the backend for a spec, checking what admission cannot:
 // that the endpoint parses, the permission patterns are regular
-// expressions, and the rendered keys do not collide. caPEM is the content
-// of tls.caSecretRef (nil for the system roots).
-func New(spec *v1.RabbitMQSpec, adminUser, adminPassword string, caPEM []byte) (*Backend, error) {
+// expressions, and the rendered keys do not collide; and again what
+// admission checks, should a set predate its rules. owner is the
+// CredentialSet's UID: users rekey creates are tagged with it, and users
+// without it are never changed or deleted. caPEM is the content of
+// tls.caSecretRef (nil for the system roots).
+func New(spec *v1.RabbitMQSpec, owner, adminUser, adminPassword string, caPEM []byte) (*Backend, error) {
 	if spec == nil {
 		return nil, errors.New("rabbitmq: no spec")
 	}
+	if err := checkOwner(owner); err != nil {
+		return nil, err
+	}
 	endpoint, https, err := parseEndpoint(spec.Endpoint)
 	if err != nil {
+		return nil, err
+	}
+	if err := checkScheme(spec, https); err != nil {
 		return nil, err
 	}
 	if adminUser == "" || adminPassword == "" {
 		return nil, errors.New("rabbitmq.admin: the admin Secret must hold a non-empty username and password")
 	}
 	if err := checkBase(spec.User.Base); err != nil {
+		return nil, err
+	}
+	if err := checkTags(spec.User.Tags); err != nil {
 		return nil, err
 	}
 	if err := checkPermissions(spec.User); err != nil {
@@ -82,10 +99,24 @@ func New(spec *v1.RabbitMQSpec, adminUser, adminPassword string, caPEM []byte) (
 	return &Backend{
 		Timeout:  DefaultTimeout,
 		endpoint: endpoint, adminUser: adminUser, adminPassword: adminPassword, transport: rt,
-		base: spec.User.Base, tags: spec.User.Tags,
+		plaintext: !https, skipVerify: https && spec.TLS != nil && spec.TLS.InsecureSkipVerify,
+		owner: owner, base: spec.User.Base, tags: spec.User.Tags,
 		permissions: spec.User.Permissions, topics: spec.User.TopicPermissions,
 		url: t,
 	}, nil
+}
+
+// InsecureTransport implements engine.TransportReporter: the admin's
+// password travels with every request, and rotated users' passwords are
+// set and checked over the same connection.
+func (b *Backend) InsecureTransport() string {
+	switch {
+	case b.plaintext:
+		return fmt.Sprintf("spec.rabbitmq.allowPlaintextHTTP is true: the admin's and every rotated user's password cross the network to %s unencrypted; serve the management API over https and make the endpoint https:// (with tls.caSecretRef for a private CA)", b.endpoint)
+	case b.skipVerify:
+		return fmt.Sprintf("spec.rabbitmq.tls.insecureSkipVerify is true: the certificate of %s is not verified, so whoever intercepts the connection gets the admin's and every rotated user's password; put the CA that signed it in spec.rabbitmq.tls.caSecretRef and remove insecureSkipVerify", b.endpoint)
+	}
+	return ""
 }
 
 // Endpoint is the management API the backend talks to; it names the

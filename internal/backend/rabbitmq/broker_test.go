@@ -26,11 +26,13 @@ func testLifecycle(t *testing.T, br *broker) {
 	ctx := context.Background()
 	spec := br.spec("life")
 	b := br.backend(t, spec)
-	br.putUser(t, "life-g7", "orphan-password")
-	// Not generations of "life": they must outlive every sweep.
-	for _, other := range []string{"life-g07", "life-g1x", "life-cell-g2", "lifeg3"} {
+	br.putOwned(t, testOwner, "life-g7", "orphan-password") // an interrupted rotation's
+	// Not generations of this "life": they must outlive every sweep.
+	others := []string{"life-g07", "life-g1x", "life-cell-g2", "lifeg3", "life-g8", "life-g9"}
+	for _, other := range others[:5] { // life-g8: made by someone else, never marked
 		br.putUser(t, other, "other-password")
 	}
+	br.putOwned(t, "another-set-uid", "life-g9", "other-password")
 
 	cur := gen(t, b, 1)
 	p, err := b.Provision(ctx, cur)
@@ -68,9 +70,9 @@ func testLifecycle(t *testing.T, br *broker) {
 	if br.exists(t, "life-g7") {
 		t.Error("Apply left the orphan life-g7")
 	}
-	for _, other := range []string{"life-g07", "life-g1x", "life-cell-g2", "lifeg3"} {
+	for _, other := range others {
 		if !br.exists(t, other) {
-			t.Errorf("Apply deleted %s, which is not a generation of life", other)
+			t.Errorf("Apply deleted %s, which is not a generation of this life", other)
 		}
 	}
 
@@ -97,7 +99,8 @@ func testProvisionExact(t *testing.T, br *broker) {
 	spec.User.Tags = []string{"monitoring", "policymaker"}
 	b := br.backend(t, spec)
 	cur := gen(t, b, 4)
-	br.putUser(t, "exact-g4", cur[KeyPassword], "administrator")
+	// rekey's user, to which someone added a tag by hand.
+	br.putUser(t, "exact-g4", cur[KeyPassword], "administrator", OwnerTag(testOwner))
 	br.do(t, "stray permission", drain(br.admin.UpdatePermissionsIn("prod", "exact-g4", permissions(".*"))))
 	br.do(t, "stray topic permission", drain(br.admin.UpdateTopicPermissionsIn("/", "exact-g4", topicPermission("x"))))
 	br.do(t, "stray topic permission", drain(br.admin.UpdateTopicPermissionsIn("prod", "exact-g4", topicPermission("amq.topic"))))
@@ -133,7 +136,7 @@ func testReset(t *testing.T, br *broker) {
 	if _, err := b.Apply(ctx, cur, pending, 2); err != nil {
 		t.Fatal(err)
 	}
-	br.putUser(t, "reset-g1", "changed-by-hand", "administrator")
+	br.putUser(t, "reset-g1", "changed-by-hand", "administrator", OwnerTag(testOwner))
 	br.do(t, "clear permissions", drain(br.admin.ClearPermissionsIn("prod", "reset-g1")))
 	for range 2 {
 		if err := b.Reset(ctx, cur); err != nil {
@@ -159,8 +162,10 @@ func testDeprovision(t *testing.T, br *broker) {
 	if _, err := b.Apply(ctx, cur, pending, 2); err != nil {
 		t.Fatal(err)
 	}
-	br.putUser(t, "depro-g5", "orphan-password")
+	br.putOwned(t, testOwner, "depro-g5", "orphan-password")
 	br.putUser(t, "depro-cell-g1", "other-password")
+	br.putUser(t, "depro-g6", "other-password", "management")
+	br.putOwned(t, "another-set-uid", "depro-g7", "other-password")
 	for range 2 {
 		if err := b.Deprovision(ctx, cur); err != nil {
 			t.Fatal(err)
@@ -171,8 +176,10 @@ func testDeprovision(t *testing.T, br *broker) {
 			t.Errorf("Deprovision left %s", u)
 		}
 	}
-	if !br.exists(t, "depro-cell-g1") {
-		t.Error("Deprovision deleted depro-cell-g1 of another base")
+	for u, why := range map[string]string{"depro-cell-g1": "of another base", "depro-g6": "rekey did not make", "depro-g7": "of another set"} {
+		if !br.exists(t, u) {
+			t.Errorf("Deprovision deleted %s, %s", u, why)
+		}
 	}
 }
 

@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 
+	rabbithole "github.com/michaelklishin/rabbit-hole/v2"
+
 	v1 "rekey.io/rekey/api/v1alpha1"
 	"rekey.io/rekey/internal/engine"
 )
@@ -78,7 +80,13 @@ func FuzzTransportURL(f *testing.F) {
 		spec := validSpec()
 		spec.TransportURL = &v1.RabbitMQTransportURL{Scheme: scheme, Hosts: hosts, Vhost: vhost, Query: query}
 		spec.ConfigFile = &v1.RabbitMQConfigFile{Key: "f.conf"}
-		b, err := New(spec, "admin", "pw", nil)
+		b, err := New(spec, testOwner, "admin", "pw", nil)
+		if amqps && sslOff.MatchString(query) { // TLS by scheme, off by query
+			if err == nil || !strings.Contains(err.Error(), "transportURL.scheme amqps") {
+				t.Fatalf("amqps with query %q: %v", query, err)
+			}
+			return
+		}
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -95,6 +103,9 @@ func FuzzTransportURL(f *testing.F) {
 		raw := string(out["transport_url"])
 		if i := strings.IndexFunc(raw, func(r rune) bool { return r <= ' ' || r > '~' || strings.ContainsRune("$\"'`\\#;[]", r) }); i >= 0 {
 			t.Fatalf("%q holds %q", raw, raw[i])
+		}
+		if !strings.HasPrefix(raw, scheme+"://") { // amqps when asked, and only then
+			t.Fatalf("%q: want scheme %s", raw, scheme)
 		}
 		gotUsers, gotPasswords, gotHosts, gotVhost, gotQuery := parseTransportURL(t, scheme, raw)
 		for i := range hosts {
@@ -165,6 +176,86 @@ func FuzzParseEndpoint(f *testing.F) {
 		}
 		if https != (u.Scheme == "https") || (u.Scheme != "http" && u.Scheme != "https") {
 			t.Fatalf("accepted %q with scheme %q (https=%v)", raw, u.Scheme, https)
+		}
+	})
+}
+
+// FuzzTransportSecurity: whatever the endpoint and the two fields, New
+// accepts plaintext only with the opt-in, and InsecureTransport is silent
+// exactly for verified https — never quoting the admin password.
+func FuzzTransportSecurity(f *testing.F) {
+	f.Add("https://rabbit:15671", false, false)
+	f.Add("http://rabbit:15672", true, false)
+	f.Add("http://rabbit:15672", false, false)
+	f.Add("https://rabbit:15671", false, true)
+	f.Add("HTTP://rabbit:15672", true, false)
+	f.Add("https://rabbit:15671", true, true)
+	f.Fuzz(func(t *testing.T, endpoint string, allowPlaintext, skipVerify bool) {
+		spec := validSpec()
+		spec.Endpoint, spec.AllowPlaintextHTTP = endpoint, allowPlaintext
+		if skipVerify {
+			spec.TLS = &v1.RabbitMQTLS{InsecureSkipVerify: true}
+		}
+		b, err := New(spec, testOwner, "admin", testAdminPassword, nil)
+		if err != nil {
+			if strings.Contains(err.Error(), testAdminPassword) {
+				t.Fatalf("error quotes the admin password: %v", err)
+			}
+			return
+		}
+		https := strings.HasPrefix(b.Endpoint(), "https://")
+		if !https && (!allowPlaintext || skipVerify) || https && allowPlaintext {
+			t.Fatalf("accepted %q with allowPlaintextHTTP=%v insecureSkipVerify=%v", endpoint, allowPlaintext, skipVerify)
+		}
+		msg := b.InsecureTransport()
+		switch {
+		case https && !skipVerify:
+			if msg != "" {
+				t.Fatalf("verified https reported insecure: %q", msg)
+			}
+		case https:
+			if !strings.Contains(msg, "spec.rabbitmq.tls.insecureSkipVerify") {
+				t.Fatalf("unverified https reported as %q", msg)
+			}
+		default:
+			if !strings.Contains(msg, "spec.rabbitmq.allowPlaintextHTTP") {
+				t.Fatalf("plaintext reported as %q", msg)
+			}
+		}
+		if strings.Contains(msg, testAdminPassword) {
+			t.Fatalf("report quotes the admin password: %q", msg)
+		}
+	})
+}
+
+// FuzzOwnership: an accepted owner is one tag (no separator, no space),
+// users rekey makes carry it and are owned, and no accepted spec tag can
+// pass for any owner's mark.
+func FuzzOwnership(f *testing.F) {
+	f.Add(testOwner, "management", "other-owner")
+	f.Add("a,b", "rekey-owner-x", "x")
+	f.Add("x y", "monitoring,administrator", "")
+	f.Fuzz(func(t *testing.T, owner, tag, other string) {
+		spec := validSpec()
+		spec.User.Tags = []string{tag}
+		b, err := New(spec, owner, "admin", testAdminPassword, nil)
+		if err != nil {
+			return
+		}
+		mark := OwnerTag(owner)
+		if strings.ContainsAny(mark, ", \t\r\n\x00") || !ownerPattern.MatchString(owner) {
+			t.Fatalf("owner %q accepted as the mark %q", owner, mark)
+		}
+		if strings.HasPrefix(tag, OwnerTagPrefix) || strings.Contains(tag, ",") {
+			t.Fatalf("spec tag %q accepted", tag)
+		}
+		tags := b.userTags()
+		if !b.owned(tags) || tags[len(tags)-1] != mark {
+			t.Fatalf("a user rekey makes carries %q, not owned by %q", tags, owner)
+		}
+		// Another owner's mark, or the spec's tags alone, are not ours.
+		if other != owner && b.owned(rabbithole.UserTags{tag, OwnerTag(other)}) {
+			t.Fatalf("tags %q taken for owner %q", []string{tag, OwnerTag(other)}, owner)
 		}
 	})
 }

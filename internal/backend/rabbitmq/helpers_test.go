@@ -35,7 +35,8 @@ func (br *broker) do(t *testing.T, what string, err error) {
 }
 
 // spec uses a PCRE-only pattern on purpose: the broker must take it as
-// rekey passes it.
+// rekey passes it. The endpoint is https, verified against the node's CA
+// (backend passes it as tls.caSecretRef's content).
 func (br *broker) spec(base string) *v1.RabbitMQSpec {
 	return &v1.RabbitMQSpec{Endpoint: br.m.MgmtURL, User: v1.RabbitMQUser{
 		Base: base,
@@ -49,7 +50,13 @@ func (br *broker) spec(base string) *v1.RabbitMQSpec {
 
 func (br *broker) backend(t *testing.T, spec *v1.RabbitMQSpec) *Backend {
 	t.Helper()
-	b, err := New(spec, br.m.AdminUser, br.m.AdminPassword, nil)
+	return br.backendOf(t, spec, testOwner)
+}
+
+// backendOf is the backend of the set whose UID is owner.
+func (br *broker) backendOf(t *testing.T, spec *v1.RabbitMQSpec, owner string) *Backend {
+	t.Helper()
+	b, err := New(spec, owner, br.m.AdminUser, br.m.AdminPassword, br.m.CAPEM)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -60,6 +67,22 @@ func (br *broker) backend(t *testing.T, spec *v1.RabbitMQSpec) *Backend {
 func (br *broker) putUser(t *testing.T, name, password string, tags ...string) {
 	t.Helper()
 	br.do(t, "put user "+name, drain(br.admin.PutUser(name, rabbithole.UserSettings{Password: password, Tags: append(rabbithole.UserTags{}, tags...)})))
+}
+
+// putOwned makes a user as the set whose UID is owner would have: an
+// orphan of an interrupted rotation, or another set's generation.
+func (br *broker) putOwned(t *testing.T, owner, name, password string) {
+	t.Helper()
+	br.putUser(t, name, password, OwnerTag(owner))
+}
+
+// repassword changes a user's password by hand and keeps its tags, as
+// rabbitmqctl change_password does.
+func (br *broker) repassword(t *testing.T, name, password string) {
+	t.Helper()
+	u, err := br.admin.GetUser(name)
+	br.do(t, "get user "+name, err)
+	br.putUser(t, name, password, u.Tags...)
 }
 
 func (br *broker) exists(t *testing.T, name string) bool {
@@ -117,9 +140,11 @@ func (br *broker) state(t *testing.T, name string) state {
 	return s
 }
 
+// specState is what a user rekey made for spec holds: the spec's tags and
+// rekey's mark of ownership, and the spec's permissions.
 func specState(spec *v1.RabbitMQSpec) state {
 	var s state
-	s.tags = slices.Sorted(slices.Values(spec.User.Tags))
+	s.tags = slices.Sorted(slices.Values(append(slices.Clone(spec.User.Tags), OwnerTag(testOwner))))
 	for _, p := range spec.User.Permissions {
 		s.perms = append(s.perms, strings.Join([]string{p.Vhost, p.Configure, p.Write, p.Read}, " "))
 	}

@@ -17,9 +17,11 @@ func testRefusals(t *testing.T, br *broker) {
 	ctx := context.Background()
 	admin := br.m.AdminPassword
 
-	t.Run("provision leaves a user it holds no password for", func(t *testing.T) {
+	t.Run("provision leaves a user of its own it holds no password for", func(t *testing.T) {
+		// rekey's mark alone is no licence to re-password: consumers may
+		// hold the password the broker has.
 		b := br.backend(t, br.spec("taken"))
-		br.putUser(t, "taken-g1", "someone-elses-password")
+		br.putOwned(t, testOwner, "taken-g1", "someone-elses-password")
 		cur := gen(t, b, 1)
 		_, err := b.Provision(ctx, cur)
 		refused(t, err, string(reason.ProvisionFailed), "taken-g1", cur[KeyPassword], "someone-elses-password", admin)
@@ -32,7 +34,7 @@ func testRefusals(t *testing.T, br *broker) {
 		if _, err := b.Provision(ctx, cur); err != nil {
 			t.Fatal(err)
 		}
-		br.putUser(t, "pre-g1", "changed-by-hand")
+		br.repassword(t, "pre-g1", "changed-by-hand")
 		err := b.Precheck(ctx, cur)
 		refused(t, err, string(reason.KeyMismatch), "pre-g1", cur[KeyPassword], "changed-by-hand", admin)
 		refused(t, err, string(reason.KeyMismatch), "kubectl rekey recover")
@@ -51,7 +53,7 @@ func testRefusals(t *testing.T, br *broker) {
 		if _, err := b.Apply(ctx, cur, pending, 2); err != nil {
 			t.Fatal(err)
 		}
-		br.putUser(t, "keep-g2", "changed-by-hand")
+		br.repassword(t, "keep-g2", "changed-by-hand")
 		err := b.Retire(ctx, cur, pending)
 		refused(t, err, string(reason.PendingRejected), "keep-g2", cur[KeyPassword], pending[KeyPassword], "changed-by-hand", admin)
 		br.login(t, b, "keep-g1", cur[KeyPassword], true)
@@ -94,7 +96,7 @@ func testRefusals(t *testing.T, br *broker) {
 
 	t.Run("the admin user is never touched", func(t *testing.T) {
 		br.putUser(t, "svcadm-g1", "svcadm-admin-password", "administrator")
-		b, err := New(br.spec("svcadm"), "svcadm-g1", "svcadm-admin-password", nil)
+		b, err := New(br.spec("svcadm"), testOwner, "svcadm-g1", "svcadm-admin-password", br.m.CAPEM)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -117,7 +119,7 @@ func testRefusals(t *testing.T, br *broker) {
 	})
 
 	t.Run("wrong admin password", func(t *testing.T) {
-		b, err := New(br.spec("badadmin"), br.m.AdminUser, "not-the-admin-password", nil)
+		b, err := New(br.spec("badadmin"), testOwner, br.m.AdminUser, "not-the-admin-password", br.m.CAPEM)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -139,8 +141,8 @@ func TestUnreachable(t *testing.T) {
 		t.Fatal(err)
 	}
 	spec := validSpec()
-	spec.Endpoint = "http://127.0.0.1:" + strconv.Itoa(port)
-	b, err := New(spec, "admin", testAdminPassword, nil)
+	spec.Endpoint = "https://127.0.0.1:" + strconv.Itoa(port)
+	b, err := New(spec, testOwner, "admin", testAdminPassword, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

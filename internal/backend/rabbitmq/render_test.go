@@ -14,7 +14,7 @@ func renderBackend(t *testing.T, tu *v1.RabbitMQTransportURL, cf *v1.RabbitMQCon
 	t.Helper()
 	spec := validSpec()
 	spec.TransportURL, spec.ConfigFile = tu, cf
-	b, err := New(spec, "admin", testAdminPassword, nil)
+	b, err := New(spec, testOwner, "admin", testAdminPassword, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -29,8 +29,10 @@ func (b *Backend) verify(ctx context.Context, user, password string) error {
 }
 
 // Provision implements engine.Backend. A user that exists already must
-// accept cur: rekey does not overwrite a password someone else's consumers
-// may hold (another set with the same base, a user made by hand).
+// carry this set's mark (rekey made it for this set, and crashed before
+// the source Secret recorded the generation) and accept cur: rekey
+// does not overwrite a password someone else's consumers may hold
+// (another set with the same base, a user made by hand).
 func (b *Backend) Provision(ctx context.Context, cur engine.Secrets) (_ engine.Provisioned, err error) {
 	defer func() { err = b.redact(err, cur) }()
 	user, password, err := identity(cur, "current")
@@ -40,7 +42,7 @@ func (b *Backend) Provision(ctx context.Context, cur engine.Secrets) (_ engine.P
 	if user == b.adminUser {
 		return engine.Provisioned{}, b.adminRefusal(user)
 	}
-	exists, err := b.userExists(ctx, user)
+	exists, err := b.mustOwn(ctx, user, "change")
 	if err != nil {
 		return engine.Provisioned{}, err
 	}
@@ -72,7 +74,9 @@ func (b *Backend) Precheck(ctx context.Context, cur engine.Secrets) (err error) 
 	if err != nil {
 		return err
 	}
-	exists, err := b.userExists(ctx, user)
+	// A current user without this set's mark could never be retired (Retire
+	// refuses to delete it), so the rotation is refused before it starts.
+	exists, err := b.mustOwn(ctx, user, "start a rotation that would delete")
 	if err != nil {
 		return err
 	}
@@ -138,6 +142,13 @@ func (b *Backend) Retire(ctx context.Context, cur, pending engine.Secrets) (err 
 		return &engine.Refusal{Reason: string(reason.PendingRejected), Message: fmt.Sprintf(
 			"user %s on %s does not accept the pending password the source Secret holds, so %s was not deleted (its consumers could be locked out): run kubectl rekey recover to roll the rotation back", user, b.endpoint, old)}
 	}
+	if old == b.adminUser {
+		return b.adminRefusal(old)
+	}
+	exists, err := b.mustOwn(ctx, old, "delete")
+	if err != nil || !exists { // gone already: a Retire after a crash
+		return err
+	}
 	if err := b.deleteUser(ctx, old); err != nil {
 		return err
 	}
@@ -163,8 +174,8 @@ func (b *Backend) Reset(ctx context.Context, cur engine.Secrets) (err error) {
 }
 
 // Deprovision implements engine.Deprovisioner: every generation rekey made
-// goes. A current user outside the <base>-g<N> pattern was not made by
-// rekey, so it stays.
+// for this set goes. A user outside the <base>-g<N> pattern, or without
+// this set's mark, was not made by rekey for this set, so it stays.
 func (b *Backend) Deprovision(ctx context.Context, cur engine.Secrets) (err error) {
 	defer func() { err = b.redact(err, cur) }()
 	return b.removeGenerations(ctx, "deprovision")

@@ -16,15 +16,29 @@ import (
 func parseEndpoint(raw string) (string, bool, error) {
 	u, err := url.Parse(raw)
 	if err != nil {
-		return "", false, fmt.Errorf("rabbitmq.endpoint %q does not parse as a URL (%v): write it as http://host:15672", raw, err)
+		return "", false, fmt.Errorf("rabbitmq.endpoint %q does not parse as a URL (%v): write it as https://host:15671", raw, err)
 	}
 	if u.Scheme != "http" && u.Scheme != "https" {
-		return "", false, fmt.Errorf("rabbitmq.endpoint %q: the scheme must be http or https, e.g. http://host:15672", raw)
+		return "", false, fmt.Errorf("rabbitmq.endpoint %q: the scheme must be https (or http with allowPlaintextHTTP), e.g. https://host:15671", raw)
 	}
 	if u.Host == "" || u.Hostname() == "" || u.User != nil || strings.Trim(u.Path, "/") != "" || u.RawQuery != "" || u.Fragment != "" {
-		return "", false, fmt.Errorf("rabbitmq.endpoint %q: give only scheme, host and port of the management API, e.g. http://host:15672", raw)
+		return "", false, fmt.Errorf("rabbitmq.endpoint %q: give only scheme, host and port of the management API, e.g. https://host:15671", raw)
 	}
 	return u.Scheme + "://" + u.Host, u.Scheme == "https", nil
+}
+
+// checkScheme repeats admission's rules on the endpoint's scheme: plaintext
+// only when the spec says so, and no field that would pretend otherwise.
+func checkScheme(spec *v1.RabbitMQSpec, https bool) error {
+	switch {
+	case !https && !spec.AllowPlaintextHTTP:
+		return fmt.Errorf("rabbitmq.endpoint %q is http://, which sends the admin's and every rotated user's password unencrypted: use https:// (with tls.caSecretRef for a private CA), or accept plaintext explicitly with spec.rabbitmq.allowPlaintextHTTP: true", spec.Endpoint)
+	case https && spec.AllowPlaintextHTTP:
+		return errors.New("rabbitmq.allowPlaintextHTTP applies only to an http:// endpoint: remove it")
+	case !https && spec.TLS != nil:
+		return errors.New("rabbitmq.tls applies only to an https:// endpoint: remove it, or make the endpoint https://")
+	}
+	return nil
 }
 
 // basePattern repeats admission's rule: a base that is empty or ends in
@@ -106,6 +120,9 @@ func resolveTransport(spec *v1.RabbitMQSpec) (*transportSpec, error) {
 		return nil, errors.New("rabbitmq.transportURL.hosts is empty: list the AMQP listeners as host:port")
 	}
 	ts := &transportSpec{scheme: or(t.Scheme, "rabbit"), hosts: t.Hosts, vhost: t.Vhost, query: t.Query, key: or(t.Key, "transport_url")}
+	if err := checkTransportScheme(ts.scheme, ts.query); err != nil {
+		return nil, err
+	}
 	keys := map[string]string{KeyUsername: "the user name", KeyPassword: "the password"}
 	claim := func(key, what string) error {
 		if other, ok := keys[key]; ok {
@@ -127,6 +144,27 @@ func resolveTransport(spec *v1.RabbitMQSpec) (*transportSpec, error) {
 		}
 	}
 	return ts, nil
+}
+
+// sslOff is a query that turns TLS off the way oslo.messaging and kombu
+// read it.
+var sslOff = regexp.MustCompile(`(^|&)ssl=(0|false|False)(&|$)`)
+
+// checkTransportScheme repeats admission's rules: the scheme is rendered
+// as given, so it must be one consumers know, and amqps (TLS by its very
+// name) must not be contradicted by a query that turns TLS off, which
+// would leave a consumer's choice to its URL parser.
+func checkTransportScheme(scheme, query string) error {
+	switch scheme {
+	case "rabbit", "amqp":
+	case "amqps":
+		if sslOff.MatchString(query) {
+			return fmt.Errorf("rabbitmq.transportURL.scheme amqps means TLS, but the query %q turns ssl off: remove ssl=0 from transportURL.query, or choose scheme rabbit or amqp", query)
+		}
+	default:
+		return fmt.Errorf("rabbitmq.transportURL.scheme %q: use rabbit, amqp or amqps", scheme)
+	}
+	return nil
 }
 
 func or(s, def string) string {

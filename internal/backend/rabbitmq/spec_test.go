@@ -9,9 +9,12 @@ import (
 
 const testAdminPassword = "admin-Secret-Value-0123456789"
 
+// testOwner stands for a CredentialSet's UID.
+const testOwner = "0b5c6e1a-4f7d-4c2e-9a51-3d8e2f6b7c90"
+
 func validSpec() *v1.RabbitMQSpec {
 	return &v1.RabbitMQSpec{
-		Endpoint: "http://rabbitmq.ns.svc:15672",
+		Endpoint: "https://rabbitmq.ns.svc:15671",
 		User: v1.RabbitMQUser{Base: "nova", Permissions: []v1.RabbitMQPermission{
 			{Vhost: "/", Configure: ".*", Write: ".*", Read: ".*"},
 		}},
@@ -41,7 +44,20 @@ func TestNewRejects(t *testing.T) {
 		}, nil, []string{`exchange "x"].read`, "missing argument to repetition operator"}},
 		{"endpoint with a path", func(s *v1.RabbitMQSpec) { s.Endpoint = "http://h:15672/api" }, nil, []string{"rabbitmq.endpoint", "only scheme, host and port"}},
 		{"endpoint with credentials", func(s *v1.RabbitMQSpec) { s.Endpoint = "http://u:p@h:15672" }, nil, []string{"rabbitmq.endpoint"}},
-		{"endpoint scheme", func(s *v1.RabbitMQSpec) { s.Endpoint = "amqp://h:5672" }, nil, []string{"scheme must be http or https"}},
+		{"endpoint scheme", func(s *v1.RabbitMQSpec) { s.Endpoint = "amqp://h:5672" }, nil, []string{"scheme must be https (or http with allowPlaintextHTTP)"}},
+		{"http without the opt-in", func(s *v1.RabbitMQSpec) { s.Endpoint = "http://h:15672" }, nil, []string{"unencrypted", "spec.rabbitmq.allowPlaintextHTTP: true"}},
+		{"opt-in with https", func(s *v1.RabbitMQSpec) { s.AllowPlaintextHTTP = true }, nil, []string{"allowPlaintextHTTP applies only to an http:// endpoint"}},
+		{"tls with http", func(s *v1.RabbitMQSpec) {
+			s.Endpoint, s.AllowPlaintextHTTP, s.TLS = "http://h:15672", true, &v1.RabbitMQTLS{InsecureSkipVerify: true}
+		}, nil, []string{"rabbitmq.tls applies only to an https:// endpoint"}},
+		{"a tag of rekey's", func(s *v1.RabbitMQSpec) { s.User.Tags = []string{"management", "rekey-owner-x"} }, nil, []string{"rabbitmq.user.tags", "reserved"}},
+		{"a tag with a comma", func(s *v1.RabbitMQSpec) { s.User.Tags = []string{"management,administrator"} }, nil, []string{"rabbitmq.user.tags"}},
+		{"amqps with ssl off", func(s *v1.RabbitMQSpec) {
+			s.TransportURL = &v1.RabbitMQTransportURL{Scheme: "amqps", Hosts: []string{"h:5671"}, Query: "heartbeat=10&ssl=0"}
+		}, nil, []string{"transportURL.scheme amqps means TLS", "ssl=0"}},
+		{"unknown transport scheme", func(s *v1.RabbitMQSpec) {
+			s.TransportURL = &v1.RabbitMQTransportURL{Scheme: "http", Hosts: []string{"h:5671"}}
+		}, nil, []string{"transportURL.scheme", "rabbit, amqp or amqps"}},
 		{"endpoint does not parse", func(s *v1.RabbitMQSpec) { s.Endpoint = "http://h:port" }, nil, []string{"does not parse"}},
 		{"base ends like a generation", func(s *v1.RabbitMQSpec) { s.User.Base = "nova-g2" }, nil, []string{"user.base", "-g<number>"}},
 		{"empty base", func(s *v1.RabbitMQSpec) { s.User.Base = "" }, nil, []string{"user.base"}},
@@ -60,7 +76,7 @@ func TestNewRejects(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			spec := validSpec()
 			tc.mutate(spec)
-			_, err := New(spec, "admin", testAdminPassword, tc.ca)
+			_, err := New(spec, testOwner, "admin", testAdminPassword, tc.ca)
 			if err == nil {
 				t.Fatal("accepted")
 			}
@@ -86,7 +102,7 @@ func TestNewAcceptsPCREOnlyPatterns(t *testing.T) {
 		spec := validSpec()
 		spec.User.Permissions[0].Configure = expr
 		spec.User.TopicPermissions = []v1.RabbitMQTopicPermission{{Vhost: "/", Exchange: "amq.topic", Write: expr, Read: expr}}
-		if _, err := New(spec, "admin", testAdminPassword, nil); err != nil {
+		if _, err := New(spec, testOwner, "admin", testAdminPassword, nil); err != nil {
 			t.Errorf("%q refused: %v", expr, err)
 		}
 	}
@@ -95,15 +111,72 @@ func TestNewAcceptsPCREOnlyPatterns(t *testing.T) {
 func TestNewNormalisesEndpointAndRefusesEmptyAdmin(t *testing.T) {
 	spec := validSpec()
 	spec.Endpoint = "https://rabbitmq.ns.svc:15671/"
-	b, err := New(spec, "admin", "pw", nil)
+	b, err := New(spec, testOwner, "admin", "pw", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if b.Endpoint() != "https://rabbitmq.ns.svc:15671" {
 		t.Errorf("endpoint %q keeps its slash: rabbit-hole would ask for //api/", b.Endpoint())
 	}
-	if _, err := New(validSpec(), "admin", "", nil); err == nil || !strings.Contains(err.Error(), "admin Secret") {
+	if _, err := New(validSpec(), testOwner, "admin", "", nil); err == nil || !strings.Contains(err.Error(), "admin Secret") {
 		t.Errorf("empty admin password: %v", err)
+	}
+}
+
+// The owner marker becomes a tag: a UID is accepted, anything that could
+// split into several tags or be empty is not.
+func TestNewRejectsOwner(t *testing.T) {
+	for _, owner := range []string{"", "a,administrator", "a b", "-x", "x\n", strings.Repeat("a", 129)} {
+		if _, err := New(validSpec(), owner, "admin", testAdminPassword, nil); err == nil || !strings.Contains(err.Error(), "owner marker") {
+			t.Errorf("owner %q: %v", owner, err)
+		}
+	}
+	b, err := New(validSpec(), testOwner, "admin", testAdminPassword, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := b.userTags(); len(got) != 1 || got[0] != "rekey-owner-"+testOwner {
+		t.Errorf("tags of a user rekey creates: %q", got)
+	}
+}
+
+// InsecureTransport names the field that turned verification off, and
+// says nothing for verified https.
+func TestInsecureTransport(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		mutate func(*v1.RabbitMQSpec)
+		want   []string // empty: verified
+	}{
+		{"https with the system roots", func(*v1.RabbitMQSpec) {}, nil},
+		{"https with a CA", func(s *v1.RabbitMQSpec) {
+			s.TLS = &v1.RabbitMQTLS{CASecretRef: &v1.SecretKeyRef{Name: "ca", Key: "ca.crt"}}
+		}, nil},
+		{"https without verification", func(s *v1.RabbitMQSpec) { s.TLS = &v1.RabbitMQTLS{InsecureSkipVerify: true} },
+			[]string{"spec.rabbitmq.tls.insecureSkipVerify is true", "https://rabbitmq.ns.svc:15671", "spec.rabbitmq.tls.caSecretRef"}},
+		{"plaintext by opt-in", func(s *v1.RabbitMQSpec) { s.Endpoint, s.AllowPlaintextHTTP = "http://rabbitmq.ns.svc:15672", true },
+			[]string{"spec.rabbitmq.allowPlaintextHTTP is true", "unencrypted", "https://"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			spec := validSpec()
+			tc.mutate(spec)
+			b, err := New(spec, testOwner, "admin", testAdminPassword, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := b.InsecureTransport()
+			if (got == "") != (len(tc.want) == 0) {
+				t.Fatalf("InsecureTransport() = %q", got)
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(got, w) {
+					t.Errorf("%q does not say %q", got, w)
+				}
+			}
+			if strings.Contains(got, testAdminPassword) {
+				t.Errorf("%q holds the admin password", got)
+			}
+		})
 	}
 }
 
@@ -136,7 +209,7 @@ func TestGenerationOf(t *testing.T) {
 }
 
 func TestNewSecrets(t *testing.T) {
-	b, err := New(validSpec(), "admin", "pw", nil)
+	b, err := New(validSpec(), testOwner, "admin", "pw", nil)
 	if err != nil {
 		t.Fatal(err)
 	}

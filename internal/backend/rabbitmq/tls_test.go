@@ -14,8 +14,9 @@ import (
 	"rekey.io/rekey/internal/reason"
 )
 
-// The test node speaks plain http, so https is checked against a stand-in
-// that answers the one call Version makes.
+// A certificate the client cannot verify is a refusal naming the field to
+// fix, not an outage; checked against a stand-in that answers the one call
+// Version makes (the real node's https is used by every broker test).
 func TestHTTPSEndpoint(t *testing.T) {
 	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path != "/api/overview" {
@@ -32,7 +33,7 @@ func TestHTTPSEndpoint(t *testing.T) {
 	version := func(tls *v1.RabbitMQTLS, caPEM []byte) (string, error) {
 		spec := validSpec()
 		spec.Endpoint, spec.TLS = srv.URL, tls
-		b, err := New(spec, "admin", testAdminPassword, caPEM)
+		b, err := New(spec, testOwner, "admin", testAdminPassword, caPEM)
 		if err != nil {
 			t.Fatal(err)
 		}

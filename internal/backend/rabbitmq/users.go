@@ -32,7 +32,10 @@ func generationOf(base, name string) (int64, bool) {
 	return n, true
 }
 
-// generations lists the broker's users that are generations of this set.
+// generations lists the broker's users that are generations of this set:
+// named <base>-g<N> and carrying this set's mark. A user of that name
+// without the mark (made by hand, by another tenant, by another set) is
+// no generation of this set, so no sweep ever deletes it.
 func (b *Backend) generations(ctx context.Context) ([]string, error) {
 	users, err := b.api(ctx).ListUsers()
 	if err != nil {
@@ -40,7 +43,7 @@ func (b *Backend) generations(ctx context.Context) ([]string, error) {
 	}
 	var out []string
 	for _, u := range users {
-		if _, ok := generationOf(b.base, u.Name); ok && u.Name != b.adminUser {
+		if _, ok := generationOf(b.base, u.Name); ok && u.Name != b.adminUser && b.owned(u.Tags) {
 			out = append(out, u.Name)
 		}
 	}
@@ -68,7 +71,8 @@ func (b *Backend) removeGenerations(ctx context.Context, step string, keep ...st
 
 // deleteUser is idempotent: the broker answers 404 for a user deleted
 // already, which rabbit-hole reports as success. RabbitMQ closes the
-// user's open connections.
+// user's open connections. Callers have checked the user carries this
+// set's mark.
 func (b *Backend) deleteUser(ctx context.Context, name string) error {
 	if name == b.adminUser {
 		return b.adminRefusal(name)
@@ -76,26 +80,22 @@ func (b *Backend) deleteUser(ctx context.Context, name string) error {
 	return b.apiError(ctx, "delete user "+name, drain(b.api(ctx).DeleteUser(name)))
 }
 
-func (b *Backend) userExists(ctx context.Context, name string) (bool, error) {
-	_, err := b.api(ctx).GetUser(name)
-	if isNotFound(err) {
-		return false, nil
-	}
-	return err == nil, b.apiError(ctx, "read user "+name, err)
-}
-
 // ensureUser makes name accept password and hold exactly the spec's
-// tags, vhost permissions and topic permissions.
+// tags (and this set's mark), vhost permissions and topic permissions. A
+// user that exists without the mark is refused before anything changes.
+// The management API cannot create a user only if it is absent, so a user
+// someone creates between the check and the PUT would be overwritten;
+// that window is one request long, and nobody but the broker's admins
+// can create users.
 func (b *Backend) ensureUser(ctx context.Context, step, name, password string) error {
 	if name == b.adminUser {
 		return b.adminRefusal(name)
 	}
-	c := b.api(ctx)
-	tags := rabbithole.UserTags(b.tags)
-	if tags == nil {
-		tags = rabbithole.UserTags{} // "" on the wire: no tags, never absent
+	if _, err := b.mustOwn(ctx, name, "change"); err != nil {
+		return err
 	}
-	if err := drain(c.PutUser(name, rabbithole.UserSettings{Password: password, Tags: tags})); err != nil {
+	c := b.api(ctx)
+	if err := drain(c.PutUser(name, rabbithole.UserSettings{Password: password, Tags: b.userTags()})); err != nil {
 		return b.apiError(ctx, "create or update user "+name, err)
 	}
 	failpoint.Hit(step + "/rabbitmq-user-put")
