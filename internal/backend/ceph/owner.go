@@ -13,8 +13,9 @@ import (
 )
 
 // Ownership of entities. A cephx entity carries nothing but its key and
-// caps (the mon refuses a cap type it does not know, so no marker fits
-// there), so rekey records which set an entity is for in the mon's own
+// caps, and caps are what clients are allowed to do: a marker there would
+// have to be a cap type the mon validates (and may refuse) or a grant. So
+// rekey records which set an entity is for in the mon's own
 // key/value store: config-key rekey/owner/<entity> = "<set UID> <ns>/<name>".
 // The record lives in the cluster, next to the entity: two sets on the
 // same cluster see the same records whichever namespace they are in, and
