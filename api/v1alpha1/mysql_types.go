@@ -3,6 +3,8 @@ package v1alpha1
 // MySQLSpec says how to reach one MySQL cluster and which users rotate.
 //
 // +kubebuilder:validation:XValidation:rule="has(self.preset) || (has(self.users) && size(self.users) > 0)",message="name the users to rotate: set mysql.preset, mysql.users, or both"
+// +kubebuilder:validation:XValidation:rule="!has(self.tlsCASecretRef) || !has(self.tls) || self.tls == 'Required'",fieldPath=".tlsCASecretRef",message="mysql.tlsCASecretRef verifies the servers' certificates, which only tls: Required does: remove tlsCASecretRef or set mysql.tls to Required"
+// +kubebuilder:validation:XValidation:rule="!has(self.tlsServerName) || !has(self.tls) || self.tls == 'Required'",fieldPath=".tlsServerName",message="mysql.tlsServerName is the name certificates are verified for, which only tls: Required does: remove tlsServerName or set mysql.tls to Required"
 type MySQLSpec struct {
 	// Instances are the cluster's mysqld instances; every credential change
 	// is applied on each of them, because it is never written to the binlog.
@@ -34,11 +36,34 @@ type MySQLSpec struct {
 	// +optional
 	AdoptSecretRef *LocalSecretRef `json:"adoptSecretRef,omitempty"`
 
-	// TLS for the connections rekey opens. Default Preferred.
+	// TLS protects the connections rekey opens, which carry the admin's and
+	// the users' passwords. Required (the default): TLS, and the server's
+	// certificate is verified against tlsCASecretRef (the system roots
+	// when unset) for tlsServerName (each instance's host when unset).
+	// The others are explicit opt-outs that rekey reports with the Warning
+	// InsecureTransport and the condition TransportVerified=False:
+	// SkipVerify (TLS, any certificate accepted), Preferred (TLS when the
+	// server offers it, unverified) and Disabled (plaintext).
 	// +optional
-	// +kubebuilder:default=Preferred
-	// +kubebuilder:validation:Enum=Preferred;Required;SkipVerify;Disabled
+	// +kubebuilder:default=Required
+	// +kubebuilder:validation:Enum=Required;SkipVerify;Preferred;Disabled
 	TLS string `json:"tls,omitempty"`
+
+	// TLSCASecretRef is a key of a Secret in the CredentialSet's namespace
+	// holding the PEM CA certificate(s) that signed the instances'
+	// certificates (a self-signed or cluster CA, as MOCO or cert-manager
+	// set up). Only with tls: Required.
+	// +optional
+	TLSCASecretRef *SecretKeyRef `json:"tlsCASecretRef,omitempty"`
+
+	// TLSServerName is the name every instance's certificate must hold,
+	// for clusters whose instances share one certificate. When unset each
+	// instance is verified for its own host (the host of hosts[], or
+	// <pod>.<service>.<namespace>.svc). Only with tls: Required.
+	// +optional
+	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:Pattern=`^[A-Za-z0-9]([-A-Za-z0-9.]*[A-Za-z0-9])?$`
+	TLSServerName string `json:"tlsServerName,omitempty"`
 }
 
 // MySQLInstances is either a StatefulSet or an explicit list of addresses.
@@ -66,6 +91,8 @@ type StatefulSetInstances struct {
 	// ServiceName is the headless Service; defaults to the StatefulSet's
 	// spec.serviceName.
 	// +optional
+	// +kubebuilder:validation:MaxLength=63
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`
 	ServiceName string `json:"serviceName,omitempty"`
 	// +optional
 	// +kubebuilder:default=3306
@@ -110,8 +137,13 @@ type MySQLUser struct {
 // MySQLGrant is GRANT <privileges> ON <object> TO user. (Not named "on":
 // YAML 1.1, which kubectl and Helm use, reads a bare on as true.)
 type MySQLGrant struct {
+	// Privileges, one per item: a single-word privilege (SELECT,
+	// BACKUP_ADMIN, ...) or one of MySQL's multi-word ones (ALL
+	// PRIVILEGES, SHOW VIEW, REPLICATION CLIENT, ...). GRANT OPTION is not
+	// a privilege here: say withGrantOption, so that it is visible.
 	// +kubebuilder:validation:MinItems=1
-	// +kubebuilder:validation:items:Pattern=`^[A-Z][A-Z_ ]{0,40}[A-Z]$`
+	// +kubebuilder:validation:MaxItems=64
+	// +kubebuilder:validation:items:Pattern=`^([A-Z][A-Z0-9_]{0,63}|ALL PRIVILEGES|ALTER ROUTINE|CREATE (ROLE|ROUTINE|TABLESPACE|TEMPORARY TABLES|USER|VIEW)|DROP ROLE|LOCK TABLES|REPLICATION (CLIENT|SLAVE)|SHOW (DATABASES|VIEW))$`
 	Privileges []string `json:"privileges"`
 	// Object is db.table with * wildcards, e.g. "app.*" or "*.*".
 	// +kubebuilder:validation:Pattern=`^(\*|[A-Za-z0-9_$]{1,64})\.(\*|[A-Za-z0-9_$]{1,64})$`

@@ -3,6 +3,7 @@ package controller
 import (
 	"context"
 	"fmt"
+	"net"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -47,8 +48,13 @@ func (r *Reconciler) mysqlPlan(ctx context.Context, cs *v1.CredentialSet) (*plan
 	if err != nil {
 		return nil, err
 	}
-	if r.AddressMap != nil {
-		for i := range instances {
+	// Each instance's certificate is verified for the host the spec knows
+	// it by, also where a test dials it at another address.
+	for i := range instances {
+		if host, _, err := net.SplitHostPort(instances[i].Addr); err == nil {
+			instances[i].ServerName = host
+		}
+		if r.AddressMap != nil {
 			instances[i].Addr = r.AddressMap(instances[i].Addr)
 		}
 	}
@@ -66,7 +72,16 @@ func (r *Reconciler) mysqlPlan(ctx context.Context, cs *v1.CredentialSet) (*plan
 			return nil, err
 		}
 	}
-	b, err := mysql.New(spec, instances, adminPassword)
+	// The CA is read every time: a CA renewed in its Secret is used at once.
+	var caPEM []byte
+	if ref := spec.TLSCASecretRef; ref != nil {
+		ca, err := r.readSecretKey(ctx, cs.Namespace, ref.Name, ref.Key)
+		if err != nil {
+			return nil, fmt.Errorf("read mysql.tlsCASecretRef: %w", err)
+		}
+		caPEM = []byte(ca)
+	}
+	b, err := mysql.New(spec, instances, adminPassword, caPEM)
 	if err != nil {
 		return nil, &errSpec{err.Error()}
 	}

@@ -169,18 +169,27 @@ func setUp(ctx context.Context, k8s client.Client, c *testenv.MySQLCluster, node
 			return err
 		}
 	}
+	// The CA that signed the instances' certificates: rekey verifies TLS
+	// by default, as it would against MOCO's or cert-manager's CA.
+	ca, err := testenv.MySQLCAPEM()
+	if err != nil {
+		return err
+	}
 	objs := []client.Object{
 		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: "moco-bootstrap"},
 			StringData: map[string]string{"ADMIN_PASSWORD": adminPw}},
+		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: "mysql-ca"},
+			StringData: map[string]string{"ca.crt": string(ca)}},
 		deployment(node),
 		&v1.CredentialSet{
 			ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: setName},
 			Spec: v1.CredentialSetSpec{
 				MySQL: &v1.MySQLSpec{
-					Instances: v1.MySQLInstances{Hosts: c.Addrs()},
-					Admin:     v1.MySQLAdmin{User: "moco-admin", PasswordSecretRef: &v1.SecretKeyRef{Name: "moco-bootstrap", Key: "ADMIN_PASSWORD"}},
-					Preset:    "moco",
-					Users:     []v1.MySQLUser{{Name: "app", Grants: []v1.MySQLGrant{{Privileges: []string{"SELECT"}, Object: "mysql.*"}}}},
+					Instances:      v1.MySQLInstances{Hosts: c.Addrs()},
+					Admin:          v1.MySQLAdmin{User: "moco-admin", PasswordSecretRef: &v1.SecretKeyRef{Name: "moco-bootstrap", Key: "ADMIN_PASSWORD"}},
+					TLSCASecretRef: &v1.SecretKeyRef{Name: "mysql-ca", Key: "ca.crt"},
+					Preset:         "moco",
+					Users:          []v1.MySQLUser{{Name: "app", Grants: []v1.MySQLGrant{{Privileges: []string{"SELECT"}, Object: "mysql.*"}}}},
 				},
 				Distribution: []v1.SecretTarget{{Namespace: namespace, Name: secret}},
 				Consumers:    []v1.ConsumerRef{{Kind: v1.KindDeployment, Name: "app"}},

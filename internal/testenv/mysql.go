@@ -208,6 +208,11 @@ func (i *MySQLInstance) Start() error {
 		// As MOCO starts every mysqld: read-only until told otherwise.
 		args = append(args, "--super-read-only=ON")
 	}
+	tlsArgs, err := i.writeTLSFiles()
+	if err != nil {
+		return err
+	}
+	args = append(args, tlsArgs...)
 	p, err := startProcess(procSpec{
 		name: "mysqld " + i.Name, path: "/usr/sbin/mysqld", args: args,
 		env: []string{"PATH=/usr/sbin:/usr/bin:/bin", "TZ=UTC"}, root: i.env.SidDir,
@@ -263,7 +268,12 @@ func (i *MySQLInstance) DSN(user, password string) string {
 	c := mysql.NewConfig()
 	c.User, c.Passwd, c.Net, c.Addr = user, password, "tcp", i.Addr()
 	c.AllowNativePasswords = true
-	c.TLSConfig = "skip-verify" // caching_sha2_password's full authentication needs TLS or RSA
+	// caching_sha2_password's full authentication needs TLS or RSA; the
+	// harness verifies the test CA's certificate, as rekey does.
+	// (Should the test CA have failed, the driver refuses the unknown
+	// config name: never a silent fallback to an unverified connection.)
+	harnessCA()
+	c.TLSConfig = harnessTLS
 	c.Timeout, c.ReadTimeout, c.WriteTimeout = 5*time.Second, 30*time.Second, 30*time.Second
 	return c.FormatDSN()
 }

@@ -27,6 +27,26 @@ func TestMySQLSmoke(t *testing.T) {
 		t.Logf("server version: mysqld %s", v)
 	}
 
+	t.Run("every instance serves TLS with the test CA's certificate", func(t *testing.T) {
+		// The harness's own connections verify it (127.0.0.1): a session
+		// that is up is a verified one; Ssl_cipher says it is TLS.
+		for _, i := range append(c.Instances(), c.Downstream) {
+			db, err := i.DB()
+			if err != nil {
+				t.Fatal(err)
+			}
+			var name, cipher string
+			err = db.QueryRow("SHOW SESSION STATUS LIKE 'Ssl_cipher'").Scan(&name, &cipher)
+			db.Close()
+			if err != nil || cipher == "" {
+				t.Fatalf("%s: Ssl_cipher %q, %v: want a TLS session verified with the test CA", i.Name, cipher, err)
+			}
+			if v, _ := i.QueryString("SELECT @@GLOBAL.ssl_ca"); !strings.HasSuffix(v, "/ca.pem") {
+				t.Fatalf("%s: ssl_ca = %q, want the harness's ca.pem", i.Name, v)
+			}
+		}
+	})
+
 	t.Run("replicas are super_read_only and refuse writes until it is lifted", func(t *testing.T) {
 		for _, r := range append(c.Replicas, c.Downstream) {
 			if v, _ := r.QueryString("SELECT @@GLOBAL.super_read_only"); v != "1" {

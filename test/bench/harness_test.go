@@ -80,12 +80,17 @@ func createNamespace(b *testing.B, k8s client.Client, name string) {
 	}
 }
 
-// adminSecret holds the harness superuser's password; the sets name it as
-// their (not rotated) admin.
+// adminSecret holds the harness superuser's password, which the sets name
+// as their (not rotated) admin's, and the CA of the servers' certificates,
+// which they verify TLS with.
 func adminSecret(b *testing.B, k8s client.Client, ns string) {
 	b.Helper()
+	ca, err := testenv.MySQLCAPEM()
+	if err != nil {
+		b.Fatal(err)
+	}
 	s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "mysql-admin"},
-		StringData: map[string]string{"password": testenv.EnvPassword}}
+		StringData: map[string]string{"password": testenv.EnvPassword, "ca.crt": string(ca)}}
 	if err := k8s.Create(context.Background(), s); err != nil {
 		b.Fatal(err)
 	}
@@ -105,7 +110,8 @@ func mysqlSet(ns, name string, lbl map[string]string, hosts, users []string) *v1
 				Instances: v1.MySQLInstances{Hosts: hosts},
 				Admin: v1.MySQLAdmin{User: testenv.EnvUser,
 					PasswordSecretRef: &v1.SecretKeyRef{Name: "mysql-admin", Key: "password"}},
-				Users: us,
+				TLSCASecretRef: &v1.SecretKeyRef{Name: "mysql-admin", Key: "ca.crt"},
+				Users:          us,
 			},
 			Distribution: []v1.SecretTarget{{Namespace: ns, Name: name + "-creds"}},
 		},

@@ -44,12 +44,23 @@ func BenchmarkInstancePhases(b *testing.B) {
 
 var mocoSpec = &v1.MySQLSpec{Admin: v1.MySQLAdmin{User: testenv.EnvUser}, Preset: "moco"}
 
+// benchCA is the CA of the harness's servers: the backend verifies TLS, as
+// it does by default, so the figures include the verification.
+func benchCA(b *testing.B) []byte {
+	b.Helper()
+	ca, err := testenv.MySQLCAPEM()
+	if err != nil {
+		b.Fatal(err)
+	}
+	return ca
+}
+
 func provision(b *testing.B, c *testenv.MySQLCluster) engine.Secrets {
 	var insts []mysql.Instance
 	for _, i := range c.Instances() {
 		insts = append(insts, mysql.Instance{Name: i.Name, Addr: i.Addr()})
 	}
-	backend, err := mysql.New(mocoSpec, insts, testenv.EnvPassword)
+	backend, err := mysql.New(mocoSpec, insts, testenv.EnvPassword, benchCA(b))
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -74,7 +85,7 @@ func benchPhases(b *testing.B, c *testenv.MySQLCluster, n int, rtt time.Duration
 		}
 		insts = append(insts, mysql.Instance{Name: i.Name, Addr: addr})
 	}
-	backend, err := mysql.New(mocoSpec, insts, testenv.EnvPassword)
+	backend, err := mysql.New(mocoSpec, insts, testenv.EnvPassword, benchCA(b))
 	if err != nil {
 		b.Fatal(err)
 	}

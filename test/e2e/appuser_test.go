@@ -27,8 +27,9 @@ func TestApplicationUserAfterRollout(t *testing.T) {
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "orders"},
 		Spec: v1.CredentialSetSpec{
 			MySQL: &v1.MySQLSpec{
-				Instances: v1.MySQLInstances{Hosts: c.Addrs()},
-				Admin:     v1.MySQLAdmin{User: "ops-admin", PasswordSecretRef: &v1.SecretKeyRef{Name: "ops-admin", Key: "password"}},
+				Instances:      v1.MySQLInstances{Hosts: c.Addrs()},
+				Admin:          v1.MySQLAdmin{User: "ops-admin", PasswordSecretRef: &v1.SecretKeyRef{Name: "ops-admin", Key: "password"}},
+				TLSCASecretRef: mysqlCASecret(t, ns, "mysql-ca"),
 				Users: []v1.MySQLUser{{Name: "orders", Grants: []v1.MySQLGrant{
 					{Privileges: []string{"SELECT", "INSERT"}, Object: "orders.*"}}}},
 			},

@@ -36,13 +36,27 @@ func mocoSet(t testing.TB, ns, name string, c *testenv.MySQLCluster) *v1.Credent
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
 		Spec: v1.CredentialSetSpec{
 			MySQL: &v1.MySQLSpec{
-				Instances: v1.MySQLInstances{Hosts: c.Addrs()},
-				Admin:     v1.MySQLAdmin{User: "moco-admin", PasswordSecretRef: &v1.SecretKeyRef{Name: name + "-init", Key: "ADMIN_PASSWORD"}},
-				Preset:    "moco",
+				Instances:      v1.MySQLInstances{Hosts: c.Addrs()},
+				Admin:          v1.MySQLAdmin{User: "moco-admin", PasswordSecretRef: &v1.SecretKeyRef{Name: name + "-init", Key: "ADMIN_PASSWORD"}},
+				Preset:         "moco",
+				TLSCASecretRef: mysqlCASecret(t, ns, name+"-ca"),
 			},
 			Distribution: []v1.SecretTarget{{Namespace: ns, Name: name + "-creds"}},
 		},
 	}
+}
+
+// mysqlCASecret creates Secret ns/name holding the CA of the harness's
+// servers under ca.crt, and returns the reference a set verifies TLS with
+// (tls: Required is the default).
+func mysqlCASecret(t testing.TB, ns, name string) *v1.SecretKeyRef {
+	t.Helper()
+	ca, err := testenv.MySQLCAPEM()
+	if err != nil {
+		t.Fatal(err)
+	}
+	createSecret(t, ns, name, map[string]string{"ca.crt": string(ca)})
+	return &v1.SecretKeyRef{Name: name, Key: "ca.crt"}
 }
 
 // userPasswords maps user name → password from Secret data keyed like MOCO.

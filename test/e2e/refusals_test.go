@@ -47,6 +47,9 @@ func stsSet(t *testing.T, ns, name string, c *testenv.MySQLCluster) *v1.Credenti
 	})
 	cs := mocoSet(t, ns, name, c)
 	cs.Spec.MySQL.Instances = v1.MySQLInstances{StatefulSet: &v1.StatefulSetInstances{Name: "db"}}
+	// The pods' DNS names are mapped onto local ports; the instances share
+	// one certificate, as a cluster with a single server name does.
+	cs.Spec.MySQL.TLSServerName = testenv.MySQLTLSName
 	if err := k8s.Create(ctxT(t), cs); err != nil {
 		t.Fatal(err)
 	}

@@ -447,6 +447,10 @@ func (k *cluster) checkCRDServes(t *testing.T, env *testenv.Env, kustomize strin
 			t.Errorf("sample %s: spec.mysql lost", describe(s))
 		case m.Instances.StatefulSet != nil && m.Instances.StatefulSet.Port != 3306:
 			t.Errorf("sample %s: statefulSet.port defaulted to %d, want 3306", describe(s), m.Instances.StatefulSet.Port)
+		case m.TLS != "Required" || m.TLSCASecretRef == nil:
+			// Connections that carry credentials verify TLS by default,
+			// and the samples show where the CA goes.
+			t.Errorf("sample %s: tls %q with CA %v, want verified TLS (Required, defaulted) with tlsCASecretRef", describe(s), m.TLS, m.TLSCASecretRef)
 		}
 		if m != nil {
 			for _, u := range m.Users {

@@ -28,7 +28,9 @@ type Backend struct {
 	AdminKey string
 	// AdminPassword is the admin's fixed password when it is not rotated.
 	AdminPassword string
-	TLS           string // go-sql-driver tls= value
+	// transport protects every connection: verified TLS unless the spec
+	// explicitly opts out.
+	transport transport
 	// Concurrency bounds how many instances are worked on at once; 1 is
 	// the sequential baseline of seed 000.
 	Concurrency int
@@ -37,8 +39,11 @@ type Backend struct {
 var _ engine.Backend = (*Backend)(nil)
 
 // New builds the backend for a spec. adminPassword is the value of
-// admin.passwordSecretRef ("" when unset).
-func New(spec *v1.MySQLSpec, instances []Instance, adminPassword string) (*Backend, error) {
+// admin.passwordSecretRef ("" when unset), caPEM that of tlsCASecretRef
+// (nil when unset: the system roots verify). Everything in the spec that
+// reaches SQL, the driver or TLS is re-checked here, whatever admission
+// let through.
+func New(spec *v1.MySQLSpec, instances []Instance, adminPassword string, caPEM []byte) (*Backend, error) {
 	users, err := ResolveUsers(spec)
 	if err != nil {
 		return nil, err
@@ -47,8 +52,17 @@ func New(spec *v1.MySQLSpec, instances []Instance, adminPassword string) (*Backe
 		// Also a DSN safety net: a ':' or '@' would split the DSN.
 		return nil, fmt.Errorf("admin user %q is not a valid MySQL user name (letters, digits, _, - and ., at most 32)", spec.Admin.User)
 	}
+	for _, inst := range instances {
+		if err := validateInstance(inst); err != nil {
+			return nil, err
+		}
+	}
+	t, err := newTransport(spec, caPEM)
+	if err != nil {
+		return nil, err
+	}
 	b := &Backend{Instances: instances, Users: users, AdminUser: spec.Admin.User,
-		AdminPassword: adminPassword, TLS: tlsMode(spec.TLS), AdminKey: adminKey(spec.Admin.User, users)}
+		AdminPassword: adminPassword, transport: t, AdminKey: adminKey(spec.Admin.User, users)}
 	if b.AdminKey == "" && adminPassword == "" {
 		return nil, fmt.Errorf("admin user %s is not rotated by this set, so mysql.admin.passwordSecretRef must give its password", spec.Admin.User)
 	}
@@ -73,19 +87,6 @@ func AdminIsRotated(spec *v1.MySQLSpec) (bool, error) {
 		return false, err
 	}
 	return adminKey(spec.Admin.User, users) != "", nil
-}
-
-func tlsMode(m string) string {
-	switch m {
-	case "Required":
-		return "true"
-	case "SkipVerify":
-		return "skip-verify"
-	case "Disabled":
-		return "false"
-	default:
-		return "preferred"
-	}
 }
 
 // Keys implements engine.Backend.
@@ -136,7 +137,7 @@ func (b *Backend) eachInstance(ctx context.Context, step string, passwords []str
 	g.SetLimit(max(b.Concurrency, 1))
 	for _, inst := range b.Instances {
 		g.Go(func() error {
-			s, err := openSession(ctx, phase, inst, b.TLS, b.AdminUser, passwords...)
+			s, err := openSession(ctx, phase, inst, b.transport, b.AdminUser, passwords...)
 			if err != nil {
 				return err
 			}
@@ -163,11 +164,16 @@ func (b *Backend) Provision(ctx context.Context, cur engine.Secrets) (engine.Pro
 			if err != nil {
 				return err
 			}
-			if a.exists {
-				if err := b.verifyLogin(ctx, s.inst, u, cur[u.Key]); err != nil {
-					return &engine.Refusal{Reason: string(reason.ProvisionFailed), Message: fmt.Sprintf(
-						"user %s already exists on %s and does not accept the password rekey holds for it: put its password in the adoptSecretRef Secret under %s and delete that key from the source Secret (or drop the user), and rekey adopts it", u, s.inst.Name, u.Key)}
-				}
+			if !a.exists {
+				continue
+			}
+			switch err := b.verifyLogin(ctx, s.inst, u, cur[u.Key]); {
+			case err == nil:
+			case !isLoginRefused(err):
+				return err // says nothing about the password
+			default:
+				return &engine.Refusal{Reason: string(reason.ProvisionFailed), Message: fmt.Sprintf(
+					"user %s already exists on %s and does not accept the password rekey holds for it: put its password in the adoptSecretRef Secret under %s and delete that key from the source Secret (or drop the user), and rekey adopts it", u, s.inst.Name, u.Key)}
 			}
 		}
 		return nil
@@ -264,13 +270,23 @@ func (b *Backend) Retire(ctx context.Context, cur, pending engine.Secrets) error
 				}
 				continue
 			}
-			pendingOK := b.verifyLogin(ctx, s.inst, u, pending[u.Key]) == nil
+			pendingErr := b.verifyLogin(ctx, s.inst, u, pending[u.Key])
+			if pendingErr != nil && !isLoginRefused(pendingErr) {
+				return pendingErr
+			}
+			pendingOK := pendingErr == nil
+			curErr := error(nil)
+			if !pendingOK && !a.dual {
+				if curErr = b.verifyLogin(ctx, s.inst, u, cur[u.Key]); curErr != nil && !isLoginRefused(curErr) {
+					return curErr
+				}
+			}
 			switch {
 			case pendingOK && a.dual:
 				discard = append(discard, u)
 			case pendingOK:
 				// discarded already
-			case !a.dual && b.verifyLogin(ctx, s.inst, u, cur[u.Key]) == nil:
+			case !a.dual && curErr == nil:
 				retain, discard = append(retain, u), append(discard, u)
 			default:
 				return &engine.Refusal{Reason: string(reason.PendingRejected), Message: fmt.Sprintf(
@@ -327,7 +343,7 @@ func (b *Backend) verifyLogin(ctx context.Context, inst Instance, u User, passwo
 	if !u.loginCheckable() {
 		return nil
 	}
-	return checkLogin(ctx, inst, b.TLS, u.Name, password)
+	return checkLogin(ctx, b.transport, inst, u.Name, password)
 }
 
 func merge(a, b engine.Secrets) engine.Secrets {

@@ -18,7 +18,7 @@ func TestHostilePasswordsRoundTripOnRealMySQL(t *testing.T) {
 		insts = append(insts, Instance{Name: i.Name, Addr: i.Addr()})
 	}
 	spec := &v1.MySQLSpec{Admin: v1.MySQLAdmin{User: testenv.EnvUser}, Users: []v1.MySQLUser{{Name: "hostile"}}}
-	b, err := New(spec, insts, testenv.EnvPassword)
+	b, err := New(spec, insts, testenv.EnvPassword, caPEM(t))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,42 +1,55 @@
 package mysql
 
 import (
-	"regexp"
+	"net"
+	"strings"
 	"testing"
 
-	driver "github.com/go-sql-driver/mysql"
+	v1 "rekey.io/rekey/api/v1alpha1"
 )
 
 // FuzzDSN: instance addresses come from the spec (hosts or a StatefulSet's
-// DNS names) and passwords from Secrets. Whatever they hold, the DSN rekey
-// builds reads back as exactly that address, user and password — no
-// parameter (allowAllFiles, a TLS config, a different server) can be
-// smuggled in.
+// DNS names), the admin's name from the spec and passwords from Secrets.
+// Whatever they hold, a backend New accepts connects to exactly that
+// address as exactly that user with exactly that password, verifying TLS
+// for the address's host — no driver option (allowAllFiles, another TLS
+// config, another server) can be smuggled in. The driver configuration is
+// built field by field, never parsed, and this holds it to that.
 func FuzzDSN(f *testing.F) {
-	f.Add("db-0.db.ns.svc:3306", "moco-admin", "A1b2C3")
-	f.Add("127.0.0.1:3306", "u", "p@ss/word?allowAllFiles=true&tls=false")
-	f.Add("[::1]:3306", "x)/y", "a:b@tcp(evil:1)/")
-	f.Fuzz(func(t *testing.T, addr, user, password string) {
-		if !addrPattern.MatchString(addr) || !namePattern.MatchString(user) {
-			// Admission (and New, for user names) only let these through:
-			// a ':' in a user name, or '@' in an address, would split the
-			// DSN — the fuzzer found both. Passwords are anything.
+	f.Add("db-0.db.ns.svc:3306", "moco-admin", "A1b2C3", "")
+	f.Add("127.0.0.1:3306", "u", "p@ss/word?allowAllFiles=true&tls=false", "localhost")
+	f.Add("[::1]:3306", "x)/y", "a:b@tcp(evil:1)/", "")
+	f.Add("db:3306?tls=false", "a", "b", "evil.example")
+	f.Add("db:99999", "a", "b", "")
+	f.Add("db:3306", "a", "b", "a/b")
+	f.Fuzz(func(t *testing.T, addr, user, password, serverName string) {
+		spec := &v1.MySQLSpec{Admin: v1.MySQLAdmin{User: user}, Users: []v1.MySQLUser{{Name: "app"}}, TLSServerName: serverName}
+		b, err := New(spec, []Instance{{Name: "i", Addr: addr}}, password, nil)
+		if err != nil {
+			if password != "" && len(password) >= 4 && strings.Contains(err.Error(), password) {
+				t.Fatalf("New's error holds the password: %v", err)
+			}
 			return
 		}
-		cfg, err := driver.ParseDSN(dsn(addr, user, password, "preferred"))
-		if err != nil {
-			return // refused outright: nothing is dialled
+		host, _, err := net.SplitHostPort(addr)
+		if err != nil || strings.ContainsAny(addr, "()/?&=@[]") || strings.ContainsAny(user, ":@/()") {
+			t.Fatalf("New accepted address %q user %q", addr, user)
 		}
-		if cfg.Addr != addr || cfg.User != user || cfg.Passwd != password || cfg.Net != "tcp" {
-			t.Fatalf("DSN for addr %q user %q reads back as addr %q user %q net %q (password equal: %v)",
-				addr, user, cfg.Addr, cfg.User, cfg.Net, cfg.Passwd == password)
+		c := b.transport.config(b.Instances[0], b.AdminUser, password)
+		if c.Addr != addr || c.User != user || c.Passwd != password || c.Net != "tcp" {
+			t.Fatalf("config for addr %q user %q is addr %q user %q net %q (password equal: %v)",
+				addr, user, c.Addr, c.User, c.Net, c.Passwd == password)
 		}
-		if cfg.AllowAllFiles || cfg.AllowCleartextPasswords || cfg.AllowOldPasswords || cfg.TLSConfig != "preferred" {
-			t.Fatalf("DSN for addr %q user %q enables an option rekey never sets", addr, user)
+		if c.AllowAllFiles || c.AllowCleartextPasswords || c.AllowOldPasswords || c.AllowFallbackToPlaintext ||
+			c.TLSConfig != "" || c.MultiStatements || len(c.Params) > 0 {
+			t.Fatalf("config for addr %q user %q enables an option rekey never sets", addr, user)
+		}
+		want := host
+		if serverName != "" {
+			want = serverName
+		}
+		if c.TLS == nil || c.TLS.InsecureSkipVerify || c.TLS.ServerName != want {
+			t.Fatalf("default TLS for addr %q server name %q is not verified for %q: %+v", addr, serverName, want, c.TLS)
 		}
 	})
 }
-
-// addrPattern is admission's spec.mysql.instances.hosts pattern, which
-// StatefulSet-derived addresses also match.
-var addrPattern = regexp.MustCompile(`^[A-Za-z0-9]([-A-Za-z0-9.]*[A-Za-z0-9])?:[0-9]{1,5}$`)

@@ -1,6 +1,7 @@
 package mysql
 
 import (
+	"regexp"
 	"strings"
 	"testing"
 
@@ -58,14 +59,18 @@ func FuzzQuote(f *testing.F) {
 }
 
 // Whatever a CredentialSet says, a user accepted by ResolveUsers yields SQL
-// where its name and host are plain single-quoted literals.
+// where its name and host are plain single-quoted literals, and each grant
+// is exactly one GRANT ... ON ... TO statement that holds the grant option
+// only when withGrantOption says so.
 func FuzzResolveUsers(f *testing.F) {
-	f.Add("app", "%", "APP_PASSWORD", "SELECT", "app.*")
-	f.Add("x'; DROP USER root; --", "%", "", "ALL PRIVILEGES", "*.*")
-	f.Add("a", "10.0.0.%", "A", "SELECT, INSERT", "db.`t`")
-	f.Fuzz(func(t *testing.T, name, host, key, priv, on string) {
+	f.Add("app", "%", "APP_PASSWORD", "SELECT", "SHOW VIEW", "app.*", false)
+	f.Add("x'; DROP USER root; --", "%", "", "ALL PRIVILEGES", "SELECT", "*.*", true)
+	f.Add("a", "10.0.0.%", "A", "SELECT, INSERT", "GRANT OPTION", "db.`t`", false)
+	f.Add("a", "%", "A", "ALL PRIVILEGES WITH GRANT OPTION", "SELECT", "*.*", false)
+	f.Add("a", "%", "A", "SELECT", "PROXY ON x TO y", "*.*", false)
+	f.Fuzz(func(t *testing.T, name, host, key, priv1, priv2, on string, withGrant bool) {
 		spec := &v1.MySQLSpec{Users: []v1.MySQLUser{{Name: name, Host: host, SecretKey: key,
-			Grants: []v1.MySQLGrant{{Privileges: []string{priv}, Object: on}}}}}
+			Grants: []v1.MySQLGrant{{Privileges: []string{priv1, priv2}, Object: on, WithGrantOption: withGrant}}}}}
 		users, err := ResolveUsers(spec)
 		if err != nil {
 			return
@@ -75,9 +80,59 @@ func FuzzResolveUsers(f *testing.F) {
 			t.Fatalf("accepted name %q host %q do not make two plain literals: %s", u.Name, u.Host, u.Account())
 		}
 		for _, s := range u.grantStatements() {
-			if strings.ContainsAny(s, "\\;\"\n\x00") || strings.Count(s, "'") != 4 {
+			if strings.ContainsAny(s, "\\;\"\n\x00#") || strings.Contains(s, "/*") || strings.Count(s, "'") != 4 {
 				t.Fatalf("accepted input produced unsafe SQL: %q", s)
+			}
+			if !grantShape.MatchString(s) {
+				t.Fatalf("accepted input produced a statement of another shape: %q", s)
+			}
+			if strings.Contains(s, "GRANT OPTION") != withGrant || strings.Count(s, "GRANT") != 1+boolInt(withGrant) {
+				t.Fatalf("grant option in %q, but withGrantOption is %v", s, withGrant)
 			}
 		}
 	})
+}
+
+// grantShape is the only statement grantStatements may produce: privileges
+// (words separated by single spaces, items by ", "), a quoted or wildcard
+// object, the account, and the grant option at the end when asked for.
+var grantShape = regexp.MustCompile("^GRANT [A-Z][A-Z0-9_]*( [A-Z][A-Z0-9_]*)*(, [A-Z][A-Z0-9_]*( [A-Z][A-Z0-9_]*)*)* ON (\\*|`[A-Za-z0-9_$]+`)\\.(\\*|`[A-Za-z0-9_$]+`) TO '[^'\\\\]+'@'[^'\\\\]+'( WITH GRANT OPTION)?$")
+
+func boolInt(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// FuzzPrivilege: one privilege item is a single word or one of MySQL's
+// multi-word privileges — never GRANT OPTION, never a clause.
+func FuzzPrivilege(f *testing.F) {
+	for _, s := range []string{"SELECT", "SHOW VIEW", "GRANT OPTION", "ALL PRIVILEGES WITH GRANT OPTION", "SELECT ON", "REPLICATION SLAVE", "CREATE TEMPORARY TABLES", "BACKUP_ADMIN", "select"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, p string) {
+		if !privPattern.MatchString(p) {
+			return
+		}
+		words := strings.Split(p, " ")
+		if len(words) > 1 && !multiWordPrivileges[p] {
+			t.Fatalf("privilege %q accepted: not one of MySQL's multi-word privileges", p)
+		}
+		for _, w := range words {
+			switch w {
+			case "OPTION", "WITH", "ON", "TO", "IDENTIFIED", "REQUIRE", "AS":
+				if len(words) > 1 {
+					t.Fatalf("privilege %q holds the keyword %s", p, w)
+				}
+			}
+		}
+	})
+}
+
+var multiWordPrivileges = map[string]bool{
+	"ALL PRIVILEGES": true, "ALTER ROUTINE": true, "CREATE ROLE": true, "CREATE ROUTINE": true,
+	"CREATE TABLESPACE": true, "CREATE TEMPORARY TABLES": true, "CREATE USER": true, "CREATE VIEW": true,
+	"DROP ROLE": true, "LOCK TABLES": true, "REPLICATION CLIENT": true, "REPLICATION SLAVE": true,
+	"SHOW DATABASES": true, "SHOW VIEW": true,
 }

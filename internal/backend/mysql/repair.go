@@ -88,7 +88,7 @@ func (s *session) createUser(ctx context.Context, u User, password string) error
 // u with it on inst applies nothing new.
 func (b *Backend) acceptedElsewhere(ctx context.Context, inst Instance, u User, password string) bool {
 	for _, other := range b.Instances {
-		if other.Name != inst.Name && checkLogin(ctx, other, b.TLS, u.Name, password) == nil {
+		if other.Name != inst.Name && checkLogin(ctx, b.transport, other, u.Name, password) == nil {
 			return true
 		}
 	}

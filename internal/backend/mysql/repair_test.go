@@ -33,7 +33,7 @@ func newRepairFixture(t *testing.T, c *testenv.MySQLCluster, n string) *repairFi
 		{Name: f.ops, Grants: []v1.MySQLGrant{{Privileges: []string{"PROCESS"}, Object: "*.*"}}},
 	}}
 	var err error
-	if f.b, err = New(spec, insts, testenv.EnvPassword); err != nil {
+	if f.b, err = New(spec, insts, testenv.EnvPassword, caPEM(t)); err != nil {
 		t.Fatal(err)
 	}
 	for _, u := range []string{f.app, f.ops} {

@@ -16,7 +16,12 @@ import (
 // Instance is one mysqld the backend acts on.
 type Instance struct {
 	Name string // e.g. the pod name, or host:port
-	Addr string // host:port
+	Addr string // host:port, where rekey dials
+	// ServerName is the host the instance is known by in the spec, which
+	// its TLS certificate is verified for (unless tlsServerName is set);
+	// default Addr's host. It differs from Addr's only where a test maps
+	// cluster DNS names onto local ports.
+	ServerName string
 }
 
 // session is one dedicated connection to an instance, prepared for
@@ -35,22 +40,14 @@ type session struct {
 // dialTimeout bounds how long an unreachable instance holds a phase.
 const dialTimeout = 5 * time.Second
 
-func dsn(addr, user, password, tls string) string {
-	c := driver.NewConfig()
-	c.User, c.Passwd, c.Net, c.Addr = user, password, "tcp", addr
-	c.TLSConfig = tls
-	c.Timeout, c.ReadTimeout, c.WriteTimeout = dialTimeout, 30*time.Second, 30*time.Second
-	return c.FormatDSN()
-}
-
 // openSession connects as user with the first password that MySQL accepts.
-func openSession(ctx context.Context, step string, inst Instance, tls, user string, passwords ...string) (*session, error) {
+func openSession(ctx context.Context, step string, inst Instance, t transport, user string, passwords ...string) (*session, error) {
 	var lastErr error
 	for _, pw := range passwords {
 		if pw == "" {
 			continue
 		}
-		db, err := sql.Open("mysql", dsn(inst.Addr, user, pw, tls))
+		db, err := t.open(inst, user, pw)
 		if err != nil {
 			return nil, err
 		}
@@ -62,7 +59,7 @@ func openSession(ctx context.Context, step string, inst Instance, tls, user stri
 			if isAccessDenied(err) {
 				continue
 			}
-			return nil, unreachable(inst, err)
+			return nil, t.connError(inst, err, passwords...)
 		}
 		s := &session{inst: inst, db: db, conn: conn, secrets: passwords, step: step}
 		if err := s.prepare(ctx); err != nil {
@@ -85,19 +82,31 @@ func openSession(ctx context.Context, step string, inst Instance, tls, user stri
 
 // checkLogin opens and closes a plain connection as user: the observable
 // proof that MySQL accepts password for it.
-func checkLogin(ctx context.Context, inst Instance, tls, user, password string) error {
-	db, err := sql.Open("mysql", dsn(inst.Addr, user, password, tls))
+func checkLogin(ctx context.Context, t transport, inst Instance, user, password string) error {
+	db, err := t.open(inst, user, password)
 	if err != nil {
 		return err
 	}
 	defer db.Close()
 	if err := db.PingContext(ctx); err != nil {
 		if isAccessDenied(err) {
-			return fmt.Errorf("%s refused the password of %s", inst.Name, user)
+			return &loginRefused{inst: inst.Name, user: user}
 		}
-		return unreachable(inst, redact(err, password))
+		return t.connError(inst, err, password)
 	}
 	return nil
+}
+
+// loginRefused: MySQL answered and refused the password. Any other error
+// of checkLogin says nothing about the password (the instance is down, or
+// its certificate does not verify) and must not be reported as if it did.
+type loginRefused struct{ inst, user string }
+
+func (e *loginRefused) Error() string { return e.inst + " refused the password of " + e.user }
+
+func isLoginRefused(err error) bool {
+	var lr *loginRefused
+	return errors.As(err, &lr)
 }
 
 func (s *session) prepare(ctx context.Context) error {

@@ -24,7 +24,12 @@ func (u User) String() string { return u.Name + "@" + u.Host }
 var (
 	namePattern = regexp.MustCompile(`^[A-Za-z0-9_][-A-Za-z0-9_.]{0,31}$`)
 	hostPattern = regexp.MustCompile(`^[A-Za-z0-9%_.:-]{1,255}$`)
-	privPattern = regexp.MustCompile(`^[A-Z][A-Z_ ]{0,40}[A-Z]$`)
+	// privPattern is admission's pattern for one privilege: a single word
+	// (static or dynamic privilege), or one of MySQL's multi-word static
+	// privileges. No other words: a free phrase could read "GRANT OPTION"
+	// (the grant option without withGrantOption saying so) or change the
+	// statement's shape.
+	privPattern = regexp.MustCompile(`^([A-Z][A-Z0-9_]{0,63}|ALL PRIVILEGES|ALTER ROUTINE|CREATE (ROLE|ROUTINE|TABLESPACE|TEMPORARY TABLES|USER|VIEW)|DROP ROLE|LOCK TABLES|REPLICATION (CLIENT|SLAVE)|SHOW (DATABASES|VIEW))$`)
 	onPattern   = regexp.MustCompile(`^(\*|[A-Za-z0-9_$]{1,64})\.(\*|[A-Za-z0-9_$]{1,64})$`)
 	keyPattern  = regexp.MustCompile(`^[A-Z][A-Z0-9_]{0,62}$`)
 )
@@ -125,9 +130,12 @@ func (u User) validate() error {
 		if !onPattern.MatchString(g.Object) {
 			return fmt.Errorf("user %s: grant object %q: use db.table with * wildcards", u.Name, g.Object)
 		}
+		if len(g.Privileges) == 0 {
+			return fmt.Errorf("user %s: grant on %s: list at least one privilege", u.Name, g.Object)
+		}
 		for _, p := range g.Privileges {
 			if !privPattern.MatchString(p) {
-				return fmt.Errorf("user %s: privilege %q: use upper-case privilege names", u.Name, p)
+				return fmt.Errorf("user %s: privilege %q: give one privilege per item, in upper case (SELECT, SHOW VIEW, BACKUP_ADMIN; withGrantOption for the grant option)", u.Name, p)
 			}
 		}
 	}

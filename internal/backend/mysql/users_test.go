@@ -1,6 +1,8 @@
 package mysql
 
 import (
+	"os"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -77,3 +79,46 @@ func TestRedactRemovesSecrets(t *testing.T) {
 type errString string
 
 func (e errString) Error() string { return string(e) }
+
+// TestGrantPrivilegesCannotSmuggleClauses: the backend re-checks what
+// admission checks; GRANT OPTION only through withGrantOption.
+func TestGrantPrivilegesCannotSmuggleClauses(t *testing.T) {
+	for _, p := range []string{"GRANT OPTION", "ALL PRIVILEGES WITH GRANT OPTION", "SELECT ON MYSQL", "SELECT, INSERT",
+		"SELECT; DROP USER root", "SELECT (password)", "select", "SHOW VIEW ", "PROXY ON x"} {
+		spec := &v1.MySQLSpec{Users: []v1.MySQLUser{{Name: "a", Grants: []v1.MySQLGrant{{Privileges: []string{"SELECT", p}, Object: "*.*"}}}}}
+		if _, err := ResolveUsers(spec); err == nil || !strings.Contains(err.Error(), "withGrantOption for the grant option") {
+			t.Errorf("privilege %q: err = %v, want refused with what to write instead", p, err)
+		}
+	}
+	spec := &v1.MySQLSpec{Users: []v1.MySQLUser{{Name: "a", Grants: []v1.MySQLGrant{{Object: "*.*"}}}}}
+	if _, err := ResolveUsers(spec); err == nil || !strings.Contains(err.Error(), "at least one privilege") {
+		t.Errorf("empty privileges: err = %v", err)
+	}
+	spec = &v1.MySQLSpec{Users: []v1.MySQLUser{{Name: "a", Grants: []v1.MySQLGrant{
+		{Privileges: []string{"ALL PRIVILEGES"}, Object: "*.*", WithGrantOption: true},
+		{Privileges: []string{"SHOW VIEW", "CREATE TEMPORARY TABLES", "BACKUP_ADMIN"}, Object: "app.t$1"}}}}}
+	users, err := ResolveUsers(spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"GRANT ALL PRIVILEGES ON *.* TO 'a'@'%' WITH GRANT OPTION",
+		"GRANT SHOW VIEW, CREATE TEMPORARY TABLES, BACKUP_ADMIN ON `app`.`t$1` TO 'a'@'%'"}
+	if got := users[0].grantStatements(); strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Fatalf("grant statements:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+}
+
+// TestBackendPatternsMatchAdmission: every pattern the backend re-checks is
+// the one admission enforces, so neither can drift from the other.
+func TestBackendPatternsMatchAdmission(t *testing.T) {
+	src, err := os.ReadFile("../../../api/v1alpha1/mysql_types.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, re := range map[string]*regexp.Regexp{"user name": namePattern, "host": hostPattern, "privilege": privPattern,
+		"grant object": onPattern, "secretKey": keyPattern, "instance address": addrPattern, "tlsServerName": serverNamePattern} {
+		if !strings.Contains(string(src), "Pattern=`"+re.String()+"`") {
+			t.Errorf("the backend's %s pattern %s is not an admission pattern in api/v1alpha1/mysql_types.go", name, re)
+		}
+	}
+}

@@ -26,8 +26,8 @@ func (b *Backend) Verify(ctx context.Context, s engine.Secrets) error {
 				if err == nil {
 					return nil
 				}
-				if _, ok := engine.AsUnreachable(err); ok {
-					return err
+				if !isLoginRefused(err) {
+					return err // unreachable, or a certificate that does not verify
 				}
 				return &engine.Refusal{Reason: string(reason.PendingRejected), Message: fmt.Sprintf(
 					"%s refuses the password the source Secret holds for %s, so the distribution Secrets were not changed (consumers keep what works): the source Secret was edited by hand; run kubectl rekey recover", inst.Name, u)}

@@ -2,7 +2,6 @@ package mysql
 
 import (
 	"context"
-	"database/sql"
 	"fmt"
 	"strings"
 	"sync"
@@ -52,7 +51,7 @@ func (b *Backend) instanceVersion(ctx context.Context, inst Instance, passwords 
 		if pw == "" {
 			continue
 		}
-		db, err := sql.Open("mysql", dsn(inst.Addr, b.AdminUser, pw, b.TLS))
+		db, err := b.transport.open(inst, b.AdminUser, pw)
 		if err != nil {
 			return "", err
 		}
@@ -66,7 +65,7 @@ func (b *Backend) instanceVersion(ctx context.Context, inst Instance, passwords 
 		}
 		lastErr = err
 		if !isAccessDenied(err) {
-			return "", unreachable(inst, redact(err, passwords...))
+			return "", b.transport.connError(inst, err, passwords...)
 		}
 	}
 	return "", fmt.Errorf("read the version of %s as %s: %w", inst.Name, b.AdminUser, redact(lastErr, passwords...))
