@@ -9,6 +9,7 @@ import (
 	"reflect"
 	"sort"
 	"strconv"
+	"slices"
 	"strings"
 	"testing"
 	"text/template"
@@ -74,6 +75,29 @@ func helmFuncs(tpl **template.Template) template.FuncMap {
 			return s
 		},
 		"trimSuffix": func(suffix, s string) string { return strings.TrimSuffix(s, suffix) },
+		"join": func(sep string, list []any) string {
+			var out []string
+			for _, v := range list {
+				out = append(out, fmt.Sprint(v))
+			}
+			return strings.Join(out, sep)
+		},
+		"concat": func(lists ...[]any) []any {
+			var out []any
+			for _, l := range lists {
+				out = append(out, l...)
+			}
+			return out
+		},
+		"uniq": func(list []any) []any {
+			var out []any
+			for _, v := range list {
+				if !slices.Contains(out, v) {
+					out = append(out, v)
+				}
+			}
+			return out
+		},
 		"contains":   func(substr, s string) bool { return strings.Contains(s, substr) },
 		"fail":       func(msg string) (string, error) { return "", fmt.Errorf("fail: %s", msg) },
 		"int": func(v any) int {

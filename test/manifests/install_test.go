@@ -611,7 +611,7 @@ func (k *cluster) checkNamespacePolicy(t *testing.T, what, operatorNS string) {
 	deadline := time.Now().Add(time.Minute)
 	for {
 		err := tenant.Create(ctx, set("foreign", "victim"))
-		if err != nil && apierrors.IsForbidden(err) && strings.Contains(err.Error(), "spec.distribution: tenant may not create and update Secrets in victim/foreign") {
+		if err != nil && apierrors.IsForbidden(err) && strings.Contains(err.Error(), "spec.distribution: tenant may not create and update Secrets in all of victim/foreign") {
 			break
 		}
 		if err == nil {
