@@ -160,7 +160,6 @@ func secretAbsent(t *testing.T, ns, name string) bool {
 func TestHostileTenant(t *testing.T) {
 	ns, victim := newNamespace(t), newNamespace(t)
 	alice := tenantClient(t, tenantUser, ns)
-	installNamespacePolicy(t, alice, ns)
 	startManager(t, cp.Config)
 	ctx := ctxT(t)
 	createSecret(t, ns, "ops-admin", map[string]string{"password": "tenant-admin-password"})
@@ -169,7 +168,51 @@ func TestHostileTenant(t *testing.T) {
 	var rows []attackRow
 	row := func(a, r, e string) { rows = append(rows, attackRow{a, r, e}) }
 
-	// 1-3 at admission: the tenant names namespaces it may not write.
+	// 1-4 the manager's own defence, in a cluster without the admission
+	// policy (or for a set created by someone the policy lets through):
+	// it refuses before doing anything.
+	runtime := []struct {
+		attack, name string
+		dist         []v1.SecretTarget
+		cons         []v1.ConsumerRef
+		check        func() (bool, string)
+	}{
+		{"distribution[] into another namespace, no admission policy", "r-dist", []v1.SecretTarget{{Namespace: victim, Name: "stolen"}}, nil,
+			func() (bool, string) { return secretAbsent(t, victim, "stolen"), "no Secret " + victim + "/stolen" }},
+		{"distribution[] into the operator's namespace, no admission policy", "r-plant",
+			[]v1.SecretTarget{{Namespace: OperatorNamespace, Name: "rekey." + victim + ".db"}}, nil,
+			func() (bool, string) {
+				return secretAbsent(t, OperatorNamespace, "rekey."+victim+".db"), "no Secret " + OperatorNamespace + "/rekey." + victim + ".db"
+			}},
+		{"consumers[] in another namespace, no admission policy", "r-cons", nil, []v1.ConsumerRef{{Kind: v1.KindDeployment, Namespace: victim, Name: "api"}},
+			func() (bool, string) {
+				return len(templateAnnotationsOf(t, victim, "api")) == 0, "Deployment " + victim + "/api: pod template not annotated"
+			}},
+		{"consumers[] in the operator's namespace, no admission policy", "r-opcons", nil, []v1.ConsumerRef{{Kind: v1.KindDeployment, Namespace: OperatorNamespace, Name: "rekey-like"}},
+			func() (bool, string) {
+				return len(templateAnnotationsOf(t, OperatorNamespace, "rekey-like")) == 0, "Deployment " + OperatorNamespace + "/rekey-like: pod template not annotated"
+			}},
+	}
+	for _, a := range runtime {
+		cs := unreachableSet(ns, a.name, a.dist, a.cons)
+		if err := alice.Create(ctx, cs); err != nil {
+			t.Fatalf("%s: the tenant's create: %v", a.attack, err)
+		}
+		msg := waitDegraded(t, ns, a.name, reason.NamespaceNotAllowed)
+		waitEvent(t, ns, a.name, string(reason.NamespaceNotAllowed))
+		ok, evidence := a.check()
+		if !ok {
+			t.Errorf("%s: %s does not hold", a.attack, evidence)
+		}
+		if !secretAbsent(t, OperatorNamespace, controller.SourceSecretName(cs)) {
+			t.Errorf("%s: the set was provisioned (its source Secret exists) though it is refused", a.attack)
+		}
+		row(a.attack, "manager: Degraded/NamespaceNotAllowed: "+firstLine(msg), evidence+"; nothing provisioned")
+	}
+
+	// 5-7 with the admission policy installed: the tenant names
+	// namespaces it may not write, and is refused at once.
+	installNamespacePolicy(t, alice, ns)
 	admission := []struct {
 		attack, name string
 		dist         []v1.SecretTarget
@@ -203,49 +246,7 @@ func TestHostileTenant(t *testing.T) {
 		row(a.attack, "admission: "+firstLine(err.Error()), evidence)
 	}
 
-	// 4-6 the same reaches in a set admitted anyway (created by someone
-	// the policy lets through, or in a cluster without the policy): the
-	// manager refuses before doing anything.
-	runtime := []struct {
-		attack, name string
-		dist         []v1.SecretTarget
-		cons         []v1.ConsumerRef
-		check        func() (bool, string)
-	}{
-		{"distribution[] into another namespace, set admitted", "r-dist", []v1.SecretTarget{{Namespace: victim, Name: "stolen"}}, nil,
-			func() (bool, string) { return secretAbsent(t, victim, "stolen"), "no Secret " + victim + "/stolen" }},
-		{"distribution[] into the operator's namespace, set admitted", "r-plant",
-			[]v1.SecretTarget{{Namespace: OperatorNamespace, Name: "rekey." + victim + ".db"}}, nil,
-			func() (bool, string) {
-				return secretAbsent(t, OperatorNamespace, "rekey."+victim+".db"), "no Secret " + OperatorNamespace + "/rekey." + victim + ".db"
-			}},
-		{"consumers[] in another namespace, set admitted", "r-cons", nil, []v1.ConsumerRef{{Kind: v1.KindDeployment, Namespace: victim, Name: "api"}},
-			func() (bool, string) {
-				return len(templateAnnotationsOf(t, victim, "api")) == 0, "Deployment " + victim + "/api: pod template not annotated"
-			}},
-		{"consumers[] in the operator's namespace, set admitted", "r-opcons", nil, []v1.ConsumerRef{{Kind: v1.KindDeployment, Namespace: OperatorNamespace, Name: "rekey-like"}},
-			func() (bool, string) {
-				return len(templateAnnotationsOf(t, OperatorNamespace, "rekey-like")) == 0, "Deployment " + OperatorNamespace + "/rekey-like: pod template not annotated"
-			}},
-	}
-	for _, a := range runtime {
-		cs := unreachableSet(ns, a.name, a.dist, a.cons)
-		if err := k8s.Create(ctx, cs); err != nil {
-			t.Fatalf("%s: the cluster admin's create: %v", a.attack, err)
-		}
-		msg := waitDegraded(t, ns, a.name, reason.NamespaceNotAllowed)
-		waitEvent(t, ns, a.name, string(reason.NamespaceNotAllowed))
-		ok, evidence := a.check()
-		if !ok {
-			t.Errorf("%s: %s does not hold", a.attack, evidence)
-		}
-		if !secretAbsent(t, OperatorNamespace, controller.SourceSecretName(cs)) {
-			t.Errorf("%s: the set was provisioned (its source Secret exists) though it is refused", a.attack)
-		}
-		row(a.attack, "manager: Degraded/NamespaceNotAllowed: "+firstLine(msg), evidence+"; nothing provisioned")
-	}
-
-	// 7 reading another namespace's Secret: references have no namespace
+	// 8 reading another namespace's Secret: references have no namespace
 	// field, so the name resolves in the set's own namespace.
 	createSecret(t, victim, "victim-admin", map[string]string{"password": "victim-admin-password"})
 	u := &unstructured.Unstructured{}
@@ -268,7 +269,7 @@ func TestHostileTenant(t *testing.T) {
 		row("admin.passwordSecretRef naming another namespace's Secret", "admission: "+firstLine(err.Error()), "no namespace field exists to name it")
 	}
 
-	// 8 harvesting: a set pointed at the tenant's own listener, naming the
+	// 9 harvesting: a set pointed at the tenant's own listener, naming the
 	// victim's admin Secret by name: the Secret is looked up in the tenant's
 	// namespace (absent), so no credential ever reaches the listener.
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -302,11 +303,20 @@ func TestHostileTenant(t *testing.T) {
 	}
 	row("endpoint of the tenant's naming another namespace's admin Secret", "manager: the name resolves in "+ns+" (not found)", "0 connections reached the tenant's listener")
 
-	// 9 overwriting a Secret rekey does not own, in the tenant's namespace.
+	// 10 overwriting a Secret rekey does not own, in the tenant's namespace.
 	c := testenv.MySQLClusterForTest(t, testenv.MySQLOptions{})
 	createSecret(t, ns, "app-config", map[string]string{"config.yaml": "owned by the app team"})
-	own := mocoSet(t, ns, "own", c)
-	own.Spec.Distribution = []v1.SecretTarget{{Namespace: ns, Name: "app-config"}}
+	prepareAdmin(t, c.Instances(), "tenant-ops", "tenant-ops-password-for-tests")
+	createSecret(t, ns, "tenant-ops", map[string]string{"password": "tenant-ops-password-for-tests"})
+	own := &v1.CredentialSet{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "own"}, Spec: v1.CredentialSetSpec{
+		MySQL: &v1.MySQLSpec{
+			Instances:      v1.MySQLInstances{Hosts: c.Addrs()},
+			Admin:          v1.MySQLAdmin{User: "tenant-ops", PasswordSecretRef: &v1.SecretKeyRef{Name: "tenant-ops", Key: "password"}},
+			TLSCASecretRef: mysqlCASecret(t, ns, "own-ca"),
+			Users:          []v1.MySQLUser{{Name: "orders"}},
+		},
+		Distribution: []v1.SecretTarget{{Namespace: ns, Name: "app-config"}},
+	}}
 	if err := alice.Create(ctx, own); err != nil {
 		t.Fatal(err)
 	}
@@ -316,7 +326,7 @@ func TestHostileTenant(t *testing.T) {
 	}
 	row("distribution[] naming a Secret rekey does not own", "manager: Degraded/NotOwned: "+firstLine(msg), "Secret "+ns+"/app-config unchanged")
 
-	// 10 a planted source Secret: written before the set exists (as the
+	// 11 a planted source Secret: written before the set exists (as the
 	// distribution attack above would have), it must not be adopted.
 	planted := mocoSet(t, ns, "planted", c)
 	plantedName := controller.SourceSecretName(planted)
@@ -424,6 +434,9 @@ func TestCrossNamespaceConsent(t *testing.T) {
 
 func firstLine(s string) string {
 	s, _, _ = strings.Cut(s, "\n")
+	if _, after, ok := strings.Cut(s, "denied request: "); ok {
+		s = "policy: " + after
+	}
 	if len(s) > 160 {
 		s = s[:160] + "…"
 	}
