@@ -17,7 +17,7 @@ import (
 // startup"): until then the admin keyring Secret may hold a dead key.
 func (r *Reconciler) cephPlan(ctx context.Context, cs *v1.CredentialSet) (*plan, error) {
 	spec := cs.Spec.Ceph
-	store := &secretKeyringStore{r: r, namespace: cs.Namespace, ref: spec.Admin.KeyringSecretRef}
+	store := &secretKeyringStore{r: r, namespace: cs.Namespace, ref: spec.Admin.KeyringSecretRef, set: cs}
 	b, err := ceph.New(spec, store, r.CephCLI)
 	if err != nil {
 		return nil, &errSpec{err.Error()}
