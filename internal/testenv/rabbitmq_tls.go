@@ -1,16 +1,10 @@
 package testenv
 
 import (
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/pem"
 	"errors"
 	"fmt"
-	"math/big"
 	"net"
 	"net/http"
 	"os"
@@ -26,55 +20,15 @@ type testPKI struct {
 	caFile, certFile, keyFile string
 }
 
-// newTestPKI writes ca.pem, server.pem and server.key into dir.
+// newTestPKI makes a CA for one node and writes it, with the server
+// certificate and key it signed, into dir.
 func newTestPKI(dir string) (*testPKI, error) {
-	caKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		return nil, err
-	}
-	now := time.Now()
-	caTmpl := &x509.Certificate{
-		SerialNumber:          serial(),
-		Subject:               pkix.Name{CommonName: "rekey test CA " + filepath.Base(dir)},
-		NotBefore:             now.Add(-time.Hour), // the node's clock may be a little behind
-		NotAfter:              now.Add(7 * 24 * time.Hour),
-		KeyUsage:              x509.KeyUsageCertSign | x509.KeyUsageCRLSign,
-		BasicConstraintsValid: true,
-		IsCA:                  true,
-		MaxPathLenZero:        true,
-	}
-	caDER, err := x509.CreateCertificate(rand.Reader, caTmpl, caTmpl, &caKey.PublicKey, caKey)
-	if err != nil {
-		return nil, err
-	}
-	ca, err := x509.ParseCertificate(caDER)
-	if err != nil {
-		return nil, err
-	}
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		return nil, err
-	}
-	leafTmpl := &x509.Certificate{
-		SerialNumber: serial(),
-		Subject:      pkix.Name{CommonName: "localhost"},
-		DNSNames:     []string{"localhost"},
-		IPAddresses:  []net.IP{net.IPv4(127, 0, 0, 1), net.IPv6loopback},
-		NotBefore:    now.Add(-time.Hour),
-		NotAfter:     now.Add(7 * 24 * time.Hour),
-		KeyUsage:     x509.KeyUsageDigitalSignature,
-		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
-	}
-	leafDER, err := x509.CreateCertificate(rand.Reader, leafTmpl, ca, &key.PublicKey, caKey)
-	if err != nil {
-		return nil, err
-	}
-	keyDER, err := x509.MarshalECPrivateKey(key)
+	ca, err := newTestCA("rekey test CA " + filepath.Base(dir))
 	if err != nil {
 		return nil, err
 	}
 	p := &testPKI{
-		caPEM:    pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: caDER}),
+		caPEM:    ca.caPEM,
 		caFile:   filepath.Join(dir, "ca.pem"),
 		certFile: filepath.Join(dir, "server.pem"),
 		keyFile:  filepath.Join(dir, "server.key"),
@@ -84,20 +38,15 @@ func newTestPKI(dir string) (*testPKI, error) {
 		data []byte
 		mode os.FileMode
 	}{
-		{p.caFile, p.caPEM, 0o644},
-		{p.certFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: leafDER}), 0o644},
-		{p.keyFile, pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: keyDER}), 0o600},
+		{p.caFile, ca.caPEM, 0o644},
+		{p.certFile, ca.certPEM, 0o644},
+		{p.keyFile, ca.keyPEM, 0o600},
 	} {
 		if err := os.WriteFile(f.path, f.data, f.mode); err != nil {
 			return nil, err
 		}
 	}
 	return p, nil
-}
-
-func serial() *big.Int {
-	n, _ := rand.Int(rand.Reader, new(big.Int).Lsh(big.NewInt(1), 120))
-	return n
 }
 
 // tlsConfig trusts this node's CA alone, as a client given caSecretRef
