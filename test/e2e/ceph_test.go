@@ -223,8 +223,14 @@ func TestCephOverlapping(t *testing.T) {
 	wantEntities(t, c, "client.csi.2", "client.csi.3")
 	assertCephSecrets(t, c, cs, "client.csi")
 
-	// An orphan generation nobody recorded (a rotation whose status was
-	// lost) is found in the mon and removed by the next rotation.
+	// An orphan generation the set's status never recorded (a rotation
+	// whose status was lost) is found in the mon and removed by the next
+	// rotation. rekey records its ownership in the mon before it creates
+	// an entity, so such an orphan carries that record; one without it is
+	// refused instead (internal/backend/ceph TestOwnershipOnTheRealMon).
+	if _, err := c.CLI(ctxT(t), "config-key", "set", "rekey/owner/client.csi.9", string(cs.UID)+" "+ns+"/csi"); err != nil {
+		t.Fatal(err)
+	}
 	if _, err := c.CLI(ctxT(t), "auth", "get-or-create", "client.csi.9", "mon", "profile rbd"); err != nil {
 		t.Fatal(err)
 	}
