@@ -631,3 +631,71 @@ func (k *cluster) checkNamespacePolicy(t *testing.T, what, operatorNS string) {
 		t.Errorf("%s: a tenant's CredentialSet distributing into its own namespace: %v", what, err)
 	}
 }
+
+// TestUserRolesAggregate: with the kube-controller-manager aggregating
+// ClusterRoles (a full control plane), the built-in edit, admin and view
+// roles gain exactly rekey's rights on CredentialSets once config/default is
+// installed, as the live authorizer sees them.
+func TestUserRolesAggregate(t *testing.T) {
+	t.Parallel()
+	env := testenv.Require(t)
+	kustomize := pinnedTool(t, env, "kustomize", "sigs.k8s.io/kustomize/kustomize/v5", "KUSTOMIZE_VERSION")
+	objs := unstructuredObjects(t, "kustomize build config/default", runTool(t, env, kustomize, "build", "config/default"))
+	cp := testenv.FullControlPlaneForTest(t, testenv.ControlPlaneOptions{})
+	k := &cluster{cp: cp, warns: &warnings{}}
+	k.cfg = rest.CopyConfig(cp.Config)
+	k.cfg.WarningHandlerWithContext = k.warns
+	k.newClient(t)
+	k.install(t, "config/default", objs)
+	ctx := context.Background()
+	if err := k.c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "team"}}); err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range []string{"edit", "admin", "view"} {
+		rb := &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Namespace: "team", Name: r},
+			RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: r},
+			Subjects: []rbacv1.Subject{{APIGroup: rbacv1.GroupName, Kind: "User", Name: "team-" + r}}}
+		if err := k.c.Create(ctx, rb); err != nil {
+			t.Fatal(err)
+		}
+	}
+	userCan := func(user, verb, resource string) bool {
+		sar := &authorizationv1.SubjectAccessReview{Spec: authorizationv1.SubjectAccessReviewSpec{
+			User: user, Groups: []string{"system:authenticated"},
+			ResourceAttributes: &authorizationv1.ResourceAttributes{Namespace: "team", Group: "rekey.io", Verb: verb,
+				Resource: strings.Split(resource, "/")[0], Subresource: subresource(resource)},
+		}}
+		if err := k.c.Create(ctx, sar); err != nil {
+			t.Fatal(err)
+		}
+		return sar.Status.Allowed
+	}
+	// The aggregation controller fills the built-in roles asynchronously.
+	deadline := time.Now().Add(time.Minute)
+	for !userCan("team-edit", "create", "credentialsets") || !userCan("team-view", "list", "credentialsets") {
+		if time.Now().After(deadline) {
+			t.Fatal("edit/view never gained CredentialSets: rekey-edit/rekey-view were not aggregated")
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+	cases := []struct {
+		user, verb, resource string
+		want                 bool
+	}{
+		{"team-edit", "create", "credentialsets", true},
+		{"team-edit", "delete", "credentialsets", true},
+		{"team-edit", "get", "credentialsets/status", true},
+		{"team-edit", "update", "credentialsets/status", false},
+		{"team-admin", "update", "credentialsets", true},
+		{"team-view", "list", "credentialsets", true},
+		{"team-view", "get", "credentialsets/status", true},
+		{"team-view", "create", "credentialsets", false},
+		{"team-view", "patch", "credentialsets", false},
+		{"nobody", "get", "credentialsets", false},
+	}
+	for _, c := range cases {
+		if got := userCan(c.user, c.verb, c.resource); got != c.want {
+			t.Errorf("%s %s %s in team: allowed=%v, want %v", c.user, c.verb, c.resource, got, c.want)
+		}
+	}
+}
