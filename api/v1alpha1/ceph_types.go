@@ -40,14 +40,17 @@ type CephSpec struct {
 	// ms_mon_client_mode: secure. Only client connection settings are
 	// allowed (an option that names a file, a socket or a plugin would
 	// let a spec make the manager write files or load code). Values are
-	// checked per option by the backend: CEL's cost estimate for values of
-	// unbounded length in a map is over the API server's budget.
+	// short words and numbers (CephConfigValue) at admission, and checked
+	// per option by the backend.
 	// +optional
 	// +kubebuilder:validation:MaxProperties=16
 	// +kubebuilder:validation:XValidation:rule="self.all(k, size(k) <= 64 && k.matches('^[a-z][a-z0-9_ ]*$'))",message="config keys are ceph option names: lower case letters, digits, _ and spaces"
 	// +kubebuilder:validation:XValidation:rule="self.all(k, k in ['ms_mon_client_mode', 'ms_client_mode', 'auth_client_required', 'rados_mon_op_timeout', 'rados_osd_op_timeout', 'client_mount_timeout', 'mon_client_hunt_interval', 'mon_client_hunt_interval_max_multiple', 'mon_client_hunt_interval_backoff', 'mon_client_hunt_parallel', 'mon_client_ping_interval', 'mon_client_ping_timeout', 'ms_connection_ready_timeout', 'ms_bind_ipv4', 'ms_bind_ipv6'])",message="spec.ceph.config: only client connection options may be set (ms_mon_client_mode, ms_client_mode, auth_client_required, rados_mon_op_timeout, rados_osd_op_timeout, client_mount_timeout, mon_client_hunt_interval, mon_client_hunt_interval_max_multiple, mon_client_hunt_interval_backoff, mon_client_hunt_parallel, mon_client_ping_interval, mon_client_ping_timeout, ms_connection_ready_timeout, ms_bind_ipv4, ms_bind_ipv6), written with underscores; remove any other key"
 	// +kubebuilder:validation:XValidation:rule="self.all(k, !(k in ['ms_bind_ipv4', 'ms_bind_ipv6']) || self[k] in ['true', 'false'])",message="spec.ceph.config: ms_bind_ipv4 and ms_bind_ipv6 take true or false"
-	Config map[string]string `json:"config,omitempty"`
+	// +kubebuilder:validation:XValidation:rule="self.all(k, !(k in ['ms_mon_client_mode', 'ms_client_mode']) || self[k] in ['secure', 'crc', 'secure crc', 'crc secure'])",message="spec.ceph.config: ms_mon_client_mode and ms_client_mode take secure, crc, or both"
+	// +kubebuilder:validation:XValidation:rule="self.all(k, k != 'auth_client_required' || self[k] == 'cephx')",message="spec.ceph.config: auth_client_required takes cephx"
+	// +kubebuilder:validation:XValidation:rule="self.all(k, k in ['ms_mon_client_mode', 'ms_client_mode', 'auth_client_required', 'ms_bind_ipv4', 'ms_bind_ipv6'] || self[k].matches('^[0-9]{1,9}([.][0-9]{1,6})?$'))",message="spec.ceph.config: timeouts, intervals and counts are plain numbers (e.g. 30 or 2.5)"
+	Config map[string]CephConfigValue `json:"config,omitempty"`
 
 	// +optional
 	// +kubebuilder:default=InPlace
@@ -75,6 +78,13 @@ type CephSpec struct {
 	// +kubebuilder:validation:items:Enum=client.bootstrap-rgw;client.bootstrap-rbd;client.bootstrap-mgr;client.bootstrap-mds
 	RemoveUnusedKeys []string `json:"removeUnusedKeys,omitempty"`
 }
+
+// CephConfigValue is the value of one ceph.conf option: a short word or
+// number, on one line, never an option of the CLI.
+// +kubebuilder:validation:MinLength=1
+// +kubebuilder:validation:MaxLength=32
+// +kubebuilder:validation:Pattern=`^[A-Za-z0-9][A-Za-z0-9. ]{0,31}$`
+type CephConfigValue string
 
 // CephAdmin is the identity rekey runs ceph commands as.
 type CephAdmin struct {

@@ -67,7 +67,7 @@ func (in *CephSpec) DeepCopyInto(out *CephSpec) {
 	out.Admin = in.Admin
 	if in.Config != nil {
 		in, out := &in.Config, &out.Config
-		*out = make(map[string]string, len(*in))
+		*out = make(map[string]CephConfigValue, len(*in))
 		for key, val := range *in {
 			(*out)[key] = val
 		}

@@ -55,7 +55,7 @@ func TestAdmissionCephRabbitMQPolicies(t *testing.T) {
 		{"bad entity name", ceph, func(cs *v1.CredentialSet) { cs.Spec.Ceph.Entities[0].Name = "client.x; rm -rf /" }, "spec.ceph.entities[0].name"},
 		{"mon entity", ceph, func(cs *v1.CredentialSet) { cs.Spec.Ceph.Entities[0].Name = "mon." }, "spec.ceph.entities[0].name"},
 		{"bad monitor", ceph, func(cs *v1.CredentialSet) { cs.Spec.Ceph.Monitors = []string{"http://mon:3300/"} }, "spec.ceph.monitors[0]"},
-		{"config option with a newline", ceph, func(cs *v1.CredentialSet) { cs.Spec.Ceph.Config = map[string]string{"mon host\nkey": "x"} }, "config keys are ceph option names"},
+		{"config option with a newline", ceph, func(cs *v1.CredentialSet) { cs.Spec.Ceph.Config = map[string]v1.CephConfigValue{"mon host\nkey": "x"} }, "config keys are ceph option names"},
 		{"unknown unused key", ceph, func(cs *v1.CredentialSet) { cs.Spec.Ceph.RemoveUnusedKeys = []string{"client.admin"} }, "spec.ceph.removeUnusedKeys[0]"},
 		{"WithVersionUpgrade on Overlapping", ceph, func(cs *v1.CredentialSet) {
 			cs.Spec.Ceph.Strategy = v1.CephOverlapping

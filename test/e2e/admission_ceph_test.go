@@ -46,15 +46,26 @@ func TestAdmissionCephHostileValues(t *testing.T) {
 			[]string{"spec.ceph.entities[0].caps.mgr", capsMsg}},
 		{"cap that is not a clause", func(cs *v1.CredentialSet) { cs.Spec.Ceph.Entities[0].Caps.MDS = "rw" },
 			[]string{"spec.ceph.entities[0].caps.mds", capsMsg}},
-		{"log_file", func(cs *v1.CredentialSet) { cs.Spec.Ceph.Config = map[string]string{"log_file": "/tmp/x"} },
+		{"log_file", func(cs *v1.CredentialSet) { cs.Spec.Ceph.Config = map[string]v1.CephConfigValue{"log_file": "/tmp/x"} },
 			[]string{"spec.ceph.config", "only client connection options may be set", "remove any other key"}},
-		{"admin_socket", func(cs *v1.CredentialSet) { cs.Spec.Ceph.Config = map[string]string{"admin_socket": "/tmp/x.asok"} },
+		{"admin_socket", func(cs *v1.CredentialSet) { cs.Spec.Ceph.Config = map[string]v1.CephConfigValue{"admin_socket": "/tmp/x.asok"} },
 			[]string{"spec.ceph.config", "only client connection options may be set"}},
-		{"keyring", func(cs *v1.CredentialSet) { cs.Spec.Ceph.Config = map[string]string{"keyring": "/etc/passwd"} },
+		{"keyring", func(cs *v1.CredentialSet) { cs.Spec.Ceph.Config = map[string]v1.CephConfigValue{"keyring": "/etc/passwd"} },
 			[]string{"spec.ceph.config", "only client connection options may be set"}},
-		// Values of allowed options are checked by the backend (refused
-		// before any command runs, TestHostileSpecValuesRunNothing): CEL
-		// cannot bound the cost of checking map values of unbounded length.
+		// Values are short words and numbers (checked again per option by
+		// the backend before any command runs, TestHostileSpecValuesRunNothing).
+		{"config value as an option", func(cs *v1.CredentialSet) {
+			cs.Spec.Ceph.Config = map[string]v1.CephConfigValue{"ms_mon_client_mode": "-i/etc/passwd"}
+		}, []string{"spec.ceph.config.ms_mon_client_mode", "should match"}},
+		{"config value with a newline", func(cs *v1.CredentialSet) {
+			cs.Spec.Ceph.Config = map[string]v1.CephConfigValue{"rados_mon_op_timeout": "30\n[global]"}
+		}, []string{"spec.ceph.config.rados_mon_op_timeout", "should match"}},
+		{"config mode that is not one", func(cs *v1.CredentialSet) {
+			cs.Spec.Ceph.Config = map[string]v1.CephConfigValue{"ms_client_mode": "plain"}
+		}, []string{"spec.ceph.config", "take secure, crc, or both"}},
+		{"config timeout that is not a number", func(cs *v1.CredentialSet) {
+			cs.Spec.Ceph.Config = map[string]v1.CephConfigValue{"rados_osd_op_timeout": "forever"}
+		}, []string{"spec.ceph.config", "plain numbers"}},
 		{"entity name as an option", func(cs *v1.CredentialSet) { cs.Spec.Ceph.Entities[0].Name = "client.-i" },
 			[]string{"spec.ceph.entities[0].name"}},
 	}
@@ -108,7 +119,7 @@ func TestAdmissionCephHostileValues(t *testing.T) {
 		MGR: "profile rbd pool=rbd",
 		MDS: "allow rw path=/volumes fsname=a",
 	}}}
-	good.Spec.Ceph.Config = map[string]string{"ms_mon_client_mode": "secure", "ms_client_mode": "secure crc",
+	good.Spec.Ceph.Config = map[string]v1.CephConfigValue{"ms_mon_client_mode": "secure", "ms_client_mode": "secure crc",
 		"auth_client_required": "cephx", "rados_mon_op_timeout": "30", "mon_client_hunt_interval": "2.5", "ms_bind_ipv6": "false"}
 	if err := k8s.Create(ctxT(t), good); err != nil {
 		t.Fatalf("well-formed caps and config rejected: %v", err)

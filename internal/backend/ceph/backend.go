@@ -59,7 +59,11 @@ func New(spec *v1.CephSpec, store KeyringStore, cli string) (*Backend, error) {
 	if store == nil {
 		return nil, errors.New("ceph backend: no keyring store")
 	}
-	conf, err := buildConf(spec.Monitors, spec.Config)
+	options := make(map[string]string, len(spec.Config))
+	for k, v := range spec.Config {
+		options[k] = string(v)
+	}
+	conf, err := buildConf(spec.Monitors, options)
 	if err != nil {
 		return nil, err
 	}

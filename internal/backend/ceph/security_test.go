@@ -64,7 +64,7 @@ func TestHostileSpecValuesRunNothing(t *testing.T) {
 	}
 	for _, opt := range [][2]string{{"log_file", "/tmp/rekey-hostile.log"}, {"admin_socket", "/tmp/rekey-hostile.asok"},
 		{"keyring", "/etc/passwd"}, {"ms_mon_client_mode", "secure\nlog_file = /tmp/x"}} {
-		spec := v1.CephSpec{Monitors: mon, Config: map[string]string{opt[0]: opt[1]}, Entities: []v1.CephEntity{{Name: "client.hostile"}}}
+		spec := v1.CephSpec{Monitors: mon, Config: map[string]v1.CephConfigValue{opt[0]: v1.CephConfigValue(opt[1])}, Entities: []v1.CephEntity{{Name: "client.hostile"}}}
 		_, err := New(&spec, fileStore{}, cli)
 		if err == nil || !strings.Contains(err.Error(), "spec.ceph.config") {
 			t.Errorf("config %s: New = %v, want a refusal naming spec.ceph.config", opt[0], err)

@@ -121,8 +121,8 @@ func TestNewRefusesConfusingSpecs(t *testing.T) {
 		"duplicate":          {Monitors: mon, Entities: ents("client.a", "client.a")},
 		"no monitors":        {Entities: ents("client.a")},
 		"bad monitor":        {Monitors: []string{"a b"}, Entities: ents("client.a")},
-		"mon_host in config": {Monitors: mon, Config: map[string]string{"mon host": "x"}, Entities: ents("client.a")},
-		"section in config":  {Monitors: mon, Config: map[string]string{"x": "]\n[client.a"}, Entities: ents("client.a")},
+		"mon_host in config": {Monitors: mon, Config: map[string]v1.CephConfigValue{"mon host": "x"}, Entities: ents("client.a")},
+		"section in config":  {Monitors: mon, Config: map[string]v1.CephConfigValue{"x": "]\n[client.a"}, Entities: ents("client.a")},
 		"no entities":        {Monitors: mon},
 		"unknown strategy":   {Monitors: mon, Strategy: "Sideways", Entities: ents("client.a")},
 		"admin not a client": {Monitors: mon, Admin: v1.CephAdmin{Entity: "mgr.a"}, Entities: ents("client.a")},
@@ -131,7 +131,7 @@ func TestNewRefusesConfusingSpecs(t *testing.T) {
 			t.Errorf("%s: accepted", name)
 		}
 	}
-	b, err := New(&v1.CephSpec{Monitors: mon, Config: map[string]string{"ms_mon_client_mode": "secure"}, Entities: ents("client.csi", "client.csi.2")}, fileStore{}, "")
+	b, err := New(&v1.CephSpec{Monitors: mon, Config: map[string]v1.CephConfigValue{"ms_mon_client_mode": "secure"}, Entities: ents("client.csi", "client.csi.2")}, fileStore{}, "")
 	if err != nil {
 		t.Fatalf("in place, client.csi.2 is just another entity: %v", err)
 	}
