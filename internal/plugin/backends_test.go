@@ -42,7 +42,7 @@ func rabbitSet(ns, name string) *v1.CredentialSet {
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
 		Spec: v1.CredentialSetSpec{
 			RabbitMQ: &v1.RabbitMQSpec{
-				Endpoint: "http://rabbitmq.openstack.svc:15672",
+				Endpoint: "https://rabbitmq.openstack.svc:15671",
 				Admin:    v1.RabbitMQAdmin{SecretRef: v1.LocalSecretRef{Name: "rabbit-admin"}},
 				User: v1.RabbitMQUser{Base: "nova", Tags: []string{"monitoring"},
 					Permissions:      []v1.RabbitMQPermission{{Vhost: "/", Configure: "", Write: "^nova\\.", Read: ".*"}},

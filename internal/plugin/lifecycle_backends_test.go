@@ -157,7 +157,7 @@ func TestRotateWaitEndsOnKeyMismatch(t *testing.T) {
 
 	ch := kubectlAsync(t, ns, "rotate", "nova", "--wait", "--timeout", "20s")
 	requested(t, ns, "nova", engine.RotateAnnotation)
-	msg := "user nova-g3 on http://rabbitmq.openstack.svc:15672 does not accept the password the source Secret holds for it (changed outside rekey?), so the rotation did not start"
+	msg := "user nova-g3 on https://rabbitmq.openstack.svc:15671 does not accept the password the source Secret holds for it (changed outside rekey?), so the rotation did not start"
 	event(t, get(t, ns, "nova"), "Warning", reason.KeyMismatch, msg, time.Now())
 
 	r := await(t, ch)

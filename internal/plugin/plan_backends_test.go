@@ -110,7 +110,7 @@ func TestRotateDryRunRabbitMQ(t *testing.T) {
 	out := dryRun(t, ns, "nova")
 	for _, l := range []string{
 		"Dry run: nothing was changed. A rotation of credentialset " + ns + "/nova would move generation 4 to 5.",
-		"Endpoint: http://rabbitmq.openstack.svc:15672 (management API; rekey acts as the user in Secret " + ns + "/rabbit-admin)",
+		"Endpoint: https://rabbitmq.openstack.svc:15671 (management API; rekey acts as the user in Secret " + ns + "/rabbit-admin)",
 		"New user: nova-g5, created next to the current one (a new user <base>-g<N> per generation); both work until discard",
 		"Tags: monitoring",
 		"Permissions:",
