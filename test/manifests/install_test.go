@@ -699,3 +699,39 @@ func TestUserRolesAggregate(t *testing.T) {
 		}
 	}
 }
+
+// TestInstallKustomizeNamespaced: the namespaced-mode overlay gives the
+// manager exactly what it needs in the watched namespace and the operator's
+// namespace, nothing on CredentialSets, workloads or Secrets elsewhere, and
+// tells the manager which namespaces to watch.
+func TestInstallKustomizeNamespaced(t *testing.T) {
+	t.Parallel()
+	env := testenv.Require(t)
+	kustomize := pinnedTool(t, env, "kustomize", "sigs.k8s.io/kustomize/kustomize/v5", "KUSTOMIZE_VERSION")
+	objs := unstructuredObjects(t, "kustomize build config/namespaced", runTool(t, env, kustomize, "build", "config/namespaced"))
+	watching := false
+	for _, o := range objs {
+		if o.GetKind() != "Deployment" {
+			continue
+		}
+		args, _, _ := unstructured.NestedSlice(o.Object, "spec", "template", "spec", "containers")
+		for _, c := range args {
+			for _, a := range c.(map[string]any)["args"].([]any) {
+				watching = watching || a == "--watch-namespaces=apps"
+			}
+		}
+	}
+	if !watching {
+		t.Error("config/namespaced: the manager is not given --watch-namespaces=apps")
+	}
+	k := newCluster(t)
+	k.install(t, "config/namespaced", objs, "apps")
+	k.checkPresent(t, "config/namespaced", objs)
+	ns, sa := managerIdentity(t, objs)
+	denied := append(secretDenials(ns, "apps"),
+		grant{"", "", "secrets", "get"}, grant{"orders", "", "secrets", "create"},
+		grant{"", "rekey.io", "credentialsets", "list"}, grant{"orders", "rekey.io", "credentialsets", "watch"},
+		grant{"orders", "apps", "deployments", "patch"}, grant{"", "apps", "statefulsets", "list"})
+	k.checkAuthorized(t, "config/namespaced", ns, sa, needed(ns, []string{"apps"}, true, "apps"), denied)
+	k.checkNamespacePolicy(t, "config/namespaced", ns)
+}
