@@ -49,7 +49,7 @@ type CephSpec struct {
 	// +kubebuilder:validation:XValidation:rule="self.all(k, !(k in ['ms_bind_ipv4', 'ms_bind_ipv6']) || self[k] in ['true', 'false'])",message="spec.ceph.config: ms_bind_ipv4 and ms_bind_ipv6 take true or false"
 	// +kubebuilder:validation:XValidation:rule="self.all(k, !(k in ['ms_mon_client_mode', 'ms_client_mode']) || self[k] in ['secure', 'crc', 'secure crc', 'crc secure'])",message="spec.ceph.config: ms_mon_client_mode and ms_client_mode take secure, crc, or both"
 	// +kubebuilder:validation:XValidation:rule="self.all(k, k != 'auth_client_required' || self[k] == 'cephx')",message="spec.ceph.config: auth_client_required takes cephx"
-	// +kubebuilder:validation:XValidation:rule="self.all(k, k in ['ms_mon_client_mode', 'ms_client_mode', 'auth_client_required', 'ms_bind_ipv4', 'ms_bind_ipv6'] || self[k].matches('^[0-9]{1,9}([.][0-9]{1,6})?$'))",message="spec.ceph.config: timeouts, intervals and counts are plain numbers (e.g. 30 or 2.5)"
+	// +kubebuilder:validation:XValidation:rule="self.all(k, k in ['ms_mon_client_mode', 'ms_client_mode', 'auth_client_required', 'ms_bind_ipv4', 'ms_bind_ipv6'] || self[k].matches('^[0-9]{1,6}([.][0-9]{1,3})?$'))",message="spec.ceph.config: timeouts, intervals and counts are plain numbers (e.g. 30 or 2.5)"
 	Config map[string]CephConfigValue `json:"config,omitempty"`
 
 	// +optional

@@ -71,7 +71,7 @@ var (
 	cfgCount   = configValue{regexp.MustCompile(`^[0-9]{1,4}(\.[0-9]{1,3})?$`), "a number such as 3 or 1.5"}
 	cfgBool    = configValue{regexp.MustCompile(`^(true|false)$`), "true or false"}
 	cfgModes   = configValue{regexp.MustCompile(`^(crc|secure)([ ,](crc|secure))?$`), `"secure", "crc", "secure crc" or "crc secure"`}
-	cfgAuth    = configValue{regexp.MustCompile(`^(cephx|none)([ ,](cephx|none))?$`), `"cephx" (or "none")`}
+	cfgAuth    = configValue{regexp.MustCompile(`^cephx$`), `"cephx"`}
 )
 
 // ConfigOptions are the ceph.conf options a spec may set for rekey's
