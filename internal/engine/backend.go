@@ -79,6 +79,10 @@ type Provisioned struct {
 	// Generation the identities carry (e.g. a suffix in their names), 0
 	// when the backend cannot tell; the engine then starts at 1.
 	Generation int64
+	// Adopted: the secrets existed before rekey (found in the backend or
+	// handed over by the user), so the version that minted them is unknown
+	// and status.keyVersion stays empty.
+	Adopted bool
 }
 
 // Inventory is implemented by backends that keep prior generations

@@ -45,6 +45,23 @@ const (
 	// NamespaceNotAllowed: the spec names a namespace other than the set's
 	// own that has not consented, or the operator's own namespace.
 	NamespaceNotAllowed Reason = "NamespaceNotAllowed"
+	// ClusterUnhealthy: a phase does not start while the backend cluster
+	// is unhealthy (replication stopped or failing, a clone running, an
+	// instance missing from the topology); it starts by itself once healthy.
+	ClusterUnhealthy Reason = "ClusterUnhealthy"
+	// InPlaceUnsupported: the backend's version cannot rotate a key in
+	// place; the message names the version and the alternative.
+	InPlaceUnsupported Reason = "InPlaceUnsupported"
+	// RolloutStuck: a consumer's rollout stopped making progress (its
+	// progress deadline passed, it is paused, or its update strategy
+	// leaves pods on the old template); rekey waits, and says so.
+	RolloutStuck Reason = "RolloutStuck"
+	// RotationStuck: a rotation stayed in Rotating or Distributed longer
+	// than rotation.stuckAfter; the condition names what it waits for.
+	RotationStuck Reason = "RotationStuck"
+	// AutoDiscardHeld: the AfterRollout policy does not retire old
+	// credentials without a consumer that proves the new ones are used.
+	AutoDiscardHeld Reason = "AutoDiscardHeld"
 )
 
 // Progress (Normal Events).
@@ -94,6 +111,9 @@ const (
 	// CondTransportVerified: every connection that carries credentials
 	// verifies the server (False names the spec field that turns it off).
 	CondTransportVerified = "TransportVerified"
+	// CondRotationStuck: True while a rotation has stayed active longer
+	// than rotation.stuckAfter.
+	CondRotationStuck = "RotationStuck"
 )
 
 // Condition reasons that are not also Event reasons.

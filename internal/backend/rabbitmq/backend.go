@@ -37,8 +37,8 @@ type Backend struct {
 	adminUser     string
 	adminPassword string
 	transport     http.RoundTripper
-	plaintext     bool // an http:// endpoint, accepted by spec.rabbitmq.allowPlaintextHTTP
-	skipVerify    bool // https without certificate verification
+	plaintext     bool   // an http:// endpoint, accepted by spec.rabbitmq.allowPlaintextHTTP
+	skipVerify    bool   // https without certificate verification
 	owner         string // the CredentialSet's UID, marked on every user rekey creates
 	base          string
 	tags          []string
