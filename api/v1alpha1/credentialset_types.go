@@ -209,6 +209,16 @@ type CredentialSetStatus struct {
 	// DiscardApplied: every instance has dropped the old credentials.
 	// +optional
 	DiscardApplied bool `json:"discardApplied,omitempty"`
+	// DiscardStarted: dropping the old credentials began, so some instances
+	// may refuse them already; from here the rotation can only complete.
+	// +optional
+	DiscardStarted bool `json:"discardStarted,omitempty"`
+	// RestartID is the value rekey puts in each consumer's restart
+	// annotation: the rotation whose credentials the consumers must run,
+	// or rollback-<rotation> after a rotation was rolled back. It changes
+	// only when what consumers are given changes.
+	// +optional
+	RestartID string `json:"restartID,omitempty"`
 	// ResetPending: a rotation was rolled back (abort or recover); once the
 	// consumers run the current secrets again, the backend is reset to
 	// accept only those.

@@ -74,7 +74,7 @@ func (r *Reconciler) startRotation(ctx context.Context, cs *v1.CredentialSet, p 
 	if err := r.casStatus(ctx, cs, func(st *v1.CredentialSetStatus) {
 		st.Phase, st.RotationID = v1.PhaseRotating, id
 		st.TargetGeneration, st.TargetKeyVersion = target, version
-		st.RotateApplied, st.DiscardApplied = false, false
+		st.RotateApplied, st.DiscardApplied, st.DiscardStarted = false, false, false
 		st.RotationStartedAt, st.DistributedAt, st.RolledOutAt = &started, nil, nil
 	}); err != nil {
 		return ctrl.Result{}, nil, err
@@ -139,6 +139,7 @@ func (r *Reconciler) continueRotation(ctx context.Context, cs *v1.CredentialSet,
 	now := metav1.NewTime(r.now())
 	if err := r.casStatus(ctx, cs, func(st *v1.CredentialSetStatus) {
 		st.Phase, st.DistributedAt, st.RolledOutAt = v1.PhaseDistributed, &now, nil
+		st.RestartID = id
 	}); err != nil {
 		return ctrl.Result{}, nil, err
 	}
@@ -164,6 +165,22 @@ func (r *Reconciler) discard(ctx context.Context, cs *v1.CredentialSet, p *plan,
 	keys := p.backend.Keys()
 	id := cs.Status.RotationID
 	if !cs.Status.DiscardApplied {
+		if !cs.Status.DiscardStarted {
+			// Every instance must answer and accept the new secrets before
+			// any drops the old ones: a refusal here leaves the rotation
+			// free to roll back.
+			if err := p.backend.Verify(ctx, engine.Pending(src.Data, keys)); err != nil {
+				return ctrl.Result{}, nil, err
+			}
+			// Recorded before the first instance drops anything: an
+			// interrupted discard (a crash between instances, an instance
+			// lost half way) leaves some instances refusing the old
+			// secrets, so from here the only way forward is to finish it.
+			if err := r.casStatus(ctx, cs, func(st *v1.CredentialSetStatus) { st.DiscardStarted = true }); err != nil {
+				return ctrl.Result{}, nil, err
+			}
+			failpoint.Hit("discard/discard-started")
+		}
 		cur, _ := engine.Current(src.Data, keys)
 		if err := p.backend.Retire(ctx, cur, engine.Pending(src.Data, keys)); err != nil {
 			return ctrl.Result{}, nil, err
@@ -193,7 +210,7 @@ func (r *Reconciler) discard(ctx context.Context, cs *v1.CredentialSet, p *plan,
 	distributedAt := cs.Status.DistributedAt
 	if err := r.casStatus(ctx, cs, func(st *v1.CredentialSetStatus) {
 		st.LastRotationID, st.RotationID = id, ""
-		st.Phase, st.RotateApplied, st.DiscardApplied = v1.PhaseIdle, false, false
+		st.Phase, st.RotateApplied, st.DiscardApplied, st.DiscardStarted = v1.PhaseIdle, false, false, false
 		st.KeyGeneration, st.CurrentSince = gen, &now
 		st.KeyVersion, st.PriorKeyCount = st.TargetKeyVersion, priors
 		st.TargetGeneration, st.TargetKeyVersion = 0, ""

@@ -20,9 +20,17 @@ import (
 // accepts both, so no consumer loses its login at any step.
 func (r *Reconciler) rollback(ctx context.Context, cs *v1.CredentialSet, recoverID string) (ctrl.Result, *problem, error) {
 	id := cs.Status.RotationID
+	// Consumers may hold the new secrets once distribution served them
+	// (RotateApplied): a new restart value restarts every consumer onto the
+	// current ones before the backend forgets the new ones, also when no
+	// rotation ever completed (there is no earlier value to return to).
+	served := cs.Status.RotateApplied || cs.Status.Phase == v1.PhaseDistributed
 	if err := r.casStatus(ctx, cs, func(st *v1.CredentialSetStatus) {
+		if served {
+			st.RestartID = engine.RollbackRestartID(id)
+		}
 		st.Phase, st.RotationID = v1.PhaseIdle, ""
-		st.RotateApplied, st.DiscardApplied, st.ResetPending = false, false, true
+		st.RotateApplied, st.DiscardApplied, st.DiscardStarted, st.ResetPending = false, false, false, true
 		st.RotationStartedAt, st.DistributedAt, st.RolledOutAt = nil, nil, nil
 		st.LastRolledBackID = id
 		if recoverID != "" {

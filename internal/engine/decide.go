@@ -73,11 +73,14 @@ type Input struct {
 	// Irreversible: the active rotation has (or may have) invalidated the
 	// current secrets already (a backend without Overlap that applied), so
 	// it can only complete.
-	Irreversible  bool
-	NoInstances   bool // e.g. a StatefulSet scaled to 0
-	Pending       PendingState
-	Policy        v1.DiscardPolicy
-	GracePeriod   time.Duration
+	Irreversible bool
+	NoInstances  bool // e.g. a StatefulSet scaled to 0
+	Pending      PendingState
+	Policy       v1.DiscardPolicy
+	GracePeriod  time.Duration
+	// Consumers is how many consumers the set declares (workloads and
+	// groups): AfterRollout needs one to prove the new secrets are used.
+	Consumers     int
 	RolloutDone   bool      // every consumer rolled out the active rotation
 	RolloutDoneAt time.Time // since when (for AfterRollout's grace period)
 	Now           time.Time
@@ -206,16 +209,32 @@ func decideDiscard(in Input) Decision {
 		if in.Pending == PendingStale {
 			r = reason.StaleRotationPending
 		}
+		if st.DiscardStarted {
+			// Some instances may refuse the old secrets already: rolling
+			// back would lock consumers out, so recover cannot help.
+			return Decision{Action: Refuse, Reason: r, Requeue: time.Minute,
+				Message: fmt.Sprintf("the source Secret lost the pending secrets of rotation %s after discarding the old ones began, so the rotation can neither complete nor roll back: restore the source Secret (rekey.<namespace>.<name> in the operator's namespace) from a backup taken after the rotation started", st.RotationID)}
+		}
 		return Decision{Action: Refuse, Reason: r, Requeue: time.Minute,
 			Message: fmt.Sprintf("the source Secret does not hold the pending secrets of rotation %s, so old secrets cannot be discarded: run kubectl rekey recover", st.RotationID)}
+	}
+	if in.NoInstances && (requested || st.DiscardStarted || in.Policy == v1.DiscardAfterRollout) {
+		return Decision{Action: Refuse, Reason: reason.DiscardRefused, Requeue: RequeueRollout,
+			Message: "no running instances (replicas: 0): the new secrets cannot be verified; scale the cluster up and discard proceeds"}
+	}
+	if st.DiscardStarted {
+		// Discarding began on some instances and stopped (an instance
+		// down, a crash): finishing it is the only way forward, with or
+		// without a request.
+		return Decision{Action: Discard, AutoDiscarded: !requested}
 	}
 	auto := in.Policy == v1.DiscardAfterRollout
 	if !requested && !auto {
 		return Decision{Action: None}
 	}
-	if in.NoInstances {
-		return Decision{Action: Refuse, Reason: reason.DiscardRefused, Requeue: RequeueRollout,
-			Message: "no running instances (replicas: 0): the new secrets cannot be verified; scale the cluster up and discard proceeds"}
+	if !requested && in.Consumers == 0 {
+		return Decision{Action: Refuse, Reason: reason.AutoDiscardHeld, Requeue: RequeueRollout,
+			Message: "discardPolicy AfterRollout retires the old secrets only once a declared consumer has moved to the new ones, and this set declares no consumers: discard by hand once every client uses the new secrets (kubectl rekey discard), or declare the clients in spec.consumers or spec.consumerGroups"}
 	}
 	if !in.RolloutDone {
 		return Decision{Action: Wait, Reason: reason.WaitingForRollout, Requeue: RequeueRollout,
@@ -230,13 +249,39 @@ func decideDiscard(in Input) Decision {
 }
 
 // RestartValue is the pod-template restart annotation value for consumers:
-// the active rotation once Distributed, else the last completed one, so it
-// stays stable across Distributed → Idle (seed 000 "Rolling restart").
+// status.restartID, which each transition that changes what consumers are
+// given sets (the rotation once Distributed, rollback-<rotation> after a
+// rollback) and which stays stable across Distributed → Idle. Status
+// written before restartID existed: the active rotation once Distributed,
+// else the last completed one.
 func RestartValue(st v1.CredentialSetStatus) string {
+	if st.RestartID != "" {
+		return st.RestartID
+	}
 	if st.Phase == v1.PhaseDistributed {
 		return st.RotationID
 	}
 	return st.LastRotationID
+}
+
+// RollbackRestartID is the restart value after rotation id is rolled
+// back: new, so every consumer restarts onto the current secrets, even
+// when no rotation ever completed (no earlier value to return to).
+func RollbackRestartID(id string) string { return "rollback-" + id }
+
+// Committed: the active rotation can only complete, because old secrets
+// are (or may be) refused somewhere already — discarding began, or an
+// in-place backend applied (irreversible).
+func Committed(st v1.CredentialSetStatus, irreversible bool) (bool, string) {
+	switch {
+	case st.DiscardApplied:
+		return true, fmt.Sprintf("rotation %s already discarded the old secrets everywhere", st.RotationID)
+	case st.DiscardStarted:
+		return true, fmt.Sprintf("rotation %s began discarding the old secrets, so some instances may refuse them already", st.RotationID)
+	case irreversible:
+		return true, fmt.Sprintf("rotation %s replaced the secrets in place, so the old ones no longer exist", st.RotationID)
+	}
+	return false, ""
 }
 
 // Distribution says what consumers' Secrets hold: current secrets when
@@ -262,14 +307,12 @@ func Distribution(st v1.CredentialSetStatus, pending PendingState) (usePending, 
 func decideRollback(in Input) (Decision, bool) {
 	st := in.Status
 	active := st.Phase == v1.PhaseRotating || st.Phase == v1.PhaseDistributed
+	committed, why := Committed(st, in.Irreversible)
 	if r := in.RecoverRequest; r != "" && r != st.LastRecoverID {
 		switch {
-		case active && st.DiscardApplied:
+		case active && committed:
 			return Decision{Action: Refuse, Reason: reason.AbortSkipped, Message: fmt.Sprintf(
-				"rotation %s already discarded the old secrets everywhere: it can only complete; remove the recover request and let it finish", st.RotationID)}, true
-		case active && in.Irreversible:
-			return Decision{Action: Refuse, Reason: reason.AbortSkipped, Message: fmt.Sprintf(
-				"rotation %s replaced the secrets in place, so the old ones no longer exist: it can only complete; remove the recover request and let it finish", st.RotationID)}, true
+				"%s: it can only complete; remove the recover request and let it finish", why)}, true
 		case active:
 			return Decision{Action: Rollback, RecoverID: r}, true
 		default:
@@ -288,12 +331,9 @@ func decideRollback(in Input) (Decision, bool) {
 			}
 			return Decision{Action: Refuse, Reason: reason.AbortSkipped, DropAbort: true, Message: fmt.Sprintf(
 				"abort %s does not match an active rotation (phase %s, rotation %q); the request was removed: kubectl rekey abort takes the active ID", a, st.Phase, st.RotationID)}, true
-		case st.DiscardApplied:
+		case committed:
 			return Decision{Action: Refuse, Reason: reason.AbortSkipped, DropAbort: true, Message: fmt.Sprintf(
-				"rotation %s already discarded the old secrets everywhere, so rolling back would lock consumers out; it can only complete", a)}, true
-		case in.Irreversible:
-			return Decision{Action: Refuse, Reason: reason.AbortSkipped, DropAbort: true, Message: fmt.Sprintf(
-				"rotation %s replaced the secrets in place, so the old ones no longer exist and rolling back would lock consumers out; it can only complete", a)}, true
+				"%s, so rolling back would lock consumers out; it can only complete", why)}, true
 		default:
 			return Decision{Action: Rollback}, true
 		}

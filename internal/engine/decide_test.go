@@ -20,6 +20,8 @@ func TestDecide(t *testing.T) {
 	rotatingApplied := status(v1.PhaseRotating, "r1", "old", true, false)
 	distributed := status(v1.PhaseDistributed, "r1", "old", true, false)
 	discarded := status(v1.PhaseDistributed, "r1", "old", true, true)
+	discardStarted := distributed
+	discardStarted.DiscardStarted = true
 
 	cases := []struct {
 		name string
@@ -79,18 +81,36 @@ func TestDecide(t *testing.T) {
 			Decision{Action: Refuse, Reason: reason.DiscardSkipped, DropDiscard: true}},
 		{"discard already applied finishes even with pending confirmed", Input{Status: discarded, Pending: PendingNone},
 			Decision{Action: Discard, AutoDiscarded: true}},
-		{"AfterRollout waits for the rollout", Input{Status: distributed, Pending: PendingMatch, Policy: v1.DiscardAfterRollout},
+		{"AfterRollout waits for the rollout", Input{Status: distributed, Pending: PendingMatch, Policy: v1.DiscardAfterRollout, Consumers: 1},
 			Decision{Action: Wait, Reason: reason.WaitingForRollout, Requeue: RequeueRollout}},
-		{"AfterRollout waits out the grace period", Input{Status: distributed, Pending: PendingMatch, Policy: v1.DiscardAfterRollout,
+		{"AfterRollout waits out the grace period", Input{Status: distributed, Pending: PendingMatch, Policy: v1.DiscardAfterRollout, Consumers: 1,
 			RolloutDone: true, RolloutDoneAt: now.Add(-time.Minute), GracePeriod: 5 * time.Minute, Now: now},
 			Decision{Action: Wait, Requeue: 4 * time.Minute}},
-		{"AfterRollout discards after the grace period", Input{Status: distributed, Pending: PendingMatch, Policy: v1.DiscardAfterRollout,
+		{"AfterRollout discards after the grace period", Input{Status: distributed, Pending: PendingMatch, Policy: v1.DiscardAfterRollout, Consumers: 1,
 			RolloutDone: true, RolloutDoneAt: now.Add(-6 * time.Minute), GracePeriod: 5 * time.Minute, Now: now},
 			Decision{Action: Discard, AutoDiscarded: true}},
 		{"AfterRollout: an explicit discard skips the grace period", Input{Status: distributed, Pending: PendingMatch, Policy: v1.DiscardAfterRollout,
 			RolloutDone: true, RolloutDoneAt: now, GracePeriod: 5 * time.Minute, Now: now, DiscardRequest: "r1"},
 			Decision{Action: Discard}},
 
+		{"AfterRollout without a declared consumer does not retire by itself", Input{Status: distributed, Pending: PendingMatch, Policy: v1.DiscardAfterRollout,
+			RolloutDone: true, RolloutDoneAt: now.Add(-6 * time.Minute), GracePeriod: 5 * time.Minute, Now: now},
+			Decision{Action: Refuse, Reason: reason.AutoDiscardHeld, Requeue: RequeueRollout}},
+		{"AfterRollout without a declared consumer: a discard request still discards", Input{Status: distributed, Pending: PendingMatch, Policy: v1.DiscardAfterRollout,
+			RolloutDone: true, RolloutDoneAt: now, Now: now, DiscardRequest: "r1"},
+			Decision{Action: Discard}},
+		{"a discard that began finishes without a request", Input{Status: discardStarted, Pending: PendingMatch},
+			Decision{Action: Discard, AutoDiscarded: true}},
+		{"a discard that began finishes without waiting for the rollout", Input{Status: discardStarted, Pending: PendingMatch, Policy: v1.DiscardAfterRollout, Consumers: 1},
+			Decision{Action: Discard, AutoDiscarded: true}},
+		{"a discard that began, replicas 0: refused until scaled up", Input{Status: discardStarted, Pending: PendingMatch, NoInstances: true},
+			Decision{Action: Refuse, Reason: reason.DiscardRefused, Requeue: RequeueRollout}},
+		{"a discard that began, pending lost: refused", Input{Status: discardStarted, Pending: PendingNone},
+			Decision{Action: Refuse, Reason: reason.MissingRotationPending, Requeue: time.Minute}},
+		{"abort after discard began is refused", Input{Status: discardStarted, Pending: PendingMatch, AbortRequest: "r1"},
+			Decision{Action: Refuse, Reason: reason.AbortSkipped, DropAbort: true}},
+		{"recover after discard began is refused", Input{Status: discardStarted, Pending: PendingMatch, RecoverRequest: "x1"},
+			Decision{Action: Refuse, Reason: reason.AbortSkipped}},
 		{"abort while Distributed rolls back", Input{Status: distributed, Pending: PendingMatch, AbortRequest: "r1", DiscardRequest: "r1", RolloutDone: true},
 			Decision{Action: Rollback}},
 		{"abort while Rotating rolls back", Input{Status: rotating, AbortRequest: "r1"}, Decision{Action: Rollback}},
@@ -157,6 +177,9 @@ func TestRefusalsNameTheNextStep(t *testing.T) {
 		{Status: status(v1.PhaseDistributed, "r", "", true, false), DiscardRequest: "x"},
 		{Status: status(v1.PhaseDistributed, "r", "", true, false), DiscardRequest: "r", Pending: PendingNone},
 		{Status: status(v1.PhaseDistributed, "r", "", true, false), DiscardRequest: "r", Pending: PendingMatch, NoInstances: true},
+		{Status: status(v1.PhaseDistributed, "r", "", true, false), Pending: PendingMatch, Policy: v1.DiscardAfterRollout, RolloutDone: true},
+		{Status: v1.CredentialSetStatus{Phase: v1.PhaseDistributed, RotationID: "r", RotateApplied: true, DiscardStarted: true}, AbortRequest: "r"},
+		{Status: v1.CredentialSetStatus{Phase: v1.PhaseDistributed, RotationID: "r", RotateApplied: true, DiscardStarted: true}, Pending: PendingNone},
 	}
 	for _, in := range inputs {
 		d := Decide(in)
@@ -177,6 +200,10 @@ func TestRestartValueIsStableAcrossCompletion(t *testing.T) {
 		{status(v1.PhaseIdle, "", "abc", false, false), "abc"},
 		{status(v1.PhaseRotating, "def", "abc", true, false), "abc"},
 		{status(v1.PhaseDistributed, "def", "abc", true, false), "def"},
+		// restartID, once recorded, is the value, whatever the phase.
+		{v1.CredentialSetStatus{Phase: v1.PhaseIdle, RestartID: RollbackRestartID("abc")}, "rollback-abc"},
+		{v1.CredentialSetStatus{Phase: v1.PhaseIdle, LastRotationID: "abc", RestartID: "abc"}, "abc"},
+		{v1.CredentialSetStatus{Phase: v1.PhaseRotating, RotationID: "def", LastRotationID: "abc", RestartID: "abc"}, "abc"},
 	}
 	for _, c := range cases {
 		if got := RestartValue(c.st); got != c.want {

@@ -130,6 +130,9 @@ func abortable(cs *v1.CredentialSet) (string, error) {
 	case st.DiscardApplied:
 		return "", fmt.Errorf("rotation %s of credentialset %q %s, so rolling it back would lock consumers out: it can only complete (kubectl rekey status %s)",
 			st.RotationID, cs.Name, termsFor(cs).alreadyRetired, cs.Name)
+	case st.DiscardStarted:
+		return "", fmt.Errorf("rotation %s of credentialset %q began discarding the old %s, so some instances may refuse them already and rolling it back would lock consumers out: it can only complete, which the operator does by itself (kubectl rekey status %s)",
+			st.RotationID, cs.Name, secretWord(cs), cs.Name)
 	case inPlaceApplied(cs):
 		return "", fmt.Errorf("rotation %s of credentialset %q replaced the keys in place (Ceph InPlace), so the old keys no longer exist and rolling it back would lock consumers out: it can only complete (kubectl rekey status %s)",
 			st.RotationID, cs.Name, cs.Name)

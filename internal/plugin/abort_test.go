@@ -76,6 +76,11 @@ func TestAbortRefusesWithoutActiveRotation(t *testing.T) {
 		st.DiscardApplied = true
 	})
 	mustFail(t, ns, `rotation r-7 of credentialset "orders" already discarded the old passwords on every instance, so rolling it back would lock consumers out: it can only complete`, "abort", "orders")
+
+	// Discarding began on some instances (one was down, or the operator
+	// crashed between them): the same holds.
+	setStatus(t, ns, "orders", func(st *v1.CredentialSetStatus) { st.DiscardApplied, st.DiscardStarted = false, true })
+	mustFail(t, ns, `rotation r-7 of credentialset "orders" began discarding the old passwords, so some instances may refuse them already and rolling it back would lock consumers out: it can only complete`, "abort", "orders")
 	if _, ok := get(t, ns, "orders").Annotations[engine.AbortAnnotation]; ok {
 		t.Fatal("a refused abort wrote the annotation")
 	}

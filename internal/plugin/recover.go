@@ -26,7 +26,7 @@ func newRecoverCommand(a *app) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "recover NAME",
 		Short: "Repair a set stuck on a documented failure, through the operator",
-		Long: `recover reads the set's Degraded condition and handles four documented
+		Long: `recover reads the set's Degraded condition and handles five documented
 failures:
   DualPasswordExists      a MySQL user has a secondary password rekey did not set:
                           MySQL is reset to the current passwords
@@ -36,10 +36,16 @@ failures:
                           secrets: the active rotation is rolled back (as abort)
   MissingRotationPending  the active rotation's pending secrets were lost:
                           the rotation is rolled back (as abort)
+  PendingRejected         the backend refuses the secrets the source Secret
+                          holds: an active rotation is rolled back (as abort);
+                          an idle set's backend is reset to the source Secret
+A rotation that began discarding the old secrets can only complete: recover
+refuses it, as the operator would.
 It prints the diagnosis and the steps, asks for confirmation (unless --yes),
 then annotates the set with rekey.io/recover=<new UUID>, as kubectl annotate
 could. The operator does the work; nothing connects to the backend from here.
-Ceph mints its own keys, so an idle Ceph set with KeyMismatch is not reset:
+Ceph mints its own keys, so an idle Ceph set with KeyMismatch or
+PendingRejected is not reset:
 follow the operator's message (delete the entity from the source Secret).
 Anything else is not something recover handles: it says so and changes nothing.`,
 		Example: `  kubectl rekey recover moco -n shop
@@ -160,26 +166,35 @@ func diagnose(cs *v1.CredentialSet) (diagnosis, error) {
 		d.cause = fmt.Sprintf("the source Secret holds the pending %s of another, interrupted rotation, not of the active rotation %s (StaleRotationPending)", secretWord(cs), st.RotationID)
 	case reason.MissingRotationPending:
 		d.cause = fmt.Sprintf("the source Secret lost pending %s of the active rotation %s%s, so the rotation cannot go forward (MissingRotationPending)", secretWord(cs), st.RotationID, hashesOnly(cs))
+	case reason.PendingRejected:
+		if active {
+			d.cause = fmt.Sprintf("%s refuses the pending %s the source Secret holds for rotation %s (edited by hand, or changed in the backend), so the rotation cannot go forward (PendingRejected)", backendName(cs), secretWord(cs), st.RotationID)
+		} else {
+			d.cause = fmt.Sprintf("%s refuses the current %s the source Secret holds, so the distribution Secrets are left as they are (PendingRejected). If the source Secret was edited by hand, do not go on: restore it from backup instead, since the reset below would make %s accept only what it holds now", backendName(cs), secretWord(cs), backendName(cs))
+		}
 	default:
 		return diagnosis{}, fmt.Errorf("credentialset %q is degraded for a reason kubectl rekey recover does not handle (%s): %s", cs.Name, c.Reason, c.Message)
 	}
 	switch {
-	case !active && c.Reason != string(reason.DualPasswordExists) && c.Reason != string(reason.KeyMismatch):
+	case !active && c.Reason != string(reason.DualPasswordExists) && c.Reason != string(reason.KeyMismatch) && c.Reason != string(reason.PendingRejected):
 		// Missing current secrets or a missing source Secret (restore from
 		// backup) while Idle: a reset would have nothing to reset to.
 		return diagnosis{}, fmt.Errorf("credentialset %q is degraded (%s) with no rotation active, which kubectl rekey recover does not handle: %s", cs.Name, c.Reason, c.Message)
 	case active && st.DiscardApplied:
 		return diagnosis{}, fmt.Errorf("rotation %s of credentialset %q %s, so it cannot be rolled back: it can only complete (%s: %s)",
 			st.RotationID, cs.Name, termsFor(cs).alreadyRetired, c.Reason, c.Message)
+	case active && st.DiscardStarted:
+		return diagnosis{}, fmt.Errorf("rotation %s of credentialset %q began discarding the old %s, so some instances may refuse them already and it cannot be rolled back: it can only complete. The operator finishes the discard by itself once it can (%s: %s)",
+			st.RotationID, cs.Name, secretWord(cs), c.Reason, c.Message)
 	case active && inPlaceApplied(cs):
 		return diagnosis{}, fmt.Errorf("rotation %s of credentialset %q replaced the keys in place (Ceph InPlace), so the old keys no longer exist and it cannot be rolled back: it can only complete (%s: %s)",
 			st.RotationID, cs.Name, c.Reason, c.Message)
-	case !active && cs.Spec.Ceph != nil && c.Reason == string(reason.KeyMismatch):
+	case !active && cs.Spec.Ceph != nil && (c.Reason == string(reason.KeyMismatch) || c.Reason == string(reason.PendingRejected)):
 		// Ceph's reset only checks the keys (it cannot set one), so a
 		// recovery would stay resetPending; the operator's message names
 		// the fix: have rekey adopt the cluster's key.
-		return diagnosis{}, fmt.Errorf("credentialset %q is degraded (KeyMismatch), which kubectl rekey recover cannot repair for Ceph: Ceph mints its keys, so rekey cannot reset one to the source Secret's. Do what the operator says: %s",
-			cs.Name, c.Message)
+		return diagnosis{}, fmt.Errorf("credentialset %q is degraded (%s), which kubectl rekey recover cannot repair for Ceph: Ceph mints its keys, so rekey cannot reset one to the source Secret's. Do what the operator says: %s",
+			cs.Name, c.Reason, c.Message)
 	case active:
 		d.intro = fmt.Sprintf("The operator rolls rotation %s back, as kubectl rekey abort does, in this order:", st.RotationID)
 		d.steps = rollbackSteps(cs)

@@ -63,6 +63,31 @@ func TestRecoverRefusesWhatItDoesNotHandle(t *testing.T) {
 		degraded(reason.MissingRotationPending, "pending lost")(st)
 	})
 	mustFail(t, ns, `rotation r-3 of credentialset "orders" already discarded the old passwords on every instance, so it cannot be rolled back: it can only complete`, "recover", "orders", "--yes")
+	setStatus(t, ns, "orders", func(st *v1.CredentialSetStatus) { st.DiscardApplied, st.DiscardStarted = false, true })
+	mustFail(t, ns, `rotation r-3 of credentialset "orders" began discarding the old passwords, so some instances may refuse them already and it cannot be rolled back: it can only complete`, "recover", "orders", "--yes")
+	setStatus(t, ns, "orders", func(st *v1.CredentialSetStatus) {
+		st.DiscardStarted = false
+		degraded(reason.PendingRejected, "db-1 refuses the new password")(st)
+	})
+	// What the operator's PendingRejected message advises is what recover
+	// does: an active rotation is rolled back.
+	out, err := kubectlIn(t, ns, "", "recover", "orders", "--yes")
+	if err != nil {
+		t.Fatalf("recover refused PendingRejected: %v", err)
+	}
+	for _, want := range []string{"refuses the pending passwords the source Secret holds for rotation r-3", "The operator rolls rotation r-3 back, as kubectl rekey abort does"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("recover of PendingRejected printed\n%s\nwant %q", out, want)
+		}
+	}
+	if get(t, ns, "orders").Annotations[engine.RecoverAnnotation] == "" {
+		t.Fatal("recover of PendingRejected wrote no request")
+	}
+	cs := get(t, ns, "orders")
+	delete(cs.Annotations, engine.RecoverAnnotation)
+	if err := k8s.Update(context.Background(), cs); err != nil {
+		t.Fatal(err)
+	}
 
 	// A reset under way needs no second one.
 	setStatus(t, ns, "orders", func(st *v1.CredentialSetStatus) {
