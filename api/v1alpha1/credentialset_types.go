@@ -180,6 +180,13 @@ type RotationSpec struct {
 	// consumer rolled out, with discardPolicy AfterRollout (default 5m).
 	// +optional
 	GracePeriod *metav1.Duration `json:"gracePeriod,omitempty"`
+	// StuckAfter is how long a rotation may stay active (Rotating or
+	// Distributed) before rekey raises the RotationStuck condition, a
+	// Warning Event and the rekey_rotation_stuck metric, naming what it
+	// waits for. Unset: the manager's --rotation-stuck-after (default 1h).
+	// +optional
+	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('1s')",message="rotation.stuckAfter must be a positive duration (e.g. 30m, 2h)"
+	StuckAfter *metav1.Duration `json:"stuckAfter,omitempty"`
 }
 
 // RotationPhase is where a CredentialSet is in its rotation cycle.
@@ -328,6 +335,11 @@ type ConsumerStatus struct {
 	// Message says what the rollout waits for.
 	// +optional
 	Message string `json:"message,omitempty"`
+	// Stuck: the rollout will not finish by itself (a progress deadline
+	// passed, the workload is paused, or its update strategy leaves pods
+	// on the old template); Message says what to do.
+	// +optional
+	Stuck bool `json:"stuck,omitempty"`
 }
 
 // +kubebuilder:object:root=true

@@ -40,6 +40,7 @@ func run() error {
 		concurrency                       int
 		resync                            time.Duration
 		grace                             time.Duration
+		stuckAfter                        time.Duration
 	)
 	flag.StringVar(&namespace, "namespace", envOr("POD_NAMESPACE", "rekey-system"), "namespace of the source Secrets (the operator's own)")
 	flag.StringVar(&metricsAddr, "metrics-bind-address", ":8443", "address of the metrics endpoint (0 disables it)")
@@ -50,6 +51,7 @@ func run() error {
 	flag.IntVar(&concurrency, "instance-concurrency", 8, "instances a phase works on at once (1: one after another, as seed 000)")
 	flag.DurationVar(&resync, "resync-period", 5*time.Minute, "how often an idle set is re-checked (restores hand-edited distribution Secrets)")
 	flag.DurationVar(&grace, "default-grace-period", 5*time.Minute, "grace period of discardPolicy AfterRollout when the set gives none")
+	flag.DurationVar(&stuckAfter, "rotation-stuck-after", time.Hour, "how long a rotation may stay active before the RotationStuck condition, a Warning Event and rekey_rotation_stuck say so, when the set gives no rotation.stuckAfter (0: off)")
 	flag.StringVar(&cephWorkDir, "ceph-work-dir", os.TempDir(), "where ceph commands' config and keyring files are written (mode 0600, removed after each command)")
 	flag.StringVar(&cephCLI, "ceph-cli", "ceph", "the ceph CLI the Ceph backend runs (a path, or a name looked up in PATH); a CredentialSet never names a program")
 	opts := zap.Options{}
@@ -99,6 +101,7 @@ func run() error {
 		Recorder:            mgr.GetEventRecorder("rekey"),
 		Namespace:           namespace,
 		DefaultGracePeriod:  grace,
+		DefaultStuckAfter:   stuckAfter,
 		InstanceConcurrency: concurrency,
 		ResyncPeriod:        resync,
 		CephWorkDir:         cephWorkDir,

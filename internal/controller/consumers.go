@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"strings"
 
 	appsv1 "k8s.io/api/apps/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -14,6 +15,7 @@ import (
 
 	v1 "rekey.io/rekey/api/v1alpha1"
 	"rekey.io/rekey/internal/engine"
+	"rekey.io/rekey/internal/reason"
 )
 
 // RestartAnnotation is the pod-template annotation that restarts a
@@ -102,7 +104,7 @@ func (r *Reconciler) syncConsumers(ctx context.Context, cs *v1.CredentialSet) ([
 			st.Message = "restart requested"
 		default:
 			ro := rolloutOf(obj)
-			st.RolledOut, st.Message = ro.Done, ro.Message
+			st.RolledOut, st.Message, st.Stuck = ro.Done, ro.Message, ro.Stuck
 		}
 		r.stamp(cs, &st, hash)
 		all = all && st.RolledOut
@@ -140,4 +142,32 @@ func countRolledOut(cs []v1.ConsumerStatus) string {
 		}
 	}
 	return fmt.Sprintf("%d/%d", n, len(cs))
+}
+
+// stuckRollout is the problem of a consumer whose rollout will not finish
+// by itself while rekey waits for it (discard, or the reset of a
+// rollback): rekey keeps waiting, and says what a person must do.
+func stuckRollout(cs *v1.CredentialSet) *problem {
+	waiting := cs.Status.Phase == v1.PhaseDistributed && !cs.Status.DiscardApplied || cs.Status.ResetPending
+	if !waiting {
+		return nil
+	}
+	var stuck []string
+	for _, c := range cs.Status.Consumers {
+		if c.Stuck && !c.RolledOut {
+			stuck = append(stuck, fmt.Sprintf("%s %s/%s: %s", c.Kind, c.Namespace, c.Name, c.Message))
+		}
+	}
+	if len(stuck) == 0 {
+		return nil
+	}
+	return &problem{reason.RolloutStuck, fmt.Sprintf(
+		"the rollout of %s will not finish by itself, so rekey keeps the old credentials valid and waits: %s", plural(len(stuck), "consumer"), strings.Join(stuck, "; "))}
+}
+
+func plural(n int, word string) string {
+	if n == 1 {
+		return "1 " + word
+	}
+	return fmt.Sprintf("%d %ss", n, word)
 }

@@ -15,7 +15,7 @@ import (
 
 // observe writes what this reconcile saw — consumers, conditions — with
 // the same compare-and-set as every transition, and only when it changed.
-func (r *Reconciler) observe(ctx context.Context, cs *v1.CredentialSet, prob *problem, seen transportSeen) error {
+func (r *Reconciler) observe(ctx context.Context, cs *v1.CredentialSet, prob *problem, seen transportSeen, stuck stuckInfo) error {
 	live := &v1.CredentialSet{}
 	if err := r.APIReader.Get(ctx, clientKey(cs), live); err != nil {
 		return err
@@ -54,12 +54,20 @@ func (r *Reconciler) observe(ctx context.Context, cs *v1.CredentialSet, prob *pr
 		next.RolledOutAt = &now
 	}
 	setConditions(&next, cs.Generation, prob, allOut, waiting)
+	setStuckCondition(&next, cs.Generation, stuck)
 	setTransportCondition(&next, cs.Generation, seen)
 	next.ObservedGeneration = cs.Generation
 	if equality.Semantic.DeepEqual(next, live.Status) {
 		return nil
 	}
-	return r.casStatus(ctx, live, func(st *v1.CredentialSetStatus) { *st = next })
+	if err := r.casStatus(ctx, live, func(st *v1.CredentialSetStatus) { *st = next }); err != nil {
+		return err
+	}
+	if stuck.message != "" && !meta.IsStatusConditionTrue(live.Status.Conditions, reason.CondRotationStuck) {
+		// Once per stuck rotation: the condition and the metric stay.
+		r.event(cs, "Warning", reason.RotationStuck, "Observe", "%s", stuck.message)
+	}
+	return nil
 }
 
 func setConditions(st *v1.CredentialSetStatus, gen int64, prob *problem, allOut bool, waiting []string) {
@@ -97,4 +105,13 @@ func setConditions(st *v1.CredentialSetStatus, gen int64, prob *problem, allOut 
 	default:
 		set(reason.CondRolloutComplete, false, reason.RolloutPending, strings.Join(waiting, "; "))
 	}
+}
+
+func setStuckCondition(st *v1.CredentialSetStatus, gen int64, stuck stuckInfo) {
+	c := metav1.Condition{Type: reason.CondRotationStuck, Status: metav1.ConditionFalse, Reason: string(reason.Healthy),
+		Message: "no rotation has been active longer than rotation.stuckAfter", ObservedGeneration: gen}
+	if stuck.message != "" {
+		c.Status, c.Reason, c.Message = metav1.ConditionTrue, string(reason.RotationStuck), stuck.message
+	}
+	meta.SetStatusCondition(&st.Conditions, c)
 }

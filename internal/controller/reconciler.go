@@ -38,6 +38,9 @@ type Reconciler struct {
 	Now       func() time.Time
 	// DefaultGracePeriod applies to AfterRollout without gracePeriod.
 	DefaultGracePeriod time.Duration
+	// DefaultStuckAfter applies to sets without rotation.stuckAfter; 0
+	// turns the RotationStuck signal off for them.
+	DefaultStuckAfter time.Duration
 	// ResyncPeriod re-checks an idle set this often, so that a distribution
 	// Secret edited by hand is restored without watching every Secret.
 	ResyncPeriod time.Duration
@@ -134,8 +137,14 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	metrics.Observe(cs.Namespace, cs.Name, string(cs.Status.Phase), cs.Status.KeyGeneration, since)
 	metrics.Coverage(cs.Namespace, cs.Name, cs.Status.Consumers, cs.Spec.ConsumerGroups)
 	r.noteTransport(cs, seen)
-	if oerr := r.observe(ctx, cs, prob, seen); oerr != nil && err == nil && !isRace(ctx, oerr) {
+	stuck := r.rotationStuck(cs, prob)
+	metrics.Stuck(cs.Namespace, cs.Name, stuck.message != "")
+	if oerr := r.observe(ctx, cs, prob, seen, stuck); oerr != nil && err == nil && !isRace(ctx, oerr) {
 		err = oerr
+	}
+	if stuck.left > 0 && (res.RequeueAfter == 0 || stuck.left < res.RequeueAfter) {
+		// Wake up when the rotation would count as stuck.
+		res.RequeueAfter = stuck.left
 	}
 	if err == nil && res.RequeueAfter == 0 && r.ResyncPeriod > 0 {
 		res.RequeueAfter = r.ResyncPeriod
@@ -283,6 +292,9 @@ func (r *Reconciler) reconcile(ctx context.Context, cs *v1.CredentialSet, seen *
 	res, prob, err := r.act(ctx, cs, p, src, d, due.Why)
 	// A transition may have changed what the Secrets hold.
 	r.noteHash(cs)
+	if prob == nil && err == nil {
+		prob = stuckRollout(cs)
+	}
 	if err == nil && prob == nil && due.NextAt != nil && d.Action == engine.None {
 		if left := due.NextAt.Sub(in.Now); left > 0 && (res.RequeueAfter == 0 || left < res.RequeueAfter) {
 			res.RequeueAfter = left

@@ -2,15 +2,36 @@ package engine
 
 import (
 	"fmt"
+	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+
+	v1 "rekey.io/rekey/api/v1alpha1"
 )
 
 // RolloutState is the rollout gate's view of one consumer.
 type RolloutState struct {
-	Done    bool
+	Done bool
+	// Stuck: the rollout will not finish by itself (a progress deadline
+	// passed, the workload is paused, or its update strategy leaves pods
+	// on the old template); Message says what a person must do.
+	Stuck   bool
 	Message string // what it waits for, when not done
 }
+
+// The gate follows `kubectl rollout status` (k8s.io/kubectl
+// polymorphichelpers; rollout_test.go checks the two agree case by case)
+// with one difference: kubectl reports a partitioned or OnDelete rollout
+// as finished, while rekey needs every pod restarted, since a pod left on
+// the old template still holds the old credentials. Those cases are Stuck
+// instead, with the step that finishes them. The rules are written out
+// here rather than imported: the kubectl package would add 35 MB of
+// dependencies to the manager for three functions.
+
+// progressDeadlineExceeded is the Progressing condition's reason once a
+// Deployment's progressDeadlineSeconds passed without progress.
+const progressDeadlineExceeded = "ProgressDeadlineExceeded"
 
 func ptrOr(p *int32, d int32) int32 {
 	if p == nil {
@@ -19,52 +40,98 @@ func ptrOr(p *int32, d int32) int32 {
 	return *p
 }
 
-// StatefulSetRollout is seed 000's rollout gate: the controller observed the
-// latest spec, every pod is on the update revision, updated and ready.
+// StatefulSetRollout: the controller observed the latest spec, every pod
+// is ready and on the update revision.
 func StatefulSetRollout(s *appsv1.StatefulSet) RolloutState {
 	want := ptrOr(s.Spec.Replicas, 1)
 	st := s.Status
-	switch {
-	case st.ObservedGeneration < s.Generation:
+	if st.ObservedGeneration == 0 || st.ObservedGeneration < s.Generation {
 		return RolloutState{Message: "StatefulSet controller has not observed the latest spec"}
+	}
+	onOld := st.CurrentRevision != st.UpdateRevision || st.UpdatedReplicas != want
+	if s.Spec.UpdateStrategy.Type == appsv1.OnDeleteStatefulSetStrategyType && onOld {
+		return RolloutState{Stuck: true, Message: fmt.Sprintf(
+			"updateStrategy OnDelete: %d/%d pods run the restarted template, and the others restart only when deleted; delete them (kubectl delete pod) to finish the rollout", st.UpdatedReplicas, want)}
+	}
+	if ru := s.Spec.UpdateStrategy.RollingUpdate; ru != nil && ptrOr(ru.Partition, 0) > 0 && onOld {
+		return RolloutState{Stuck: true, Message: fmt.Sprintf(
+			"rollingUpdate.partition %d keeps pods below ordinal %d on the old template, with the old credentials; lower the partition to 0 to finish the rollout", *ru.Partition, *ru.Partition)}
+	}
+	switch {
+	case st.ReadyReplicas < want:
+		return RolloutState{Message: fmt.Sprintf("%d/%d pods ready", st.ReadyReplicas, want)}
 	case st.CurrentRevision != st.UpdateRevision:
 		return RolloutState{Message: fmt.Sprintf("pods are moving to revision %s (%d/%d updated)", st.UpdateRevision, st.UpdatedReplicas, want)}
 	case st.UpdatedReplicas != want:
 		return RolloutState{Message: fmt.Sprintf("%d/%d pods updated", st.UpdatedReplicas, want)}
-	case st.ReadyReplicas != want:
-		return RolloutState{Message: fmt.Sprintf("%d/%d pods ready", st.ReadyReplicas, want)}
 	}
 	return RolloutState{Done: true}
 }
 
-// DeploymentRollout is done when every replica runs the latest template and
-// is available, and no old replica remains.
+// DeploymentRollout is done when every replica runs the latest template
+// and is available, and no old replica remains.
 func DeploymentRollout(d *appsv1.Deployment) RolloutState {
 	want := ptrOr(d.Spec.Replicas, 1)
 	st := d.Status
-	switch {
-	case st.ObservedGeneration < d.Generation:
+	if st.ObservedGeneration < d.Generation {
+		if d.Spec.Paused {
+			return RolloutState{Stuck: true, Message: fmt.Sprintf(
+				"the Deployment is paused, so its pods keep the old credentials; resume it (kubectl rollout resume deployment/%s)", d.Name)}
+		}
 		return RolloutState{Message: "Deployment controller has not observed the latest spec"}
-	case st.UpdatedReplicas != want:
+	}
+	for _, c := range st.Conditions {
+		if c.Type == appsv1.DeploymentProgressing && c.Status == corev1.ConditionFalse && c.Reason == progressDeadlineExceeded {
+			return RolloutState{Stuck: true, Message: fmt.Sprintf(
+				"the rollout exceeded its progress deadline (%s); fix what keeps the new pods from becoming available (kubectl describe deployment/%s), and it resumes", c.Message, d.Name)}
+		}
+	}
+	if d.Spec.Paused && (st.UpdatedReplicas < want || st.Replicas > st.UpdatedReplicas) {
+		return RolloutState{Stuck: true, Message: fmt.Sprintf(
+			"the Deployment is paused, so its pods keep the old credentials; resume it (kubectl rollout resume deployment/%s)", d.Name)}
+	}
+	switch {
+	case st.UpdatedReplicas < want:
 		return RolloutState{Message: fmt.Sprintf("%d/%d replicas updated", st.UpdatedReplicas, want)}
-	case st.Replicas != want:
+	case st.Replicas > st.UpdatedReplicas:
 		return RolloutState{Message: fmt.Sprintf("%d old replicas still running", st.Replicas-st.UpdatedReplicas)}
-	case st.AvailableReplicas != want:
-		return RolloutState{Message: fmt.Sprintf("%d/%d replicas available", st.AvailableReplicas, want)}
+	case st.AvailableReplicas < st.UpdatedReplicas:
+		return RolloutState{Message: fmt.Sprintf("%d/%d updated replicas available", st.AvailableReplicas, st.UpdatedReplicas)}
 	}
 	return RolloutState{Done: true}
 }
 
-// DaemonSetRollout is done when every scheduled pod is updated and ready.
+// DaemonSetRollout is done when every scheduled pod is updated and
+// available.
 func DaemonSetRollout(d *appsv1.DaemonSet) RolloutState {
 	st := d.Status
-	switch {
-	case st.ObservedGeneration < d.Generation:
+	if st.ObservedGeneration < d.Generation {
 		return RolloutState{Message: "DaemonSet controller has not observed the latest spec"}
-	case st.UpdatedNumberScheduled != st.DesiredNumberScheduled:
+	}
+	if d.Spec.UpdateStrategy.Type == appsv1.OnDeleteDaemonSetStrategyType && st.UpdatedNumberScheduled < st.DesiredNumberScheduled {
+		return RolloutState{Stuck: true, Message: fmt.Sprintf(
+			"updateStrategy OnDelete: %d/%d pods run the restarted template, and the others restart only when deleted; delete them (kubectl delete pod) to finish the rollout", st.UpdatedNumberScheduled, st.DesiredNumberScheduled)}
+	}
+	switch {
+	case st.UpdatedNumberScheduled < st.DesiredNumberScheduled:
 		return RolloutState{Message: fmt.Sprintf("%d/%d pods updated", st.UpdatedNumberScheduled, st.DesiredNumberScheduled)}
-	case st.NumberReady != st.DesiredNumberScheduled:
-		return RolloutState{Message: fmt.Sprintf("%d/%d pods ready", st.NumberReady, st.DesiredNumberScheduled)}
+	case st.NumberAvailable < st.DesiredNumberScheduled:
+		return RolloutState{Message: fmt.Sprintf("%d/%d pods available", st.NumberAvailable, st.DesiredNumberScheduled)}
 	}
 	return RolloutState{Done: true}
+}
+
+// RotationStuck says whether the active rotation has stayed active
+// (Rotating or Distributed) for after or longer, for how long, and
+// otherwise how long until it would count as stuck (0 when no rotation is
+// active or its start is unknown).
+func RotationStuck(st v1.CredentialSetStatus, now time.Time, after time.Duration) (stuck bool, active, left time.Duration) {
+	if st.Phase != v1.PhaseRotating && st.Phase != v1.PhaseDistributed || st.RotationStartedAt == nil || after <= 0 {
+		return false, 0, 0
+	}
+	active = now.Sub(st.RotationStartedAt.Time)
+	if active >= after {
+		return true, active, 0
+	}
+	return false, active, after - active
 }

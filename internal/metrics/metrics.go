@@ -49,6 +49,10 @@ var (
 		Name: "rekey_group_members",
 		Help: "Members of a consumer group by state: acknowledged for the current credentials (moved), or waiting.",
 	}, []string{"namespace", "name", "group", "state"})
+	stuck = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "rekey_rotation_stuck",
+		Help: "1 while the set's rotation has been active longer than its stuckAfter (condition RotationStuck), else 0.",
+	}, []string{"namespace", "name"})
 	retirements = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "rekey_retirements_total",
 		Help: "Old credentials retired (discarded, deleted) at the end of a rotation.",
@@ -60,7 +64,7 @@ var (
 
 func init() {
 	crmetrics.Registry.MustRegister(phase, rotations, refusals, phaseDuration, lastSuccess, generation, age,
-		consumers, groupMembers, retirements)
+		consumers, groupMembers, retirements, stuck)
 }
 
 // Observe records what a reconcile saw of a set.
@@ -99,6 +103,15 @@ func Coverage(namespace, name string, cs []v1.ConsumerStatus, groups []v1.Consum
 	}
 }
 
+// Stuck records whether the set's rotation is stuck.
+func Stuck(namespace, name string, isStuck bool) {
+	v := 0.0
+	if isStuck {
+		v = 1
+	}
+	stuck.WithLabelValues(namespace, name).Set(v)
+}
+
 // Retired counts old credentials retired.
 func Retired(namespace, name string) { retirements.WithLabelValues(namespace, name).Inc() }
 
@@ -130,6 +143,7 @@ func Forget(namespace, name string) {
 	consumers.DeletePartialMatch(prometheus.Labels{"namespace": namespace, "name": name})
 	groupMembers.DeletePartialMatch(prometheus.Labels{"namespace": namespace, "name": name})
 	retirements.DeletePartialMatch(prometheus.Labels{"namespace": namespace, "name": name})
+	stuck.DeleteLabelValues(namespace, name)
 	age.set(namespace, name, nil)
 }
 
