@@ -3,12 +3,14 @@ package v1alpha1
 // RabbitMQSpec says how to reach one RabbitMQ cluster and which user
 // rotates. Each generation is a new user <user.base>-g<generation> with the
 // same tags and permissions (seed 004); the old one is deleted only when
-// every consumer of every set on the same cluster has moved.
+// every consumer that can hold it has moved: the set's own, and those of
+// every other set that adopted the same user (spec.rabbitmq.adopt).
 //
 // +kubebuilder:validation:XValidation:rule="!has(self.configFile) || has(self.transportURL)",message="configFile renders the transport_url: set transportURL too"
 // +kubebuilder:validation:XValidation:rule="!self.endpoint.startsWith('http://') || (has(self.allowPlaintextHTTP) && self.allowPlaintextHTTP)",fieldPath=".endpoint",message="an http:// endpoint sends the admin's and every rotated user's password over the network unencrypted: use https:// (with tls.caSecretRef for a private CA), or accept plaintext explicitly with spec.rabbitmq.allowPlaintextHTTP: true"
 // +kubebuilder:validation:XValidation:rule="!has(self.allowPlaintextHTTP) || !self.allowPlaintextHTTP || self.endpoint.startsWith('http://')",fieldPath=".allowPlaintextHTTP",message="spec.rabbitmq.allowPlaintextHTTP applies only to an http:// endpoint: remove it, so that a later change back to http:// needs a new explicit opt-in"
 // +kubebuilder:validation:XValidation:rule="!has(self.tls) || self.endpoint.startsWith('https://')",fieldPath=".tls",message="spec.rabbitmq.tls applies only to an https:// endpoint: remove it, or make the endpoint https://"
+// +kubebuilder:validation:XValidation:rule="!has(self.adopt) || !self.adopt.user.startsWith(self.user.base + '-g') || !self.adopt.user.substring(size(self.user.base) + 2).matches('^[0-9]+$')",fieldPath=".adopt.user",message="spec.rabbitmq.adopt.user is named like one of this set's own generations (<user.base>-g<N>), which rekey creates and deletes by itself: name the user your services log in as today, or give user.base another name"
 type RabbitMQSpec struct {
 	// Endpoint is the management HTTP API, e.g.
 	// https://rabbitmq.ns.svc:15671. An http:// endpoint needs
@@ -37,6 +39,22 @@ type RabbitMQSpec struct {
 	// User is the identity that rotates.
 	User RabbitMQUser `json:"user"`
 
+	// Adopt names a user that exists before rekey manages the service
+	// (the one its consumers log in as today) and makes it generation 1:
+	// rekey distributes it as it is, the first rotation moves consumers to
+	// <user.base>-g2, and the adopted user is deleted when that rotation
+	// completes, instead of living on beside rekey's users. Read only
+	// while the set provisions (status.keyGeneration 0).
+	//
+	// rekey adopts the user only if the password in passwordSecretRef logs
+	// in as it: knowing the password is the proof that the set's author
+	// may retire it. Adopting marks the user rekey-owner-<set UID> (its
+	// other tags and its permissions stay as they are). Several sets may
+	// adopt the same user, each with the proof; it is then deleted only
+	// once the consumers of every one of them have moved.
+	// +optional
+	Adopt *RabbitMQAdopt `json:"adopt,omitempty"`
+
 	// TransportURL, when set, makes distribution also write transport_url
 	// (rabbit://user:pass@host:port/vhost?query, every part escaped).
 	// +optional
@@ -60,6 +78,16 @@ type RabbitMQAdmin struct {
 	// +kubebuilder:default=password
 	// +kubebuilder:validation:Pattern=`^[-._a-zA-Z0-9]+$`
 	PasswordKey string `json:"passwordKey,omitempty"`
+}
+
+// RabbitMQAdopt is an existing user and where its password is.
+type RabbitMQAdopt struct {
+	// User is the existing user's name.
+	// +kubebuilder:validation:Pattern=`^[A-Za-z0-9][-A-Za-z0-9_.]{0,99}$`
+	User string `json:"user"`
+	// PasswordSecretRef is a key of a Secret in the CredentialSet's
+	// namespace holding the user's current password.
+	PasswordSecretRef SecretKeyRef `json:"passwordSecretRef"`
 }
 
 // RabbitMQTLS configures the management API client for https.

@@ -32,6 +32,12 @@ type Backend struct {
 	// Timeout bounds each management API request; DefaultTimeout by
 	// default.
 	Timeout time.Duration
+	// LiveOwner says whether a CredentialSet UID found in an owner mark
+	// belongs to a set that exists. Retiring a user several sets adopted
+	// deletes it only when no other existing set's mark is left; nil
+	// counts every mark as live (the user is then kept, never deleted
+	// early).
+	LiveOwner func(uid string) bool
 
 	endpoint      string // management API base URL, no trailing slash
 	adminUser     string
@@ -41,6 +47,7 @@ type Backend struct {
 	skipVerify    bool   // https without certificate verification
 	owner         string // the CredentialSet's UID, marked on every user rekey creates
 	base          string
+	adopt         string // spec.rabbitmq.adopt.user: generation 1 is this existing user
 	tags          []string
 	permissions   []v1.RabbitMQPermission
 	topics        []v1.RabbitMQTopicPermission
@@ -82,6 +89,10 @@ func New(spec *v1.RabbitMQSpec, owner, adminUser, adminPassword string, caPEM []
 	if err := checkBase(spec.User.Base); err != nil {
 		return nil, err
 	}
+	adopt, err := checkAdopt(spec)
+	if err != nil {
+		return nil, err
+	}
 	if err := checkTags(spec.User.Tags); err != nil {
 		return nil, err
 	}
@@ -100,7 +111,7 @@ func New(spec *v1.RabbitMQSpec, owner, adminUser, adminPassword string, caPEM []
 		Timeout:  DefaultTimeout,
 		endpoint: endpoint, adminUser: adminUser, adminPassword: adminPassword, transport: rt,
 		plaintext: !https, skipVerify: https && spec.TLS != nil && spec.TLS.InsecureSkipVerify,
-		owner: owner, base: spec.User.Base, tags: spec.User.Tags,
+		owner: owner, base: spec.User.Base, adopt: adopt, tags: spec.User.Tags,
 		permissions: spec.User.Permissions, topics: spec.User.TopicPermissions,
 		url: t,
 	}, nil

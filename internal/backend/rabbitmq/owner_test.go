@@ -21,6 +21,8 @@ func TestOwnershipOnRealBroker(t *testing.T) {
 	t.Run("another set's generations", func(t *testing.T) { t.Parallel(); testOtherSet(t, br) })
 	t.Run("a user of an earlier release is handed over, not adopted", func(t *testing.T) { t.Parallel(); testHandover(t, br) })
 	t.Run("marked users work", func(t *testing.T) { t.Parallel(); testMarkedUsersWork(t, br) })
+	t.Run("an adopted user is generation 1 and retired after the first rotation", func(t *testing.T) { t.Parallel(); testAdoptLifecycle(t, br) })
+	t.Run("a user several sets adopted is deleted by the last", func(t *testing.T) { t.Parallel(); testAdoptShared(t, br) })
 }
 
 // unchanged asserts a user still exists with the tags and grants it had

@@ -42,6 +42,17 @@ func (b *Backend) Provision(ctx context.Context, cur engine.Secrets) (_ engine.P
 	if user == b.adminUser {
 		return engine.Provisioned{}, b.adminRefusal(user)
 	}
+	if b.adopt != "" && user == b.adopt {
+		// spec.rabbitmq.adopt: the user exists and its services hold its
+		// password; it becomes generation 1 as it is.
+		if err := b.claimAdopted(ctx, user, password); err != nil {
+			return engine.Provisioned{}, err
+		}
+		if err := b.verify(ctx, user, password); err != nil {
+			return engine.Provisioned{}, err
+		}
+		return engine.Provisioned{Secrets: engine.Secrets{KeyUsername: user, KeyPassword: password}, Generation: 1, Adopted: true}, nil
+	}
 	exists, err := b.mustOwn(ctx, user, "change")
 	if err != nil {
 		return engine.Provisioned{}, err
@@ -120,7 +131,9 @@ func (b *Backend) Apply(ctx context.Context, cur, pending engine.Secrets, gen in
 }
 
 // Retire implements engine.Backend: the current user is deleted once the
-// pending one is proven to log in, so no consumer is left with nothing.
+// pending one is proven to log in, so no consumer is left with nothing. A
+// user other existing sets adopted too keeps working for their consumers:
+// this set only removes its mark, and the last set holding it deletes it.
 func (b *Backend) Retire(ctx context.Context, cur, pending engine.Secrets) (err error) {
 	defer func() { err = b.redact(err, cur, pending) }()
 	user, password, err := identity(pending, "pending")
@@ -145,9 +158,19 @@ func (b *Backend) Retire(ctx context.Context, cur, pending engine.Secrets) (err 
 	if old == b.adminUser {
 		return b.adminRefusal(old)
 	}
-	exists, err := b.mustOwn(ctx, old, "delete")
+	exists, owned, tags, err := b.lookup(ctx, old)
 	if err != nil || !exists { // gone already: a Retire after a crash
 		return err
+	}
+	if !owned {
+		if b.isAdopted(old) && len(b.coOwners(tags)) > 0 {
+			return nil // released already: a Retire after a crash
+		}
+		return b.notOwned(old, "delete", tags)
+	}
+	if others := b.coOwners(tags); len(others) > 0 {
+		// An adopted user other sets hold too: only this set lets go.
+		return b.release(ctx, old)
 	}
 	if err := b.deleteUser(ctx, old); err != nil {
 		return err
@@ -164,7 +187,12 @@ func (b *Backend) Reset(ctx context.Context, cur engine.Secrets) (err error) {
 	if err != nil {
 		return err
 	}
-	if err := b.ensureUser(ctx, "reset", user, password); err != nil {
+	ensure := b.ensureUser
+	if b.isAdopted(user) {
+		// An adopted user keeps the tags and permissions it came with.
+		ensure = func(ctx context.Context, _, name, password string) error { return b.resetAdopted(ctx, name, password) }
+	}
+	if err := ensure(ctx, "reset", user, password); err != nil {
 		return err
 	}
 	if err := b.verify(ctx, user, password); err != nil {
@@ -175,10 +203,18 @@ func (b *Backend) Reset(ctx context.Context, cur engine.Secrets) (err error) {
 
 // Deprovision implements engine.Deprovisioner: every generation rekey made
 // for this set goes. A user outside the <base>-g<N> pattern, or without
-// this set's mark, was not made by rekey for this set, so it stays.
+// this set's mark, was not made by rekey for this set, so it stays; an
+// adopted user still current (the set never rotated) is handed back
+// without this set's mark, since it existed before rekey.
 func (b *Backend) Deprovision(ctx context.Context, cur engine.Secrets) (err error) {
 	defer func() { err = b.redact(err, cur) }()
-	return b.removeGenerations(ctx, "deprovision")
+	if err := b.removeGenerations(ctx, "deprovision"); err != nil {
+		return err
+	}
+	if user := cur[KeyUsername]; user != "" && b.isAdopted(user) {
+		return b.release(ctx, user)
+	}
+	return nil
 }
 
 func (b *Backend) sameUserRefusal(r reason.Reason, user string) error {

@@ -56,6 +56,23 @@ func checkBase(base string) error {
 	return nil
 }
 
+// checkAdopt repeats admission's rules on spec.rabbitmq.adopt: the adopted
+// user must not be named like one of the set's own generations, which
+// rekey deletes by name pattern, nor fall outside the user name pattern.
+func checkAdopt(spec *v1.RabbitMQSpec) (string, error) {
+	if spec.Adopt == nil {
+		return "", nil
+	}
+	name := spec.Adopt.User
+	if !basePattern.MatchString(name) {
+		return "", fmt.Errorf("rabbitmq.adopt.user %q: use letters, digits, '-', '_' and '.'", name)
+	}
+	if _, ok := generationOf(spec.User.Base, name); ok {
+		return "", fmt.Errorf("rabbitmq.adopt.user %q is named like one of this set's own generations (%s-g<N>), which rekey creates and deletes by itself: name the user your services log in as today, or give user.base another name", name, spec.User.Base)
+	}
+	return name, nil
+}
+
 func checkPermissions(u v1.RabbitMQUser) error {
 	for _, p := range u.Permissions {
 		for _, f := range []struct{ name, expr string }{{"configure", p.Configure}, {"write", p.Write}, {"read", p.Read}} {

@@ -32,6 +32,13 @@ func generationOf(base, name string) (int64, bool) {
 	return n, true
 }
 
+// IsGeneration: name is one of the users a set with this base makes
+// (<base>-g<N>), which rekey deletes by that pattern.
+func IsGeneration(base, name string) bool {
+	_, ok := generationOf(base, name)
+	return ok
+}
+
 // generations lists the broker's users that are generations of this set:
 // named <base>-g<N> and carrying this set's mark. A user of that name
 // without the mark (made by hand, by another tenant, by another set) is
