@@ -34,6 +34,7 @@ func run() error {
 	var (
 		namespace, metricsAddr, probeAddr string
 		watchNamespaces                   string
+		secretNamespaces                  string
 		metricsSecure                     bool
 		cephWorkDir, cephCLI              string
 		leaderElect                       bool
@@ -46,6 +47,7 @@ func run() error {
 	flag.StringVar(&metricsAddr, "metrics-bind-address", ":8443", "address of the metrics endpoint (0 disables it)")
 	flag.BoolVar(&metricsSecure, "metrics-secure", true, "serve metrics over HTTPS to callers the API server authenticates and authorizes (get on the /metrics non-resource URL); false serves plain HTTP to anyone who can reach the port")
 	flag.StringVar(&watchNamespaces, "watch-namespaces", "", "comma-separated namespaces whose CredentialSets and workloads rekey watches (namespaced mode, with Roles instead of ClusterRoles); empty: every namespace")
+	flag.StringVar(&secretNamespaces, "secret-namespaces", "", "comma-separated namespaces where rekey watches the Secrets it wrote (to undo hand edits at once); set it where its RBAC grants Secrets only in some namespaces. Empty: every namespace, or --watch-namespaces and --namespace")
 	flag.StringVar(&probeAddr, "health-probe-bind-address", ":8081", "address of the health probes")
 	flag.BoolVar(&leaderElect, "leader-elect", false, "elect a leader, for running more than one replica")
 	flag.IntVar(&concurrency, "instance-concurrency", 8, "instances a phase works on at once (1: one after another, as seed 000)")
@@ -74,12 +76,17 @@ func run() error {
 		metricsOpts.FilterProvider = filters.WithAuthenticationAndAuthorization
 	}
 	cacheOpts := cache.Options{}
+	secretNS := splitList(secretNamespaces)
 	if ns := splitList(watchNamespaces); len(ns) > 0 {
 		cacheOpts.DefaultNamespaces = map[string]cache.Config{}
 		for _, n := range ns {
 			cacheOpts.DefaultNamespaces[n] = cache.Config{}
 		}
+		if len(secretNS) == 0 {
+			secretNS = append(ns, namespace)
+		}
 	}
+	cacheOpts.ByObject = controller.CacheByObject(secretNS...)
 	mgr, err := ctrl.NewManager(ctrl.GetConfigOrDie(), ctrl.Options{
 		Scheme:                  scheme,
 		Cache:                   cacheOpts,
@@ -88,8 +95,8 @@ func run() error {
 		LeaderElection:          leaderElect,
 		LeaderElectionID:        "rekey.io",
 		LeaderElectionNamespace: namespace,
-		// Secrets are always read live; never cache them, which would
-		// also need a cluster-wide list/watch on Secrets.
+		// Secrets are always read live; the cache holds only the ones
+		// rekey wrote, for the watch that restores hand edits.
 		Client: client.Options{Cache: &client.CacheOptions{DisableFor: []client.Object{&corev1.Secret{}}}},
 	})
 	if err != nil {

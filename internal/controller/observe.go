@@ -60,10 +60,11 @@ func (r *Reconciler) observe(ctx context.Context, cs *v1.CredentialSet, prob *pr
 	if equality.Semantic.DeepEqual(next, live.Status) {
 		return nil
 	}
+	wasStuck := meta.IsStatusConditionTrue(live.Status.Conditions, reason.CondRotationStuck)
 	if err := r.casStatus(ctx, live, func(st *v1.CredentialSetStatus) { *st = next }); err != nil {
 		return err
 	}
-	if stuck.message != "" && !meta.IsStatusConditionTrue(live.Status.Conditions, reason.CondRotationStuck) {
+	if stuck.message != "" && !wasStuck {
 		// Once per stuck rotation: the condition and the metric stay.
 		r.event(cs, "Warning", reason.RotationStuck, "Observe", "%s", stuck.message)
 	}

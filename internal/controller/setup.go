@@ -2,10 +2,14 @@ package controller
 
 import (
 	"context"
+	"strings"
 
 	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
@@ -20,9 +24,35 @@ func clientKey(cs *v1.CredentialSet) types.NamespacedName {
 	return types.NamespacedName{Namespace: cs.Namespace, Name: cs.Name}
 }
 
+// CacheByObject restricts the manager's Secret cache to the Secrets rekey
+// writes (its label), in namespaces (all when empty, or the cache's
+// default namespaces): the watch that restores a hand-edited distribution
+// Secret must never hold every Secret of the cluster in memory, and must
+// list only where rekey's RBAC grants Secrets. Reads of Secrets stay live
+// (the client does not use this cache for them).
+func CacheByObject(namespaces ...string) map[client.Object]cache.ByObject {
+	by := cache.ByObject{Label: labels.SelectorFromSet(labels.Set{ManagedByLabel: ManagedByValue})}
+	if len(namespaces) > 0 {
+		by.Namespaces = map[string]cache.Config{}
+		for _, ns := range namespaces {
+			by.Namespaces[ns] = cache.Config{}
+		}
+	}
+	return map[client.Object]cache.ByObject{&corev1.Secret{}: by}
+}
+
+// setOfSecret maps a Secret rekey wrote back to its set.
+func setOfSecret(_ context.Context, o client.Object) []reconcile.Request {
+	ns, name, ok := strings.Cut(o.GetAnnotations()[CredentialSetAnnot], "/")
+	if !ok || ns == "" || name == "" {
+		return nil
+	}
+	return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: ns, Name: name}}}
+}
+
 // SetupWithManager registers the reconciler and the watches that wake it:
-// its own CredentialSets, and the consumer workloads whose rollout gates
-// discard.
+// its own CredentialSets, the consumer workloads whose rollout gates
+// discard, and the Secrets it wrote (a hand edit is undone within seconds).
 func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	ctx := context.Background()
 	err := mgr.GetFieldIndexer().IndexField(ctx, &v1.CredentialSet{}, consumerIndex, func(o client.Object) []string {
@@ -59,6 +89,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		Watches(&appsv1.StatefulSet{}, mapFor(v1.KindStatefulSet)).
 		Watches(&appsv1.Deployment{}, mapFor(v1.KindDeployment)).
 		Watches(&appsv1.DaemonSet{}, mapFor(v1.KindDaemonSet)).
+		Watches(&corev1.Secret{}, handler.EnqueueRequestsFromMapFunc(setOfSecret)).
 		Named("credentialset").
 		Complete(r)
 }

@@ -232,9 +232,10 @@ func startManager(b *testing.B, base *rest.Config, o managerOptions) *manager {
 		HealthProbeBindAddress: "0",
 		Controller:             config.Controller{SkipNameValidation: ptr.To(true), MaxConcurrentReconciles: o.workers},
 		Client:                 client.Options{Cache: &client.CacheOptions{DisableFor: []client.Object{&corev1.Secret{}}}},
+		Cache:                  cache.Options{ByObject: controller.CacheByObject()},
 	}
 	if o.selector != nil {
-		opts.Cache.ByObject = map[client.Object]cache.ByObject{&v1.CredentialSet{}: {Label: labels.SelectorFromSet(o.selector)}}
+		opts.Cache.ByObject[&v1.CredentialSet{}] = cache.ByObject{Label: labels.SelectorFromSet(o.selector)}
 	}
 	mgr, err := ctrl.NewManager(cfg, opts)
 	if err != nil {

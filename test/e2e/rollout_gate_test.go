@@ -121,6 +121,36 @@ func TestRolloutGate(t *testing.T) {
 	if s := getSTS(t, kc); s.Generation != gen || s.Spec.Template.Annotations[key] != "gate-1" {
 		t.Fatalf("the consumer was changed after completion (generation %d → %d)", gen, s.Generation)
 	}
+
+	// A partition keeps pods below it on the old template, and so on the
+	// old passwords: kubectl calls that rollout finished, rekey must not.
+	// It waits, says the rollout is stuck and how to finish it, and goes on
+	// once the partition is lowered.
+	setPartition := func(p int32) {
+		s := getSTS(t, kc)
+		s.Spec.UpdateStrategy.RollingUpdate = &appsv1.RollingUpdateStatefulSetStrategy{Partition: ptr.To(p)}
+		if err := kc.Update(ctxT(t), s); err != nil {
+			t.Fatal(err)
+		}
+	}
+	setPartition(2)
+	old, pend = pend, nil
+	rotate(t, "gate", "gated", "gate-2")
+	cs = waitPhase(t, "gate", "gated", v1.PhaseDistributed, 2)
+	pend = userPasswords(sourceData(t, cs), mocoKeys, engine.PendingSuffix)
+	mustContain(t, "RolloutStuck event", waitEvent(t, "gate", "gated", string(reason.RolloutStuck)), "StatefulSet gate/consumer", "partition 2", "lower the partition to 0")
+	mustContain(t, "Degraded condition", waitDegraded(t, "gate", "gated", reason.RolloutStuck), "partition 2")
+	if cur := getSet(t, "gate", "gated"); cur.Status.Phase != v1.PhaseDistributed || cur.Status.DiscardStarted || cur.Status.DiscardApplied {
+		t.Fatalf("discard went ahead with pods left on the old template: %s", stateOf(cur))
+	}
+	loginMatrix(t, "while the partition holds pods back", c.Instances(), old, nil)
+	setPartition(0)
+	cs = waitPhase(t, "gate", "gated", v1.PhaseIdle, 3)
+	loginMatrix(t, "after the partition was lowered", c.Instances(), pend, old)
+	eventually(t, 30*time.Second, "Degraded cleared", func() (bool, string) {
+		d := condition(getSet(t, "gate", "gated"), reason.CondDegraded)
+		return d != nil && d.Status == "False", condSummary(getSet(t, "gate", "gated"))
+	})
 }
 
 func getSTS(t testing.TB, kc client.Client) *appsv1.StatefulSet {

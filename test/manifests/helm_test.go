@@ -7,9 +7,9 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"sort"
 	"strconv"
-	"slices"
 	"strings"
 	"testing"
 	"text/template"
@@ -82,6 +82,7 @@ func helmFuncs(tpl **template.Template) template.FuncMap {
 			}
 			return strings.Join(out, sep)
 		},
+		"list": func(items ...any) []any { return items },
 		"concat": func(lists ...[]any) []any {
 			var out []any
 			for _, l := range lists {
@@ -98,8 +99,8 @@ func helmFuncs(tpl **template.Template) template.FuncMap {
 			}
 			return out
 		},
-		"contains":   func(substr, s string) bool { return strings.Contains(s, substr) },
-		"fail":       func(msg string) (string, error) { return "", fmt.Errorf("fail: %s", msg) },
+		"contains": func(substr, s string) bool { return strings.Contains(s, substr) },
+		"fail":     func(msg string) (string, error) { return "", fmt.Errorf("fail: %s", msg) },
 		"int": func(v any) int {
 			switch n := v.(type) {
 			case int:

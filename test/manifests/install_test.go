@@ -479,11 +479,12 @@ func (k *cluster) checkCRDServes(t *testing.T, env *testenv.Env, kustomize strin
 }
 
 // secretDenials are what the manager must never be allowed, in ns and
-// cluster-wide.
+// cluster-wide. (list and watch feed only the label-selected informer of
+// the Secrets rekey wrote; they come with get wherever it is granted.)
 func secretDenials(namespaces ...string) []grant {
 	var out []grant
 	for _, ns := range append(namespaces, "") {
-		for _, v := range []string{"list", "watch", "delete", "deletecollection", "patch"} {
+		for _, v := range []string{"delete", "deletecollection", "patch"} {
 			out = append(out, grant{ns, "", "secrets", v})
 		}
 	}
@@ -544,7 +545,8 @@ func TestInstallHelmChart(t *testing.T) {
 		{"narrowed", []string{"--set", "rbac.clusterWideSecrets=false", "--set", "rbac.secretNamespaces={apps}"},
 			[]string{operatorNamespace, "apps"}, []string{"apps"},
 			append(secretDenials(operatorNamespace, "apps"),
-				grant{"orders", "", "secrets", "get"}, grant{"orders", "", "secrets", "create"}, grant{"", "", "secrets", "get"}), nil},
+				grant{"orders", "", "secrets", "get"}, grant{"orders", "", "secrets", "create"}, grant{"", "", "secrets", "get"},
+				grant{"", "", "secrets", "list"}, grant{"", "", "secrets", "watch"}), nil},
 		{"namespaced", []string{"--set", "watchNamespaces={apps}"},
 			[]string{operatorNamespace, "apps"}, []string{"apps"},
 			append(secretDenials(operatorNamespace, "apps"),
@@ -559,6 +561,20 @@ func TestInstallHelmChart(t *testing.T) {
 			objs := unstructuredObjects(t, what, runTool(t, env, helm, args...))
 			if len(objs) != len(plain)+1 && c.set == nil {
 				t.Errorf("--include-crds adds %d objects, want the CRD alone", len(objs)-len(plain))
+			}
+			// The Secret informer lists only where the Roles grant it.
+			wantArg := ""
+			if c.name == "narrowed" {
+				wantArg = "--secret-namespaces=" + operatorNamespace + ",apps"
+			}
+			var gotArg string
+			for _, a := range managerArgs(objs) {
+				if strings.HasPrefix(a, "--secret-namespaces") {
+					gotArg = a
+				}
+			}
+			if gotArg != wantArg {
+				t.Errorf("%s: manager argument %q, want %q", what, gotArg, wantArg)
 			}
 			k := newCluster(t)
 			k.install(t, what, objs, c.precreate...)
@@ -709,19 +725,7 @@ func TestInstallKustomizeNamespaced(t *testing.T) {
 	env := testenv.Require(t)
 	kustomize := pinnedTool(t, env, "kustomize", "sigs.k8s.io/kustomize/kustomize/v5", "KUSTOMIZE_VERSION")
 	objs := unstructuredObjects(t, "kustomize build config/namespaced", runTool(t, env, kustomize, "build", "config/namespaced"))
-	watching := false
-	for _, o := range objs {
-		if o.GetKind() != "Deployment" {
-			continue
-		}
-		args, _, _ := unstructured.NestedSlice(o.Object, "spec", "template", "spec", "containers")
-		for _, c := range args {
-			for _, a := range c.(map[string]any)["args"].([]any) {
-				watching = watching || a == "--watch-namespaces=apps"
-			}
-		}
-	}
-	if !watching {
+	if !slices.Contains(managerArgs(objs), "--watch-namespaces=apps") {
 		t.Error("config/namespaced: the manager is not given --watch-namespaces=apps")
 	}
 	k := newCluster(t)
@@ -734,4 +738,24 @@ func TestInstallKustomizeNamespaced(t *testing.T) {
 		grant{"orders", "apps", "deployments", "patch"}, grant{"", "apps", "statefulsets", "list"})
 	k.checkAuthorized(t, "config/namespaced", ns, sa, needed(ns, []string{"apps"}, true, "apps"), denied)
 	k.checkNamespacePolicy(t, "config/namespaced", ns)
+}
+
+// managerArgs lists the manager container's arguments.
+func managerArgs(objs []*unstructured.Unstructured) []string {
+	var out []string
+	for _, o := range objs {
+		if o.GetKind() != "Deployment" {
+			continue
+		}
+		containers, _, _ := unstructured.NestedSlice(o.Object, "spec", "template", "spec", "containers")
+		for _, c := range containers {
+			args, _ := c.(map[string]any)["args"].([]any)
+			for _, a := range args {
+				if s, ok := a.(string); ok {
+					out = append(out, s)
+				}
+			}
+		}
+	}
+	return out
 }
