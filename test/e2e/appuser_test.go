@@ -16,7 +16,8 @@ import (
 
 // TestApplicationUserAfterRollout: rekey creates an application user with
 // its grants on every instance (connecting as a separate, unrotated admin),
-// and with discardPolicy AfterRollout finishes the rotation by itself.
+// and with discardPolicy AfterRollout finishes the rotation by itself once
+// its declared consumer acknowledged the new password.
 func TestApplicationUserAfterRollout(t *testing.T) {
 	c := testenv.MySQLClusterForTest(t, testenv.MySQLOptions{})
 	ns := newNamespace(t)
@@ -33,8 +34,9 @@ func TestApplicationUserAfterRollout(t *testing.T) {
 				Users: []v1.MySQLUser{{Name: "orders", Grants: []v1.MySQLGrant{
 					{Privileges: []string{"SELECT", "INSERT"}, Object: "orders.*"}}}},
 			},
-			Distribution: []v1.SecretTarget{{Namespace: ns, Name: "orders-db"}},
-			Rotation:     v1.RotationSpec{DiscardPolicy: v1.DiscardAfterRollout, GracePeriod: &metav1.Duration{Duration: time.Second}},
+			Distribution:   []v1.SecretTarget{{Namespace: ns, Name: "orders-db"}},
+			ConsumerGroups: []v1.ConsumerGroup{{Name: "orders-app", Members: []string{"vm-1"}}},
+			Rotation:       v1.RotationSpec{DiscardPolicy: v1.DiscardAfterRollout, GracePeriod: &metav1.Duration{Duration: time.Second}},
 		},
 	}
 	if err := k8s.Create(ctxT(t), cs); err != nil {
@@ -68,8 +70,13 @@ func TestApplicationUserAfterRollout(t *testing.T) {
 	}
 	p := startProber(t, c.Instances(), ns, "orders-db", keys)
 	rotate(t, ns, "orders", "orders-1")
-	// No discard request: AfterRollout (no consumers to wait for) and a
-	// 1 s grace period end the rotation.
+	// No discard request: the consumer outside Kubernetes acknowledges the
+	// new password, then AfterRollout and a 1 s grace period end the
+	// rotation.
+	cs = waitPhase(t, ns, "orders", v1.PhaseDistributed, 1)
+	if out, err := ack(t, ns, "orders", "orders-app", "", "vm-1"); err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
 	cs = waitPhase(t, ns, "orders", v1.PhaseIdle, 2)
 	src := sourceData(t, cs)
 	gen2 := userPasswords(src, keys, "")
