@@ -1,11 +1,14 @@
 // Command reliability turns the JSON lines the e2e fault matrix writes
-// (REKEY_MATRIX_OUT, one line per scenario: test, scenario, outcome,
-// loginsFailed, loginsTotal, timeToRecover) into docs/reliability.md.
+// (REKEY_MATRIX_OUT, one line per scenario; see matrixRow in
+// test/e2e/matrix_test.go) into docs/reliability.md.
 //
-//	go run ./hack/reliability -in matrix.jsonl -out docs/reliability.md -command '<the exact command>' -rev "$(git describe --always --dirty)"
+//	go run ./hack/reliability -in matrix.jsonl -out docs/reliability.md -commit <hash> -command '<the exact command>'
 //
-// It exits 1 when a scenario failed or locked a consumer out (after writing
-// the document, so the failure is visible there too).
+// make reliability runs the matrix on a clean checkout of one commit and
+// passes that commit: the document describes exactly it, not a working
+// tree with edits in progress. It exits 1 when a scenario failed, locked a
+// consumer out or declared no consumer (after writing the document, so the
+// failure is visible there too).
 package main
 
 import (
@@ -21,27 +24,67 @@ import (
 )
 
 type row struct {
-	Test          string   `json:"test"`
-	Scenario      string   `json:"scenario"`
-	Outcome       string   `json:"outcome"`
-	LoginsFailed  int64    `json:"loginsFailed"`
-	LoginsTotal   int64    `json:"loginsTotal"`
-	TimeToRecover *float64 `json:"timeToRecover"`
+	Test                 string    `json:"test"`
+	Scenario             string    `json:"scenario"`
+	Expected             string    `json:"expected"`
+	Observed             []string  `json:"observed"`
+	Verdict              string    `json:"verdict"`
+	LoginsFailed         int64     `json:"loginsFailed"`
+	LoginsTotal          int64     `json:"loginsTotal"`
+	ConsumerPods         int       `json:"consumerPods"`
+	ConsumerLoginsFailed int64     `json:"consumerLoginsFailed"`
+	ConsumerLoginsTotal  int64     `json:"consumerLoginsTotal"`
+	ConsumerStarts       int64     `json:"consumerStarts"`
+	ConsumerRefusals     []refusal `json:"consumerRefusals"`
+	TimeToRecover        *float64  `json:"timeToRecover"`
 }
 
-func (r row) bad() bool {
-	return r.LoginsFailed > 0 || strings.HasPrefix(r.Outcome, "FAILED") || strings.HasPrefix(r.Outcome, "LOCKED OUT")
+// refusal is a consumer pod's refused login (test/e2e/podconsumer_test.go).
+type refusal struct {
+	At         time.Time `json:"at"`
+	Deployment string    `json:"deployment"`
+	Pod        string    `json:"pod"`
+	User       string    `json:"user"`
+	Instance   string    `json:"instance"`
+	Generation string    `json:"generation"`
+	SecretHash string    `json:"secretHash"`
+	Error      string    `json:"error"`
+}
+
+// problems says why a row fails the matrix; none when it passed. A row
+// whose verdict is not "passed", a refused login of the prober or of a
+// consumer pod, and a scenario without consumer pods (issue 14: every
+// scenario declares them) all fail it.
+func (r row) problems() []string {
+	var p []string
+	if r.Verdict != "passed" {
+		p = append(p, "verdict "+r.Verdict)
+	}
+	if r.LoginsFailed > 0 {
+		p = append(p, fmt.Sprintf("prober: %d logins refused", r.LoginsFailed))
+	}
+	if r.ConsumerLoginsFailed > 0 {
+		p = append(p, fmt.Sprintf("consumer pods: %d logins refused", r.ConsumerLoginsFailed))
+	}
+	if r.ConsumerPods == 0 {
+		p = append(p, "no consumer pods declared")
+	}
+	if len(r.Observed) == 0 && r.Verdict == "passed" {
+		p = append(p, "no check observed")
+	}
+	return p
 }
 
 func main() {
 	in := flag.String("in", "", "JSON lines written by the e2e tests (REKEY_MATRIX_OUT)")
 	out := flag.String("out", "docs/reliability.md", "document to write")
 	command := flag.String("command", "", "the exact command that produced -in, quoted in the document")
-	rev := flag.String("rev", "", "the source tree tested (e.g. git describe --always --dirty)")
+	commit := flag.String("commit", "", "the commit tested: a full hash, checked out clean (make reliability does)")
+	subject := flag.String("subject", "", "that commit's subject line")
 	note := flag.String("note", "", "a remark on the run (e.g. what else loaded the machine)")
 	flag.Parse()
-	if *in == "" {
-		fmt.Fprintln(os.Stderr, "usage: reliability -in FILE [-out docs/reliability.md] [-command CMD]")
+	if *in == "" || !isCommit(*commit) {
+		fmt.Fprintln(os.Stderr, "usage: reliability -in FILE -commit <40-hex commit tested> [-subject S] [-out docs/reliability.md] [-command CMD]")
 		os.Exit(2)
 	}
 	rows, err := read(*in)
@@ -53,21 +96,34 @@ func main() {
 		fmt.Fprintf(os.Stderr, "%s holds no scenario: did the tests run with REKEY_MATRIX_OUT set?\n", *in)
 		os.Exit(1)
 	}
-	doc := render(rows, *command, *rev, *note, time.Now().UTC())
+	doc := render(rows, *command, *commit, *subject, *note, time.Now().UTC())
 	if err := os.WriteFile(*out, doc, 0o644); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
 	bad := 0
 	for _, r := range rows {
-		if r.bad() {
+		if p := r.problems(); len(p) > 0 {
 			bad++
+			fmt.Fprintf(os.Stderr, "%s / %s: %s\n", r.Test, r.Scenario, strings.Join(p, "; "))
 		}
 	}
 	fmt.Printf("%s: %d scenarios, %d failed\n", *out, len(rows), bad)
 	if bad > 0 {
 		os.Exit(1)
 	}
+}
+
+func isCommit(s string) bool {
+	if len(s) != 40 {
+		return false
+	}
+	for _, c := range s {
+		if !strings.ContainsRune("0123456789abcdef", c) {
+			return false
+		}
+	}
+	return true
 }
 
 func read(path string) ([]row, error) {
@@ -78,26 +134,33 @@ func read(path string) ([]row, error) {
 	defer f.Close()
 	var rows []row
 	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 0, 64*1024), 4*1024*1024)
 	for n := 1; sc.Scan(); n++ {
 		line := bytes.TrimSpace(sc.Bytes())
 		if len(line) == 0 {
 			continue
 		}
 		var r row
-		if err := json.Unmarshal(line, &r); err != nil {
+		dec := json.NewDecoder(bytes.NewReader(line))
+		dec.DisallowUnknownFields() // a row from another harness version must not render half empty
+		if err := dec.Decode(&r); err != nil {
 			return nil, fmt.Errorf("%s:%d: %v", path, n, err)
+		}
+		if r.Verdict == "" {
+			return nil, fmt.Errorf("%s:%d: a row without a verdict", path, n)
 		}
 		rows = append(rows, r)
 	}
 	return rows, sc.Err()
 }
 
-func render(rows []row, command, rev, note string, now time.Time) []byte {
+func render(rows []row, command, commit, subject, note string, now time.Time) []byte {
 	var b bytes.Buffer
 	var tests []string
 	byTest := map[string][]row{}
-	var logins, failedLogins int64
+	var logins, failedLogins, cLogins, cFailed, cStarts int64
 	bad := 0
+	var locked []row
 	for _, r := range rows {
 		if _, ok := byTest[r.Test]; !ok {
 			tests = append(tests, r.Test)
@@ -105,48 +168,99 @@ func render(rows []row, command, rev, note string, now time.Time) []byte {
 		byTest[r.Test] = append(byTest[r.Test], r)
 		logins += r.LoginsTotal
 		failedLogins += r.LoginsFailed
-		if r.bad() {
+		cLogins += r.ConsumerLoginsTotal
+		cFailed += r.ConsumerLoginsFailed
+		cStarts += r.ConsumerStarts
+		if len(r.problems()) > 0 {
 			bad++
+		}
+		if r.ConsumerLoginsFailed > 0 || r.LoginsFailed > 0 {
+			locked = append(locked, r)
 		}
 	}
 	fmt.Fprintf(&b, "# Reliability: the MySQL fault matrix\n\n")
-	fmt.Fprintf(&b, "Generated by `hack/reliability` from one run of the fault matrix (issue 5); do not edit by hand, run it again.\n")
-	fmt.Fprintf(&b, "Every scenario runs on real servers (kube-apiserver and etcd, a mysqld primary and two replicas), while a\n")
-	fmt.Fprintf(&b, "login prober keeps logging in as each consumer would: every user, on every instance, with whatever the\n")
-	fmt.Fprintf(&b, "distributed Secret holds at that moment.\n\n")
+	fmt.Fprintf(&b, "Generated by `hack/reliability` from one run of the fault matrix (issues 5 and 14) on a clean checkout of\n")
+	fmt.Fprintf(&b, "the commit named below; do not edit by hand, run `make reliability` again. Every scenario runs on real\n")
+	fmt.Fprintf(&b, "servers: a kube-apiserver with etcd, kube-controller-manager, kube-scheduler and kwok (the Deployment\n")
+	fmt.Fprintf(&b, "controller really rolls consumers out), and a mysqld primary with two replicas. Two kinds of clients log\n")
+	fmt.Fprintf(&b, "in all along:\n\n")
+	fmt.Fprintf(&b, "- **consumer pods**: a Deployment of 2 pods declared in the set's `spec.consumers`. Each pod reads the\n")
+	fmt.Fprintf(&b, "  distributed Secret once, when it starts (as `envFrom` does), and keeps logging in to every instance with\n")
+	fmt.Fprintf(&b, "  what it read until the rollout rekey triggers replaces it;\n")
+	fmt.Fprintf(&b, "- **the prober**: logs in as every user on every instance with whatever the distributed Secret holds at\n")
+	fmt.Fprintf(&b, "  that moment (it cannot see a consumer left holding an old password; the pods can).\n\n")
+	fmt.Fprintf(&b, "- Commit: %s", commit)
+	if subject != "" {
+		fmt.Fprintf(&b, " (%s)", cell(subject))
+	}
+	b.WriteString("\n")
 	fmt.Fprintf(&b, "- Date: %s\n", now.Format("2006-01-02 15:04 MST"))
 	fmt.Fprintf(&b, "- Machine: %d CPUs%s, %s/%s, %s\n", runtime.NumCPU(), cpuModel(), runtime.GOOS, runtime.GOARCH, runtime.Version())
-	if rev != "" {
-		fmt.Fprintf(&b, "- Tree: %s\n", rev)
-	}
 	if command != "" {
 		fmt.Fprintf(&b, "- Command: `%s`\n", command)
 	}
 	if note != "" {
 		fmt.Fprintf(&b, "- Note: %s\n", note)
 	}
-	fmt.Fprintf(&b, "- Result: %d scenarios, %d failed; %d prober logins, %d refused\n\n", len(rows), bad, logins, failedLogins)
+	fmt.Fprintf(&b, "- Result: %d scenarios, %d failed; consumer pods: %d logins, %d refused, %d pod starts; prober: %d logins, %d refused\n\n",
+		len(rows), bad, cLogins, cFailed, cStarts, logins, failedLogins)
 	for _, t := range tests {
 		fmt.Fprintf(&b, "## %s\n\n", t)
-		fmt.Fprintf(&b, "| Scenario | Outcome | Logins failed / total | Time to recover |\n|---|---|---|---|\n")
+		fmt.Fprintf(&b, "| Scenario | Verdict | Observed (checks that held, in order) | Consumer logins refused / total (pod starts) | Prober logins refused / total | Time to recover | Expected (the test's description) |\n")
+		fmt.Fprintf(&b, "|---|---|---|---|---|---|---|\n")
 		for _, r := range byTest[t] {
-			fmt.Fprintf(&b, "| %s | %s | %s | %s |\n", cell(r.Scenario), cell(r.Outcome), loginsCell(r), recoverCell(r.TimeToRecover))
+			fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s | %s |\n", cell(r.Scenario), verdictCell(r), cell(strings.Join(r.Observed, "; ")),
+				consumerCell(r), loginsCell(r), recoverCell(r.TimeToRecover), cell(r.Expected))
+		}
+		b.WriteString("\n")
+	}
+	if len(locked) > 0 {
+		b.WriteString("## Lockouts\n\nEvery refused login of a consumer pod kept by the run (the first ones per Deployment), by scenario:\n\n")
+		for _, r := range locked {
+			fmt.Fprintf(&b, "- **%s / %s**: consumer pods %d of %d logins refused, prober %d of %d\n",
+				r.Test, cell(r.Scenario), r.ConsumerLoginsFailed, r.ConsumerLoginsTotal, r.LoginsFailed, r.LoginsTotal)
+			for _, f := range r.ConsumerRefusals {
+				fmt.Fprintf(&b, "  - %s pod %s (%s) as %s on %s, holding generation %s (secret-hash %s): %s\n",
+					f.At.UTC().Format("15:04:05.000"), f.Pod, f.Deployment, f.User, f.Instance, f.Generation, f.SecretHash, cell(f.Error))
+			}
 		}
 		b.WriteString("\n")
 	}
 	b.WriteString(`## Reading the table
 
-- **Logins failed / total**: logins the prober made while the scenario ran, and how many MySQL refused.
-  Where a test stops an instance on purpose, its prober counts only refused passwords, not an instance
-  that does not answer. "not probed": no prober runs at that point of the test (provisioning, or a
-  Secret a person broke by hand on purpose).
+- **Verdict**: "passed" — every check of the scenario held and nobody was refused; "LOCKED OUT" — a consumer pod
+  or the prober was refused a login (rule 2), whatever else held; "FAILED" — a check failed (see the test log).
+- **Observed**: what the harness saw, not what the test's author wrote: each check that held between the
+  fault and the scenario's record — the phase and generation waited for, the events and conditions seen, the
+  login matrices (how many user × instance logins were accepted and refused, as required), super_read_only,
+  rule 1 at a crash point — in the order they held; "(×n)": the same check n times in a row.
+- **Consumer logins**: logins the consumer pods made while the scenario ran, how many MySQL refused, and how
+  many pods started in that time (each start reads the Secret once). A refusal is MySQL's answer (access
+  denied, account locked, password expired); an instance stopped on purpose that does not answer is not one.
+- **Prober logins**: the same for the prober. Where a test stops an instance on purpose, its prober counts
+  only refused passwords. "not probed": no prober runs at that point of the test (provisioning, or a Secret a
+  person broke by hand on purpose).
 - **Time to recover**: from the fault (the kill, the stop, the conflicting write) — or, where the fault
-  needs a person's action, from that action — until the set was back where the outcome says. For an API
+  needs a person's action, from that action — until the set was back where the checks say. For an API
   conflict it is the time from the refused write until the manager made it again (0: the server accepted
   the write, nothing to recover). "—": the scenario stops on purpose in a refusal that names the next step.
-- A scenario whose test failed before recording its outcome is listed as FAILED.
+- **Expected**: the test's own description of the scenario, kept for reading; it decides nothing.
 `)
 	return b.Bytes()
+}
+
+func verdictCell(r row) string {
+	if p := r.problems(); len(p) > 0 && r.Verdict == "passed" {
+		return "FAILED: " + strings.Join(p, ", ")
+	}
+	return r.Verdict
+}
+
+func consumerCell(r row) string {
+	if r.ConsumerPods == 0 {
+		return "no consumers"
+	}
+	return fmt.Sprintf("%d / %d (%d)", r.ConsumerLoginsFailed, r.ConsumerLoginsTotal, r.ConsumerStarts)
 }
 
 func cell(s string) string {

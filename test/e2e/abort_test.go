@@ -15,10 +15,11 @@ import (
 func waitReset(t *testing.T, ns, name string, gen int64) *v1.CredentialSet {
 	t.Helper()
 	var cs *v1.CredentialSet
-	eventually(t, 2*time.Minute, "reset finished", func() (bool, string) {
+	waitFor(t, 2*time.Minute, "reset finished", func() (bool, string) {
 		cs = getSet(t, ns, name)
 		return cs.Status.Phase == v1.PhaseIdle && !cs.Status.ResetPending && cs.Status.KeyGeneration == gen, stateOf(cs)
 	})
+	observed(t, "%s rolled back: Idle at generation %d, nothing left to reset", name, gen)
 	return cs
 }
 
@@ -30,6 +31,7 @@ func assertNoDualPassword(t *testing.T, c *testenv.MySQLCluster) {
 			t.Fatalf("%s: %s users keep a secondary password (%v)", i.Name, n, err)
 		}
 	}
+	observed(t, "no secondary password on any instance")
 }
 
 // TestAbortAndRecover: a rotation is rolled back from Distributed in seed
@@ -38,10 +40,12 @@ func assertNoDualPassword(t *testing.T, c *testenv.MySQLCluster) {
 // a dual password nobody accounts for is recovered through the operator,
 // and the refused rotation then starts cleanly.
 func TestAbortAndRecover(t *testing.T) {
-	c := testenv.MySQLClusterForTest(t, testenv.MySQLOptions{})
+	c := matrixCluster(t, testenv.MySQLOptions{})
 	ns := newNamespace(t)
 	startManager(t, cp.Config)
-	if err := k8s.Create(ctxT(t), mocoSet(t, ns, "ab", c)); err != nil {
+	set := mocoSet(t, ns, "ab", c)
+	deployConsumers(t, set, mocoKeys, c.Instances)
+	if err := k8s.Create(ctxT(t), set); err != nil {
 		t.Fatal(err)
 	}
 	cs := waitPhase(t, ns, "ab", v1.PhaseIdle, 1)

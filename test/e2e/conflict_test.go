@@ -67,7 +67,7 @@ func anyWrite(w *write) bool { return w.kind != kOther }
 // accepts; while Distributed the old passwords still log in (no second
 // RETAIN); each cycle completes, or for a rollback finishes.
 func TestAPIConflicts(t *testing.T) {
-	c := testenv.MySQLClusterForTest(t, testenv.MySQLOptions{})
+	c := matrixCluster(t, testenv.MySQLOptions{})
 	ns := newNamespace(t)
 	in := newInjector(k8s)
 	startManager(t, cp.Config, in.wrap)
@@ -134,7 +134,7 @@ type conflictHarness struct {
 }
 
 // run carries out one cycle with faults armed, and records a row each.
-func (h *conflictHarness) run(cycle func(*fault) string, faults ...*fault) {
+func (h *conflictHarness) run(cycle func(*fault) (outcome, expected string), faults ...*fault) {
 	t := h.t
 	h.n++
 	var marks []*scenarioMark
@@ -143,9 +143,10 @@ func (h *conflictHarness) run(cycle func(*fault) string, faults ...*fault) {
 		h.in.arm(f)
 	}
 	since := time.Now()
-	outcome := cycle(faults[0])
+	outcome, expected := cycle(faults[0])
 	if w := h.warnings(since); w != "" {
 		outcome += "; Warning events in this cycle: " + w
+		observed(t, "Warning events in this cycle: %s", w)
 	}
 	for i, f := range faults {
 		if !h.in.hasFired(f) {
@@ -174,7 +175,8 @@ func (h *conflictHarness) run(cycle func(*fault) string, faults ...*fault) {
 			t.Fatalf("%s: the real server did not refuse the stale write: %v", f.name, f.serverErr)
 		}
 		t.Logf("cycle %d, %s (%s): %s, recovered in %s", h.n, f.name, how, outcome, d.Round(time.Millisecond))
-		marks[i].doneIn(t, fmt.Sprintf("%s (%s)", outcome, how), d)
+		marks[i].saw("the stale write: %s; the manager's next write of it came %s later", how, d.Round(time.Millisecond))
+		marks[i].doneIn(t, "the cycle ends as without the conflict: "+expected, d)
 	}
 }
 
@@ -214,6 +216,7 @@ func (h *conflictHarness) await(what string, cond func(*v1.CredentialSet) bool) 
 		}
 		cs := getSet(t, h.ns, h.name)
 		if cond(cs) {
+			observed(t, "%s (phase %s, generation %d)", what, cs.Status.Phase, cs.Status.KeyGeneration)
 			return cs
 		}
 		if time.Now().After(deadline) {
@@ -242,9 +245,11 @@ func (h *conflictHarness) phase(p v1.RotationPhase, gen int64) func(*v1.Credenti
 
 // provision creates the set; the faults armed fire in its first
 // reconciles.
-func (h *conflictHarness) provision(*fault) string {
+func (h *conflictHarness) provision(*fault) (string, string) {
 	t := h.t
-	if err := k8s.Create(ctxT(t), mocoSet(t, h.ns, h.name, h.c)); err != nil {
+	set := mocoSet(t, h.ns, h.name, h.c)
+	deployConsumers(t, set, mocoKeys, h.c.Instances)
+	if err := k8s.Create(ctxT(t), set); err != nil {
 		t.Fatal(err)
 	}
 	h.gen = 1
@@ -252,11 +257,11 @@ func (h *conflictHarness) provision(*fault) string {
 	cur := userPasswords(sourceData(t, cs), mocoKeys, "")
 	loginMatrix(t, "provisioned", h.c.Instances(), cur, nil)
 	assertDistributed(t, h.ns, "cf-creds", cur)
-	return "provisioned"
+	return "provisioned", "provisioned, every account logs in with the distributed passwords"
 }
 
 // rotation runs rotate → Distributed → discard → Idle.
-func (h *conflictHarness) rotation(f *fault) string {
+func (h *conflictHarness) rotation(f *fault) (string, string) {
 	t := h.t
 	id := fmt.Sprintf("cf-%d", h.n)
 	cs := getSet(t, h.ns, h.name)
@@ -283,11 +288,12 @@ func (h *conflictHarness) rotation(f *fault) string {
 	assertRecoverable(t, "Idle after "+f.name, h.c, cs)
 	assertDistributed(t, h.ns, "cf-creds", pend)
 	h.settled(f)
-	return fmt.Sprintf("completed, generation %d", h.gen)
+	return fmt.Sprintf("completed, generation %d", h.gen),
+		"completed; old and new log in while Distributed, only the new after; rule 1 at the conflict and after"
 }
 
 // rollback runs rotate → Distributed → abort → reset.
-func (h *conflictHarness) rollback(f *fault) string {
+func (h *conflictHarness) rollback(f *fault) (string, string) {
 	t := h.t
 	id := fmt.Sprintf("cf-%d", h.n)
 	old := userPasswords(sourceData(t, getSet(t, h.ns, h.name)), mocoKeys, "")
@@ -310,11 +316,12 @@ func (h *conflictHarness) rollback(f *fault) string {
 	}
 	assertDistributed(t, h.ns, "cf-creds", old)
 	h.settled(f)
-	return "rolled back, only the current passwords log in"
+	return "rolled back, only the current passwords log in",
+		"rolled back: only the current passwords log in, no secondary password, pending data dropped"
 }
 
 // newTarget adds a distribution target while Idle.
-func (h *conflictHarness) newTarget(f *fault) string {
+func (h *conflictHarness) newTarget(f *fault) (string, string) {
 	t := h.t
 	cs := getSet(t, h.ns, h.name)
 	patch := client.MergeFrom(cs.DeepCopy())
@@ -326,7 +333,7 @@ func (h *conflictHarness) newTarget(f *fault) string {
 	h.await("fault served", func(*v1.CredentialSet) bool { return h.served[f] })
 	assertDistributed(t, h.ns, "cf-extra", cur)
 	h.settled(f)
-	return "the new target holds the current passwords"
+	return "the new target holds the current passwords", "the new target gets the current passwords"
 }
 
 // settled: every request annotation is gone, and nothing started again

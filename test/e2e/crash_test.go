@@ -125,15 +125,17 @@ func assertRecoverable(t testing.TB, when string, c *testenv.MySQLCluster, cs *v
 			}
 		}
 	}
+	observed(t, "%s: every account accepts a password the source Secret holds (rule 1)", when)
 }
 
 // TestCrashSafety kills the real manager after every persisted step of
 // both phases (and between instances), starts a fresh one, and shows every
 // cycle completes while consumers never lose a login.
 func TestCrashSafety(t *testing.T) {
-	c := testenv.MySQLClusterForTest(t, testenv.MySQLOptions{})
+	c := matrixCluster(t, testenv.MySQLOptions{})
 	ns := newNamespace(t)
 	cs := mocoSet(t, ns, "crash", c)
+	deployConsumers(t, cs, mocoKeys, c.Instances)
 	if err := k8sCreate(t, cs); err != nil {
 		t.Fatal(err)
 	}
@@ -234,6 +236,7 @@ func assertLiftedByCrash(t testing.TB, fp string, c *testenv.MySQLCluster) {
 	}
 	for _, r := range c.Replicas {
 		if v, err := r.QueryString("SELECT @@GLOBAL.super_read_only"); err == nil && v == "0" {
+			observed(t, "killed at %s: %s left writable by the crash", fp, r.Name)
 			return
 		}
 	}

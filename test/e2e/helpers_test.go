@@ -44,8 +44,17 @@ func ctxT(t testing.TB) context.Context {
 	return ctx
 }
 
-// eventually polls cond until it holds or the timeout passes.
+// eventually polls cond until it holds or the timeout passes; what it
+// waited for becomes part of the running matrix scenario's outcome.
 func eventually(t testing.TB, timeout time.Duration, what string, cond func() (bool, string)) {
+	t.Helper()
+	waitFor(t, timeout, what, cond)
+	observed(t, "%s", what)
+}
+
+// waitFor is eventually without the observation, for helpers that note a
+// shorter one themselves.
+func waitFor(t testing.TB, timeout time.Duration, what string, cond func() (bool, string)) {
 	t.Helper()
 	deadline := time.Now().Add(timeout)
 	state := ""
@@ -86,10 +95,11 @@ func condSummary(cs *v1.CredentialSet) string {
 func waitPhase(t testing.TB, ns, name string, phase v1.RotationPhase, gen int64) *v1.CredentialSet {
 	t.Helper()
 	var cs *v1.CredentialSet
-	eventually(t, 2*time.Minute, fmt.Sprintf("%s/%s phase %s generation %d", ns, name, phase, gen), func() (bool, string) {
+	waitFor(t, 2*time.Minute, fmt.Sprintf("%s/%s phase %s generation %d", ns, name, phase, gen), func() (bool, string) {
 		cs = getSet(t, ns, name)
 		return cs.Status.Phase == phase && cs.Status.KeyGeneration == gen, stateOf(cs)
 	})
+	observed(t, "%s %s at generation %d", name, phase, gen)
 	return cs
 }
 
@@ -128,7 +138,7 @@ func sourceData(t testing.TB, cs *v1.CredentialSet) map[string][]byte {
 func waitEvent(t testing.TB, ns, name, why string) string {
 	t.Helper()
 	note := ""
-	eventually(t, time.Minute, "event "+why+" on "+name, func() (bool, string) {
+	waitFor(t, time.Minute, "event "+why+" on "+name, func() (bool, string) {
 		var list eventsv1.EventList
 		if err := k8s.List(context.Background(), &list, client.InNamespace(ns)); err != nil {
 			return false, err.Error()
@@ -143,6 +153,7 @@ func waitEvent(t testing.TB, ns, name, why string) string {
 		}
 		return false, strings.Join(seen, ",")
 	})
+	observed(t, "event %s", why)
 	return note
 }
 

@@ -16,10 +16,12 @@ import (
 // (InstanceUnreachable names it), nothing is lost, and it resumes by itself
 // to complete, with the replica super_read_only again.
 func TestInstanceStoppedMidPhase(t *testing.T) {
-	c := testenv.MySQLClusterForTest(t, testenv.MySQLOptions{})
+	c := matrixCluster(t, testenv.MySQLOptions{})
 	ns := newNamespace(t)
 	startManager(t, cp.Config)
-	if err := k8s.Create(ctxT(t), mocoSet(t, ns, "mid", c)); err != nil {
+	set := mocoSet(t, ns, "mid", c)
+	deployConsumers(t, set, mocoKeys, c.Instances)
+	if err := k8s.Create(ctxT(t), set); err != nil {
 		t.Fatal(err)
 	}
 	cs := waitPhase(t, ns, "mid", v1.PhaseIdle, 1)
@@ -40,6 +42,7 @@ func TestInstanceStoppedMidPhase(t *testing.T) {
 		cs := getSet(t, ns, "mid")
 		return cs.Status.Phase == v1.PhaseRotating && !cs.Status.RotateApplied, stateOf(cs)
 	})
+	observed(t, "Rotating, not applied, for 3 s while %s was down", replica.Name)
 	loginMatrix(t, "replica down mid-phase", others, old, nil)
 	pend := userPasswords(sourceData(t, getSet(t, ns, "mid")), mocoKeys, engine.PendingSuffix)
 

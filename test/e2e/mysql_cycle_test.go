@@ -22,13 +22,14 @@ import (
 // checks, at every phase boundary, who can log in with which password, what
 // the Secrets hold, and that nothing travelled by binlog.
 func TestMySQLFullCycle(t *testing.T) {
-	c := testenv.MySQLClusterForTest(t, testenv.MySQLOptions{Downstream: true})
+	c := matrixCluster(t, testenv.MySQLOptions{Downstream: true})
 	ns := newNamespace(t)
 	startManager(t, cp.Config)
 	downUsers, downGTID := userTable(t, c.Downstream), gtidExecuted(t, c.Downstream)
 	primaryGTID := gtidExecuted(t, c.Primary)
 
 	cs := mocoSet(t, ns, "moco", c)
+	deployConsumers(t, cs, mocoKeys, c.Instances)
 	if err := k8s.Create(ctxT(t), cs); err != nil {
 		t.Fatal(err)
 	}
@@ -191,7 +192,7 @@ func assertNoSecretLeaked(t testing.TB, ns, name string, passwords ...map[string
 
 func assertDistributed(t testing.TB, ns, name string, want map[string]string) {
 	t.Helper()
-	eventually(t, 30*time.Second, "distributed Secret "+name, func() (bool, string) {
+	eventually(t, 30*time.Second, "distributed Secret "+name+" holds the expected passwords", func() (bool, string) {
 		got := userPasswords(secretData(t, ns, name), mocoKeys, "")
 		return equalMaps(got, want), "holds other passwords"
 	})

@@ -101,6 +101,7 @@ func loginMatrix(t testing.TB, when string, insts []*testenv.MySQLInstance, acce
 		sort.Strings(bad)
 		t.Fatalf("login matrix %s:\n%s", when, strings.Join(bad, "\n"))
 	}
+	observed(t, "logins %s: %d accepted, %d refused, as required", when, len(insts)*len(accept), len(insts)*len(refuse))
 }
 
 // prober logs in continuously as a consumer would: with whatever the
@@ -214,9 +215,12 @@ func gtidExecuted(t testing.TB, i *testenv.MySQLInstance) string {
 
 func assertSuperReadOnly(t testing.TB, insts ...*testenv.MySQLInstance) {
 	t.Helper()
+	var names []string
 	for _, i := range insts {
 		if v, err := i.QueryString("SELECT @@GLOBAL.super_read_only"); err != nil || v != "1" {
 			t.Fatalf("%s: super_read_only = %q (%v), want 1", i.Name, v, err)
 		}
+		names = append(names, i.Name)
 	}
+	observed(t, "super_read_only=1 on %s", strings.Join(names, ", "))
 }

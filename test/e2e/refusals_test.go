@@ -46,6 +46,7 @@ func stsSet(t *testing.T, ns, name string, c *testenv.MySQLCluster) *v1.Credenti
 		r.AddressMap = func(a string) string { return addrs[a] }
 	})
 	cs := mocoSet(t, ns, name, c)
+	deployConsumers(t, cs, mocoKeys, c.Instances)
 	cs.Spec.MySQL.Instances = v1.MySQLInstances{StatefulSet: &v1.StatefulSetInstances{Name: "db"}}
 	// The pods' DNS names are mapped onto local ports; the instances share
 	// one certificate, as a cluster with a single server name does.
@@ -94,13 +95,14 @@ func mustContain(t *testing.T, what, s string, parts ...string) {
 			t.Fatalf("%s %q does not mention %q", what, s, p)
 		}
 	}
+	observed(t, "%s names %q", what, parts)
 }
 
 // TestRefusalsAndHealthGate: every refusal of seed 000 that a live cluster
 // can reach, each with its Warning Event and Degraded condition, and the
 // health gate holding and resuming a phase.
 func TestRefusalsAndHealthGate(t *testing.T) {
-	c := testenv.MySQLClusterForTest(t, testenv.MySQLOptions{})
+	c := matrixCluster(t, testenv.MySQLOptions{})
 	ns := newNamespace(t)
 	stsSet(t, ns, "ref", c)
 	gen1 := userPasswords(sourceData(t, getSet(t, ns, "ref")), mocoKeys, "")
@@ -224,10 +226,12 @@ func TestRefusalsAndHealthGate(t *testing.T) {
 // TestPendingTampering: the source Secret losing or changing its pending
 // data stops the cycle with the documented event instead of guessing.
 func TestPendingTampering(t *testing.T) {
-	c := testenv.MySQLClusterForTest(t, testenv.MySQLOptions{})
+	c := matrixCluster(t, testenv.MySQLOptions{})
 	ns := newNamespace(t)
 	startManager(t, cp.Config)
-	if err := k8s.Create(ctxT(t), mocoSet(t, ns, "miss", c)); err != nil {
+	set := mocoSet(t, ns, "miss", c)
+	deployConsumers(t, set, mocoKeys, c.Instances)
+	if err := k8s.Create(ctxT(t), set); err != nil {
 		t.Fatal(err)
 	}
 	waitPhase(t, ns, "miss", v1.PhaseIdle, 1)
@@ -288,10 +292,12 @@ func TestPendingTampering(t *testing.T) {
 // caught before anything is discarded (the consumers holding the applied
 // one are not stranded), and recover rolls the rotation back.
 func TestPendingAltered(t *testing.T) {
-	c := testenv.MySQLClusterForTest(t, testenv.MySQLOptions{})
+	c := matrixCluster(t, testenv.MySQLOptions{})
 	ns := newNamespace(t)
 	startManager(t, cp.Config)
-	if err := k8s.Create(ctxT(t), mocoSet(t, ns, "alt", c)); err != nil {
+	set := mocoSet(t, ns, "alt", c)
+	deployConsumers(t, set, mocoKeys, c.Instances)
+	if err := k8s.Create(ctxT(t), set); err != nil {
 		t.Fatal(err)
 	}
 	cs := waitPhase(t, ns, "alt", v1.PhaseIdle, 1)

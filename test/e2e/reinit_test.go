@@ -40,17 +40,20 @@ import (
 // once after a CLONE, which brings the donor's accounts). Every failed
 // login counts: none of those instances is ever stopped.
 func TestReinitReplicaMidRotation(t *testing.T) {
-	c := testenv.MySQLClusterForTest(t, testenv.MySQLOptions{Downstream: true})
+	c := matrixCluster(t, testenv.MySQLOptions{Downstream: true})
 	ns := newNamespace(t)
 	startManager(t, cp.Config)
 	downUsers, primaryGTID := userTable(t, c.Downstream), gtidExecuted(t, c.Primary)
-	if err := k8s.Create(ctxT(t), mocoSet(t, ns, "reinit", c)); err != nil {
+	// The consumer pods log in where the prober does (see above).
+	targets := &probeTargets{insts: c.Instances()}
+	set := mocoSet(t, ns, "reinit", c)
+	deployConsumers(t, set, mocoKeys, targets.list)
+	if err := k8s.Create(ctxT(t), set); err != nil {
 		t.Fatal(err)
 	}
 	cs := waitPhase(t, ns, "reinit", v1.PhaseIdle, 1)
 	old := userPasswords(sourceData(t, cs), mocoKeys, "")
 	seen := []map[string]string{old} // every generation, for the leak scan
-	targets := &probeTargets{insts: c.Instances()}
 	p := targetProber(t, ns, "reinit-creds", targets)
 	r1, r2 := c.Replicas[0], c.Replicas[1]
 
@@ -202,7 +205,7 @@ func holdGlobalReadLock(t *testing.T, i *testenv.MySQLInstance) {
 func waitEventNoting(t *testing.T, ns, name string, why reason.Reason, part string) string {
 	t.Helper()
 	note := ""
-	eventually(t, time.Minute, fmt.Sprintf("event %s on %s mentioning %s", why, name, part), func() (bool, string) {
+	waitFor(t, time.Minute, fmt.Sprintf("event %s on %s mentioning %s", why, name, part), func() (bool, string) {
 		var list eventsv1.EventList
 		if err := k8s.List(context.Background(), &list, client.InNamespace(ns)); err != nil {
 			return false, err.Error()
@@ -215,6 +218,7 @@ func waitEventNoting(t *testing.T, ns, name string, why reason.Reason, part stri
 		}
 		return false, stateOf(getSet(t, ns, name))
 	})
+	observed(t, "event %s naming %s", why, part)
 	return note
 }
 

@@ -13,10 +13,12 @@ import (
 // lifts super_read_only on the old primary — now a replica — and leaves
 // the new primary writable.
 func TestSwitchoverMidRotation(t *testing.T) {
-	c := testenv.MySQLClusterForTest(t, testenv.MySQLOptions{})
+	c := matrixCluster(t, testenv.MySQLOptions{})
 	ns := newNamespace(t)
 	startManager(t, cp.Config)
-	if err := k8s.Create(ctxT(t), mocoSet(t, ns, "sw", c)); err != nil {
+	set := mocoSet(t, ns, "sw", c)
+	deployConsumers(t, set, mocoKeys, c.Instances)
+	if err := k8s.Create(ctxT(t), set); err != nil {
 		t.Fatal(err)
 	}
 	cs := waitPhase(t, ns, "sw", v1.PhaseIdle, 1)
