@@ -263,7 +263,7 @@ func (r *Reconciler) reconcile(ctx context.Context, cs *v1.CredentialSet, seen *
 		Pending:        pending,
 		Policy:         cs.Spec.Rotation.DiscardPolicy,
 		GracePeriod:    r.gracePeriod(cs),
-		Consumers:      len(cs.Spec.Consumers) + len(cs.Spec.ConsumerGroups),
+		Consumers:      engine.DeclaredConsumers(cs.Spec),
 		RolloutDone:    rolledOut,
 		Now:            r.now(),
 	}

@@ -232,7 +232,7 @@ func decideDiscard(in Input) Decision {
 	if !requested && !auto {
 		return Decision{Action: None}
 	}
-	if !requested && in.Consumers == 0 {
+	if !requested && !AutoDiscards(in.Policy, in.Consumers) {
 		return Decision{Action: Refuse, Reason: reason.AutoDiscardHeld, Requeue: RequeueRollout,
 			Message: "discardPolicy AfterRollout retires the old secrets only once a declared consumer has moved to the new ones, and this set declares no consumers: discard by hand once every client uses the new secrets (kubectl rekey discard), or declare the clients in spec.consumers or spec.consumerGroups"}
 	}
@@ -246,6 +246,18 @@ func decideDiscard(in Input) Decision {
 		}
 	}
 	return Decision{Action: Discard, AutoDiscarded: !requested}
+}
+
+// AutoDiscards: the operator retires old secrets by itself (AfterRollout)
+// only for a set with at least one declared consumer (workload or group),
+// the evidence that the new secrets are in use.
+func AutoDiscards(policy v1.DiscardPolicy, consumers int) bool {
+	return policy == v1.DiscardAfterRollout && consumers > 0
+}
+
+// DeclaredConsumers counts a spec's consumers: workloads and groups.
+func DeclaredConsumers(spec v1.CredentialSetSpec) int {
+	return len(spec.Consumers) + len(spec.ConsumerGroups)
 }
 
 // RestartValue is the pod-template restart annotation value for consumers:

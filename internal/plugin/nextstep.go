@@ -9,6 +9,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/duration"
 
 	v1 "rekey.io/rekey/api/v1alpha1"
+	"rekey.io/rekey/internal/engine"
 	"rekey.io/rekey/internal/reason"
 )
 
@@ -46,6 +47,9 @@ func nextStep(cs *v1.CredentialSet, now time.Time) string {
 		}
 		// RabbitMQ's old user is shared state of the cluster: status
 		// cannot tell whether other sets' consumers moved, so say it.
+		if cs.Spec.Rotation.DiscardPolicy == v1.DiscardAfterRollout && !autoDiscards(cs) {
+			return "verify, then kubectl rekey discard " + cs.Name + " (discardPolicy AfterRollout, but no consumer is declared, so the operator does not discard by itself)"
+		}
 		if cs.Spec.Rotation.DiscardPolicy == v1.DiscardAfterRollout {
 			if cs.Spec.RabbitMQ != nil {
 				return "discard happens automatically once every set on this RabbitMQ cluster moved"
@@ -168,4 +172,10 @@ func orDash(s string) string {
 		return "-"
 	}
 	return s
+}
+
+// autoDiscards asks the engine whether the operator retires this set's old
+// credentials by itself.
+func autoDiscards(cs *v1.CredentialSet) bool {
+	return engine.AutoDiscards(cs.Spec.Rotation.DiscardPolicy, engine.DeclaredConsumers(cs.Spec))
 }

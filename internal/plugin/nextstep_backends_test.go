@@ -33,8 +33,11 @@ func TestNextStepBackendsGroupsAndPolicies(t *testing.T) {
 		{"rabbitmq discarding", v1.CredentialSetSpec{RabbitMQ: rabbit}, v1.CredentialSetStatus{Phase: v1.PhaseDistributed, DiscardApplied: true}, "wait: old user deleted, completing the rotation"},
 		{"rabbitmq rolled out, manual", v1.CredentialSetSpec{RabbitMQ: rabbit}, v1.CredentialSetStatus{Phase: v1.PhaseDistributed, RolledOutAt: at(0)},
 			"verify, then kubectl rekey discard nova (the old user goes once every set on this RabbitMQ cluster moved)"},
-		{"rabbitmq rolled out, auto", v1.CredentialSetSpec{RabbitMQ: rabbit, Rotation: v1.RotationSpec{DiscardPolicy: v1.DiscardAfterRollout}}, v1.CredentialSetStatus{Phase: v1.PhaseDistributed, RolledOutAt: at(0)},
+		{"rabbitmq rolled out, auto", v1.CredentialSetSpec{RabbitMQ: rabbit, ConsumerGroups: groups[:1], Rotation: v1.RotationSpec{DiscardPolicy: v1.DiscardAfterRollout}},
+			v1.CredentialSetStatus{Phase: v1.PhaseDistributed, RolledOutAt: at(0), Consumers: []v1.ConsumerStatus{{Kind: v1.KindGroup, Name: groups[0].Name, RolledOut: true}}},
 			"discard happens automatically once every set on this RabbitMQ cluster moved"},
+		{"rabbitmq rolled out, auto but no consumer declared", v1.CredentialSetSpec{RabbitMQ: rabbit, Rotation: v1.RotationSpec{DiscardPolicy: v1.DiscardAfterRollout}}, v1.CredentialSetStatus{Phase: v1.PhaseDistributed, RolledOutAt: at(0)},
+			"verify, then kubectl rekey discard nova (discardPolicy AfterRollout, but no consumer is declared, so the operator does not discard by itself)"},
 
 		// Groups are consumers too: nothing is rolled out until they are.
 		{"groups not reported yet", v1.CredentialSetSpec{RabbitMQ: rabbit, ConsumerGroups: groups[:1]}, v1.CredentialSetStatus{Phase: v1.PhaseDistributed},

@@ -120,8 +120,12 @@ func printThen(out io.Writer, cs *v1.CredentialSet, ns string) {
 		printBackendThen(out, cs, ns)
 		return
 	}
-	if cs.Spec.Rotation.DiscardPolicy == v1.DiscardAfterRollout {
+	if autoDiscards(cs) {
 		fmt.Fprintln(out, "Then: the old passwords are discarded automatically once every consumer rolled out and the grace period passed (discardPolicy AfterRollout).")
+		return
+	}
+	if cs.Spec.Rotation.DiscardPolicy == v1.DiscardAfterRollout {
+		fmt.Fprintf(out, "Then: discardPolicy AfterRollout, but the set declares no consumer, so the operator does not discard by itself: once every client uses the new passwords, run kubectl rekey discard %s -n %s.\n", cs.Name, ns)
 		return
 	}
 	fmt.Fprintf(out, "Then: once consumers rolled out and work, run kubectl rekey discard %s -n %s (discardPolicy Manual).\n", cs.Name, ns)

@@ -156,8 +156,11 @@ func transportKey(t *v1.RabbitMQTransportURL) string { return cmp.Or(t.Key, "tra
 // printBackendThen says what discard does for Ceph and RabbitMQ, which is
 // where they differ most from MySQL.
 func printBackendThen(out io.Writer, cs *v1.CredentialSet, ns string) {
-	auto := cs.Spec.Rotation.DiscardPolicy == v1.DiscardAfterRollout
+	auto := autoDiscards(cs)
 	when := fmt.Sprintf("once consumers rolled out and work, run kubectl rekey discard %s -n %s (discardPolicy Manual)", cs.Name, ns)
+	if cs.Spec.Rotation.DiscardPolicy == v1.DiscardAfterRollout && !auto {
+		when = fmt.Sprintf("once every client uses the new credentials, run kubectl rekey discard %s -n %s (discardPolicy AfterRollout, but no consumer is declared, so the operator does not discard by itself)", cs.Name, ns)
+	}
 	if auto {
 		when = "once every consumer rolled out and the grace period passed, the rotation completes automatically (discardPolicy AfterRollout)"
 	}
