@@ -142,11 +142,21 @@ func (r *Reconciler) dropAck(ctx context.Context, cs *v1.CredentialSet, key stri
 	}
 }
 
-// scopeMoved applies seed 004's cross-set check to backends whose old
-// credentials are shared state of a cluster: every other set on the same
-// cluster must have all its consumers moved too. It returns what still
-// waits, or a problem when the cluster cannot be identified (then nothing
-// may be retired, seed 004 edge case 2).
+// scopeMoved says what retiring this set's old credentials waits for
+// (status.retirementWaitsFor), for backends whose old identity is shared
+// state of a cluster, and identifies that cluster (status.cluster). It
+// returns a problem when the cluster cannot be identified: then nothing may
+// be retired (seed 004 edge case 2).
+//
+// Seed 004's cross-NodeSet check exists because its node sets share one
+// user. In rekey, retirement waits for exactly the consumers that can hold
+// the retiring user: this set's own. Other sets on the same cluster hold
+// users of their own (uniqueRabbitUsers refuses two sets making the same
+// users on one cluster), so one stuck set never holds back another set's
+// retirement. The one user several sets can share, an adopted one, carries
+// a mark per set; retiring it removes only this set's mark while another
+// set holds it, and the last one deletes it — seed 004's finalizer per
+// user, kept per set instead of behind a cluster-wide wait.
 func (r *Reconciler) scopeMoved(ctx context.Context, cs *v1.CredentialSet, p *plan) (waiting []string, prob *problem, err error) {
 	sc, ok := p.backend.(engine.Scoped)
 	if !ok {
@@ -158,23 +168,12 @@ func (r *Reconciler) scopeMoved(ctx context.Context, cs *v1.CredentialSet, p *pl
 			"the backend cluster cannot be identified (%v), so no old credentials are retired: check the endpoint and the admin's permission to read the cluster overview", cerr)}, nil
 	}
 	cs.Status.Cluster = id
-	var list v1.CredentialSetList
-	if err := r.Client.List(ctx, &list); err != nil {
-		return nil, nil, err
+	if cs.Status.Phase != v1.PhaseDistributed || cs.Status.DiscardApplied || cs.Status.ResetPending {
+		return nil, nil, nil // nothing is being retired
 	}
-	for _, o := range list.Items {
-		if o.UID == cs.UID || o.Status.Cluster != id {
-			continue
-		}
-		want := len(o.Spec.Consumers) + len(o.Spec.ConsumerGroups)
-		moved := 0
-		for _, c := range o.Status.Consumers {
-			if c.RolledOut {
-				moved++
-			}
-		}
-		if moved < want || len(o.Status.Consumers) != want {
-			waiting = append(waiting, fmt.Sprintf("CredentialSet %s/%s on the same cluster: %d/%d consumers moved", o.Namespace, o.Name, moved, want))
+	for _, c := range cs.Status.Consumers {
+		if !c.RolledOut {
+			waiting = append(waiting, fmt.Sprintf("%s %s: %s", c.Kind, strings.TrimPrefix(c.Namespace+"/"+c.Name, "/"), c.Message))
 		}
 	}
 	return waiting, nil, nil

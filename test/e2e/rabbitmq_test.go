@@ -23,7 +23,8 @@ import (
 // TestRabbitMQCoverage is seed 004's scenario on a real broker: two sets
 // share one RabbitMQ cluster, their consumer groups are updated in
 // batches, and the old user of a rotated set is deleted only after the last
-// batch of the last group — never while any member could still hold it.
+// batch of its group — never while any member could still hold it, and
+// without waiting for the other set, whose members never hold it.
 func TestRabbitMQCoverage(t *testing.T) {
 	m := testenv.RabbitMQForTest(t)
 	t.Logf("rabbitmq-server %s", m.Version)
@@ -100,43 +101,62 @@ func TestRabbitMQCoverage(t *testing.T) {
 	waitCoverage(t, ns, "neutron", "compute-b", "0/2")
 	waitEvent(t, ns, "neutron", string(reason.CoverageReset))
 
-	// The rest of compute-a: nova's own consumers all moved, but neutron's
-	// have not, so nova-g1 must survive.
+	// The rest of compute-a: every consumer that can hold nova-g1 moved.
+	// neutron, on the same cluster, is stuck with none of its members
+	// moved, but it holds users of its own: nova's retirement goes ahead
+	// (#14 item 13), and neutron says what its own waits for.
 	f.deploy(t, ns, "nova-transport", "a1", "a2")
 	if _, err := ack(t, ns, "nova", "compute-a", "", "a1", "a2"); err != nil {
 		t.Fatal(err)
 	}
 	waitCoverage(t, ns, "nova", "compute-a", "3/3")
-	eventually(t, 30*time.Second, "nova says what its retirement waits for", func() (bool, string) {
-		w := getSet(t, ns, "nova").Status.RetirementWaitsFor
-		return len(w) == 1 && strings.Contains(w[0], "neutron") && strings.Contains(w[0], "0/1"), strings.Join(w, "; ")
+	nova = waitPhase(t, ns, "nova", v1.PhaseIdle, 2)
+	if w := nova.Status.RetirementWaitsFor; len(w) != 0 {
+		t.Fatalf("nova retired, yet says it waits for %v", w)
+	}
+	if err := m.CanAuthenticate("nova-g1", string(g1["password"])); err == nil {
+		t.Fatal("nova-g1 still logs in over AMQP after retirement")
+	}
+	if _, err := m.ClientAs("nova-g1", string(g1["password"])).Whoami(); err == nil {
+		t.Fatal("nova-g1 still logs in to the management API after retirement")
+	}
+	neutronWaits := func(member string) {
+		t.Helper()
+		eventually(t, 30*time.Second, "neutron says its retirement waits for "+member, func() (bool, string) {
+			w := getSet(t, ns, "neutron").Status.RetirementWaitsFor
+			return len(w) == 1 && strings.Contains(w[0], "compute-b") && strings.Contains(w[0], member) && !strings.Contains(w[0], "nova"), strings.Join(w, "; ")
+		})
+	}
+	neutronWaits("b0, b1")
+	holdsFor(t, 3*time.Second, "neutron-g1 kept while its members have not moved", func() (bool, string) {
+		cs := getSet(t, ns, "neutron")
+		u := rabbitUsers(t, m, "neutron")
+		return cs.Status.Phase == v1.PhaseDistributed && slices.Contains(u, "neutron-g1"), stateOf(cs) + " users " + strings.Join(u, ",")
 	})
-	holdsFor(t, 4*time.Second, "nova-g1 kept while neutron's members have not moved", func() (bool, string) {
-		cs := getSet(t, ns, "nova")
-		u := rabbitUsers(t, m, "nova")
-		return cs.Status.Phase == v1.PhaseDistributed && slices.Contains(u, "nova-g1"), stateOf(cs) + " users " + strings.Join(u, ",")
-	})
-	if c := condition(getSet(t, ns, "nova"), "RolloutComplete"); c == nil {
-		t.Fatal("no RolloutComplete condition")
+	if c := condition(getSet(t, ns, "neutron"), "RolloutComplete"); c == nil || c.Status != "False" {
+		t.Fatalf("neutron's RolloutComplete: %v, want False", c)
 	}
 
 	// neutron's members move in two batches; only the last one frees
-	// both old users.
+	// neutron-g1.
 	hB2 := f.deploy(t, ns, "neutron-transport", "b1")
 	if _, err := ack(t, ns, "neutron", "compute-b", hB2, "b1"); err != nil {
 		t.Fatal(err)
 	}
 	waitCoverage(t, ns, "neutron", "compute-b", "1/2")
-	holdsFor(t, 3*time.Second, "old users kept until the last batch", func() (bool, string) {
-		a, b := rabbitUsers(t, m, "nova"), rabbitUsers(t, m, "neutron")
-		return slices.Contains(a, "nova-g1") && slices.Contains(b, "neutron-g1"), strings.Join(append(a, b...), ",")
+	neutronWaits("b0")
+	holdsFor(t, 3*time.Second, "neutron-g1 kept until the last batch", func() (bool, string) {
+		b := rabbitUsers(t, m, "neutron")
+		return slices.Contains(b, "neutron-g1"), strings.Join(b, ",")
 	})
 	f.deploy(t, ns, "neutron-transport", "b0")
 	if _, err := ack(t, ns, "neutron", "compute-b", hB2, "b0"); err != nil {
 		t.Fatal(err)
 	}
-	nova = waitPhase(t, ns, "nova", v1.PhaseIdle, 2)
 	waitPhase(t, ns, "neutron", v1.PhaseIdle, 2)
+	if u := rabbitUsers(t, m, "neutron"); !slices.Equal(u, []string{"neutron-g2"}) {
+		t.Fatalf("after retirement neutron's users are %v, want only neutron-g2", u)
+	}
 	if u := rabbitUsers(t, m, "nova"); !slices.Equal(u, []string{"nova-g2"}) {
 		t.Fatalf("after retirement nova's users are %v, want only nova-g2", u)
 	}
