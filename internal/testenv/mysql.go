@@ -225,7 +225,35 @@ func (i *MySQLInstance) Start() error {
 	if err := waitTCP(p, i.Port, 60*time.Second); err != nil {
 		return fmt.Errorf("%w (error log: %s)", err, filepath.Join(i.env.SidDir, i.dir, "error.log"))
 	}
-	return i.waitLogin(30 * time.Second)
+	if err := i.waitLogin(30 * time.Second); err != nil {
+		return err
+	}
+	return i.resumeReplication()
+}
+
+// resumeReplication restarts the replication a restarted replica had, as a
+// cluster manager does when the pod comes back (mysqld runs with
+// --skip-replica-start, as MOCO's does, so that nothing replicates before
+// the manager has looked): without it, a restarted replica would stay
+// stopped and a health-gated operator would rightly wait forever. It waits
+// until both threads run or the IO thread reports an error (the source
+// may be down on purpose), at most 10 s, and never fails Start for that.
+func (i *MySQLInstance) resumeReplication() error {
+	st, err := i.ReplicaStatus()
+	if err != nil || len(st) == 0 {
+		return err // no channel: a primary, or a new data directory
+	}
+	if err := i.Exec("START REPLICA"); err != nil {
+		return err
+	}
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+		st, err := i.ReplicaStatus()
+		if err != nil || st["Last_IO_Error"] != "" ||
+			st["Replica_IO_Running"] == "Yes" && st["Replica_SQL_Running"] == "Yes" {
+			break
+		}
+	}
+	return nil
 }
 
 func (i *MySQLInstance) waitLogin(timeout time.Duration) error {

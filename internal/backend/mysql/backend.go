@@ -6,6 +6,7 @@ package mysql
 import (
 	"context"
 	"fmt"
+	"sort"
 	"strings"
 	"sync"
 
@@ -124,11 +125,18 @@ func (b *Backend) adminPasswords(first, then engine.Secrets) []string {
 	return []string{first[b.AdminKey], then[b.AdminKey]}
 }
 
-// eachInstance runs fn in a prepared session on every instance, at most
-// Concurrency at a time (1: one after another, in order). Instances are
-// independent: one failing does not interrupt the others mid-statement,
-// which could leave super_read_only lifted; the first error is returned.
+// eachInstance runs fn in a session prepared for credential DDL (see
+// forEachInstance).
 func (b *Backend) eachInstance(ctx context.Context, step string, passwords []string, secrets engine.Secrets, fn func(*session) error) error {
+	return b.forEachInstance(ctx, step, true, passwords, secrets, fn)
+}
+
+// forEachInstance runs fn in a prepared session on every instance, at most
+// Concurrency at a time (1: one after another, in order); lift says whether
+// the sessions run credential DDL. Instances are independent: one failing
+// does not interrupt the others mid-statement, which could leave
+// super_read_only lifted; the first error is returned.
+func (b *Backend) forEachInstance(ctx context.Context, step string, lift bool, passwords []string, secrets engine.Secrets, fn func(*session) error) error {
 	if len(b.Instances) == 0 {
 		return &engine.Refusal{Reason: string(reason.RotateRefused), Message: "no instances: scale the cluster up"}
 	}
@@ -137,7 +145,7 @@ func (b *Backend) eachInstance(ctx context.Context, step string, passwords []str
 	g.SetLimit(max(b.Concurrency, 1))
 	for _, inst := range b.Instances {
 		g.Go(func() error {
-			s, err := openSession(ctx, phase, inst, b.transport, b.AdminUser, passwords...)
+			s, err := openSession(ctx, phase, lift, inst, b.transport, b.AdminUser, passwords...)
 			if err != nil {
 				return err
 			}
@@ -180,16 +188,18 @@ func (b *Backend) Provision(ctx context.Context, cur engine.Secrets) (engine.Pro
 	})
 }
 
-// Precheck implements engine.Backend: a dual password that exists before
-// rotation starts is indistinguishable from one rekey set, and would make
-// RETAIN be skipped (seed 000 "Assumptions"). A missing user has none:
-// Apply creates it.
+// Precheck implements engine.Backend. A rotation starts only on a healthy
+// cluster (the health gate, health.go) and only when no user has a dual
+// password: one that exists before rotation starts is indistinguishable
+// from one rekey set, and would make RETAIN be skipped (seed 000
+// "Assumptions"). A missing user has none: Apply creates it. Nothing here
+// writes, so super_read_only is left alone.
 func (b *Backend) Precheck(ctx context.Context, cur engine.Secrets) error {
 	var (
 		mu    sync.Mutex
 		found []string
 	)
-	err := b.eachInstance(ctx, "precheck/instance-done", b.adminPasswords(cur, nil), cur, func(s *session) error {
+	obs, err := b.observeAll(ctx, "precheck/instance-done", b.adminPasswords(cur, nil), cur, func(s *session) error {
 		for _, u := range b.Users {
 			a, err := s.account(ctx, u)
 			if err != nil {
@@ -206,7 +216,11 @@ func (b *Backend) Precheck(ctx context.Context, cur engine.Secrets) error {
 	if err != nil {
 		return err
 	}
+	if rf := decideHealth("the rotation", obs); rf != nil {
+		return redactRefusal(rf, b.adminPasswords(cur, nil), cur)
+	}
 	if len(found) > 0 {
+		sort.Strings(found)
 		return &engine.Refusal{Reason: string(reason.DualPasswordExists), Message: fmt.Sprintf(
 			"%s already has a secondary password, which rekey did not set and cannot tell from its own; the rotation did not start. Reset it to the source Secret's current password with ALTER USER ... IDENTIFIED BY then ALTER USER ... DISCARD OLD PASSWORD (kubectl rekey recover does this), then rotate again",
 			strings.Join(found, ", "))}
@@ -248,6 +262,10 @@ func (b *Backend) Apply(ctx context.Context, cur, pending engine.Secrets, _ int6
 // retained first. A missing user (an instance re-initialised after phase 1)
 // is created accepting pending only, if another instance accepts pending.
 func (b *Backend) Retire(ctx context.Context, cur, pending engine.Secrets) error {
+	// The health gate, before any instance discards anything.
+	if err := b.healthGate(ctx, "the discard of the old passwords", b.adminPasswords(pending, cur), merge(cur, pending)); err != nil {
+		return err
+	}
 	return b.eachInstance(ctx, "discard/instance-retired", b.adminPasswords(pending, cur), merge(cur, pending), func(s *session) error {
 		var create, finish, discard, retain []User
 		for _, u := range b.Users {

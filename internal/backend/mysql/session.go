@@ -29,10 +29,15 @@ type Instance struct {
 // "Cross-Cluster Replication Safety"), and super_read_only lifted when the
 // instance has it on — the role is read live, never assumed.
 type session struct {
-	inst      Instance
-	db        *sql.DB
-	conn      *sql.Conn
+	inst Instance
+	db   *sql.DB
+	conn *sql.Conn
+	// lift: the session will run credential DDL, so super_read_only is
+	// lifted on a read-only instance. A session that only reads (the
+	// health gate, the precheck) leaves it alone.
+	lift      bool
 	liftedSRO bool
+	opened    role     // the role when the session opened
 	step      string   // names failpoints: the phase this session serves
 	secrets   []string // redacted from every error this session returns
 }
@@ -41,7 +46,8 @@ type session struct {
 const dialTimeout = 5 * time.Second
 
 // openSession connects as user with the first password that MySQL accepts.
-func openSession(ctx context.Context, step string, inst Instance, t transport, user string, passwords ...string) (*session, error) {
+// lift says whether the session runs credential DDL (see session.lift).
+func openSession(ctx context.Context, step string, lift bool, inst Instance, t transport, user string, passwords ...string) (*session, error) {
 	var lastErr error
 	for _, pw := range passwords {
 		if pw == "" {
@@ -61,7 +67,7 @@ func openSession(ctx context.Context, step string, inst Instance, t transport, u
 			}
 			return nil, t.connError(inst, err, passwords...)
 		}
-		s := &session{inst: inst, db: db, conn: conn, secrets: passwords, step: step}
+		s := &session{inst: inst, db: db, conn: conn, secrets: passwords, step: step, lift: lift}
 		if err := s.prepare(ctx); err != nil {
 			s.close(ctx)
 			return nil, err
@@ -124,11 +130,14 @@ func (s *session) prepare(ctx context.Context) error {
 	// is lifted there for the DDL. read_only stays ON when only
 	// super_read_only is lifted, so an instance a crashed rekey left with
 	// super_read_only=OFF is recognised here and restored at close.
-	var ro, sro int
-	if err := s.conn.QueryRowContext(ctx, "SELECT @@GLOBAL.read_only, @@GLOBAL.super_read_only").Scan(&ro, &sro); err != nil {
-		return s.wrap("read read_only", err)
+	// Whether it replicates is kept too: close compares it with what the
+	// instance says then (see restoreSuperReadOnly).
+	r, err := readRole(ctx, s.conn)
+	if err != nil {
+		return s.wrap("read the role", err)
 	}
-	if ro == 1 || sro == 1 {
+	s.opened = r
+	if s.lift && (r.readOnly || r.superReadOnly) {
 		if err := s.exec(ctx, "SET GLOBAL super_read_only=OFF"); err != nil {
 			return err
 		}
@@ -138,17 +147,55 @@ func (s *session) prepare(ctx context.Context) error {
 	return nil
 }
 
-// close restores super_read_only if this session lifted it. Should that
-// fail (a crash, a lost connection), the cluster manager's loop restores
-// it, as MOCO's clustering loop does (seed 000).
+// close restores super_read_only if this session lifted it and the
+// instance still plays the role it had then. The role is read again first,
+// in this session: a switchover during the phase may have promoted the
+// instance, and turning super_read_only back on would make the new primary
+// refuse every write. Should the restore fail (a crash, a lost
+// connection), the cluster manager's loop restores it on replicas, as
+// MOCO's clustering loop does (seed 000).
 func (s *session) close(ctx context.Context) error {
 	var err error
 	if s.liftedSRO {
-		err = s.exec(ctx, "SET GLOBAL super_read_only=ON")
+		err = s.restore(ctx)
 	}
 	s.conn.Close()
 	s.db.Close()
 	return err
+}
+
+func (s *session) restore(ctx context.Context) error {
+	now, err := readRole(ctx, s.conn)
+	if err != nil {
+		return s.wrap("re-read the role before restoring super_read_only", err)
+	}
+	if !restoreSuperReadOnly(s.liftedSRO, s.opened, now) {
+		return nil
+	}
+	return s.exec(ctx, "SET GLOBAL super_read_only=ON")
+}
+
+// restoreSuperReadOnly decides, as a session closes, whether to turn
+// super_read_only back on: only if this session lifted it and the instance
+// is still a read-only member in the role it had when it was lifted.
+// opened and now are what the instance said of itself then and now.
+func restoreSuperReadOnly(lifted bool, opened, now role) bool {
+	switch {
+	case !lifted:
+		return false // not rekey's to restore
+	case now.superReadOnly:
+		return false // already back on (the cluster manager)
+	case !now.readOnly:
+		// Made writable meanwhile: promoted to primary. super_read_only
+		// would turn read_only back on with it.
+		return false
+	case opened.replica && !now.replica:
+		// Its replication was removed meanwhile (STOP REPLICA, RESET
+		// REPLICA ALL): a switchover is promoting it and is about to
+		// make it writable; the cluster manager decides its mode now.
+		return false
+	}
+	return true
 }
 
 func (s *session) exec(ctx context.Context, stmt string) error {
