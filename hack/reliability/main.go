@@ -206,11 +206,19 @@ func render(rows []row, command, commit, subject, note string, now time.Time) []
 		len(rows), bad, cLogins, cFailed, cStarts, logins, failedLogins)
 	for _, t := range tests {
 		fmt.Fprintf(&b, "## %s\n\n", t)
-		fmt.Fprintf(&b, "| Scenario | Verdict | Observed (checks that held, in order) | Consumer logins refused / total (pod starts) | Prober logins refused / total | Time to recover | Expected (the test's description) |\n")
-		fmt.Fprintf(&b, "|---|---|---|---|---|---|---|\n")
-		for _, r := range byTest[t] {
-			fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s | %s |\n", cell(r.Scenario), verdictCell(r), cell(strings.Join(r.Observed, "; ")),
-				consumerCell(r), loginsCell(r), recoverCell(r.TimeToRecover), cell(r.Expected))
+		fmt.Fprintf(&b, "| # | Scenario | Verdict | Consumer logins refused / total (pod starts) | Prober logins refused / total | Time to recover |\n")
+		fmt.Fprintf(&b, "|---|---|---|---|---|---|\n")
+		for i, r := range byTest[t] {
+			fmt.Fprintf(&b, "| %d | %s | %s | %s | %s | %s |\n", i+1, cell(r.Scenario), verdictCell(r),
+				consumerCell(r), loginsCell(r), recoverCell(r.TimeToRecover))
+		}
+		b.WriteString("\n")
+		for i, r := range byTest[t] {
+			obs := "nothing (no check held before the record)"
+			if len(r.Observed) > 0 {
+				obs = strings.Join(r.Observed, "; ")
+			}
+			fmt.Fprintf(&b, "%d. Observed: %s.<br>Expected: %s\n", i+1, line(obs), line(r.Expected))
 		}
 		b.WriteString("\n")
 	}
@@ -230,8 +238,8 @@ func render(rows []row, command, commit, subject, note string, now time.Time) []
 
 - **Verdict**: "passed" — every check of the scenario held and nobody was refused; "LOCKED OUT" — a consumer pod
   or the prober was refused a login (rule 2), whatever else held; "FAILED" — a check failed (see the test log).
-- **Observed**: what the harness saw, not what the test's author wrote: each check that held between the
-  fault and the scenario's record — the phase and generation waited for, the events and conditions seen, the
+- **Observed** (the numbered list under each table): what the harness saw, not what the test's author
+  wrote: each check that held between the fault and the scenario's record — the phase and generation waited for, the events and conditions seen, the
   login matrices (how many user × instance logins were accepted and refused, as required), super_read_only,
   rule 1 at a crash point — in the order they held; "(×n)": the same check n times in a row.
 - **Consumer logins**: logins the consumer pods made while the scenario ran, how many MySQL refused, and how
@@ -244,10 +252,14 @@ func render(rows []row, command, commit, subject, note string, now time.Time) []
   needs a person's action, from that action — until the set was back where the checks say. For an API
   conflict it is the time from the refused write until the manager made it again (0: the server accepted
   the write, nothing to recover). "—": the scenario stops on purpose in a refusal that names the next step.
-- **Expected**: the test's own description of the scenario, kept for reading; it decides nothing.
+- **Expected** (under Observed): the test's own description of the scenario, kept for reading; it decides
+  nothing.
 `)
 	return b.Bytes()
 }
+
+// line keeps a text on one Markdown line.
+func line(s string) string { return strings.ReplaceAll(s, "\n", " ") }
 
 func verdictCell(r row) string {
 	if p := r.problems(); len(p) > 0 && r.Verdict == "passed" {

@@ -143,6 +143,7 @@ func (h *conflictHarness) run(cycle func(*fault) (outcome, expected string), fau
 		h.in.arm(f)
 	}
 	since := time.Now()
+	t.Logf("cycle %d: %s", h.n, faults[0].name) // names the fault for a check failing in the cycle
 	outcome, expected := cycle(faults[0])
 	if w := h.warnings(since); w != "" {
 		outcome += "; Warning events in this cycle: " + w
@@ -152,7 +153,7 @@ func (h *conflictHarness) run(cycle func(*fault) (outcome, expected string), fau
 		if !h.in.hasFired(f) {
 			t.Fatalf("%s: the fault never fired", f.name)
 		}
-		h.await("the manager's write after "+f.name, func(*v1.CredentialSet) bool { _, ok := h.in.recovered(f); return ok })
+		h.await("the manager wrote again after the conflict on "+f.name, func(*v1.CredentialSet) bool { _, ok := h.in.recovered(f); return ok })
 		d, _ := h.in.recovered(f)
 		how := "injected 409, not sent"
 		if f.race != raceNone {
@@ -207,7 +208,7 @@ func (h *conflictHarness) await(what string, cond func(*v1.CredentialSet) bool) 
 			cs := getSet(t, h.ns, h.name)
 			t.Cleanup(func() { closeOnce(f.release) })
 			if h.hasSource() {
-				assertRecoverable(t, "at the conflict on "+f.name, h.c, cs)
+				assertRecoverable(t, "at the conflict", h.c, cs)
 			}
 			closeOnce(f.release)
 			h.served[f] = true
@@ -273,9 +274,9 @@ func (h *conflictHarness) rotation(f *fault) (string, string) {
 		t.Fatalf("%s: Distributed with %d pending passwords: %s", f.name, len(pend), stateOf(cs))
 	}
 	// Both log in everywhere: a second RETAIN would have evicted the old.
-	loginMatrix(t, "Distributed after "+f.name+": old passwords", h.c.Instances(), old, nil)
-	loginMatrix(t, "Distributed after "+f.name+": new passwords", h.c.Instances(), pend, nil)
-	assertRecoverable(t, "Distributed after "+f.name, h.c, cs)
+	loginMatrix(t, "Distributed, old passwords", h.c.Instances(), old, nil)
+	loginMatrix(t, "Distributed, new passwords", h.c.Instances(), pend, nil)
+	assertRecoverable(t, "Distributed", h.c, cs)
 	assertDistributed(t, h.ns, "cf-creds", pend)
 	h.await("rotate request removed", func(cs *v1.CredentialSet) bool { return cs.Annotations[engine.RotateAnnotation] == "" })
 	discard(t, h.ns, h.name, id)
@@ -284,8 +285,8 @@ func (h *conflictHarness) rotation(f *fault) (string, string) {
 	if cs.Status.LastRotationID != id {
 		t.Fatalf("%s: completed %s", f.name, stateOf(cs))
 	}
-	loginMatrix(t, "Idle after "+f.name, h.c.Instances(), pend, old)
-	assertRecoverable(t, "Idle after "+f.name, h.c, cs)
+	loginMatrix(t, "Idle, new passwords in, old out", h.c.Instances(), pend, old)
+	assertRecoverable(t, "Idle", h.c, cs)
 	assertDistributed(t, h.ns, "cf-creds", pend)
 	h.settled(f)
 	return fmt.Sprintf("completed, generation %d", h.gen),
@@ -308,7 +309,7 @@ func (h *conflictHarness) rollback(f *fault) (string, string) {
 	if cs.Status.LastRolledBackID != id {
 		t.Fatalf("%s: rolled back %s", f.name, stateOf(cs))
 	}
-	loginMatrix(t, "after the rollback with "+f.name, h.c.Instances(), old, pend)
+	loginMatrix(t, "after the rollback, old passwords in, new out", h.c.Instances(), old, pend)
 	assertNoDualPassword(t, h.c)
 	src := sourceData(t, cs)
 	if len(userPasswords(src, mocoKeys, engine.PendingSuffix)) != 0 || hasID(src) {

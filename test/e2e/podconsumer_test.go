@@ -16,6 +16,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/client-go/informers"
 	toolscache "k8s.io/client-go/tools/cache"
 	"k8s.io/utils/ptr"
@@ -156,6 +157,12 @@ func deployConsumers(t *testing.T, cs *v1.CredentialSet, keys map[string]string,
 		ObjectMeta: metav1.ObjectMeta{Namespace: cs.Namespace, Name: name},
 		Spec: appsv1.DeploymentSpec{
 			Replicas: ptr.To(int32(consumerReplicas)),
+			// Every new pod at once, the old ones removed when the new are
+			// available: the rollout takes one step, so a scenario waits
+			// for the rollout gate no longer than it must. Slow rollouts
+			// are TestRolloutGate's.
+			Strategy: appsv1.DeploymentStrategy{Type: appsv1.RollingUpdateDeploymentStrategyType,
+				RollingUpdate: &appsv1.RollingUpdateDeployment{MaxSurge: ptr.To(intstr.FromString("100%")), MaxUnavailable: ptr.To(intstr.FromInt32(0))}},
 			Selector: &metav1.LabelSelector{MatchLabels: labels},
 			Template: corev1.PodTemplateSpec{
 				ObjectMeta: metav1.ObjectMeta{Labels: labels},
