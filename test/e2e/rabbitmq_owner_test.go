@@ -84,7 +84,8 @@ func deleteSetAndWait(t testing.TB, ns, name string) {
 // nor deleted, not even when the set is deleted; a set's orphan sweep,
 // retirement and deletion pass by users of its pattern that it did not
 // make; users rekey makes carry the set's mark and work over AMQP, AMQPS
-// and the https management API.
+// and the https management API. Adoption and same-users refusals share its
+// broker.
 func TestRabbitMQOwnership(t *testing.T) {
 	m := testenv.RabbitMQForTest(t)
 	startManager(t, cp.Config)
@@ -145,7 +146,9 @@ func TestRabbitMQOwnership(t *testing.T) {
 		foreign := map[string]brokerUser{"swept-g5": readBrokerUser(t, m, "swept-g5"), "swept-g6": readBrokerUser(t, m, "swept-g6")}
 
 		rotate(t, ns, "swept", "r1")
-		cs = waitPhase(t, ns, "swept", v1.PhaseIdle, 2) // AfterRollout, no consumers: discards by itself
+		waitPhase(t, ns, "swept", v1.PhaseDistributed, 1)
+		discard(t, ns, "swept", "r1") // no consumers: AfterRollout would hold it
+		cs = waitPhase(t, ns, "swept", v1.PhaseIdle, 2)
 		if got := rabbitUsers(t, m, "swept"); !slices.Equal(got, []string{"swept-g2", "swept-g5", "swept-g6"}) {
 			t.Fatalf("after the rotation the broker has %v: want swept-g2 (current) and the two users rekey did not make", got)
 		}
@@ -184,6 +187,9 @@ func TestRabbitMQOwnership(t *testing.T) {
 		}
 		t.Logf("swept: rotated and deleted; swept-g5 (another set's) and swept-g6 (unmarked) kept and unchanged")
 	})
+
+	t.Run("adopting the user services used before rekey", func(t *testing.T) { testRabbitMQAdopt(t, m, ns) })
+	t.Run("a set making another's users on the same cluster", func(t *testing.T) { testRabbitMQSameUsers(t, m, ns) })
 }
 
 // TestRabbitMQPlaintextOptIn: with allowPlaintextHTTP a set works over the
@@ -214,6 +220,8 @@ func TestRabbitMQPlaintextOptIn(t *testing.T) {
 	})
 	waitPhase(t, ns, "verified", v1.PhaseIdle, 1)
 	rotate(t, ns, "plain", "r1")
+	waitPhase(t, ns, "plain", v1.PhaseDistributed, 1)
+	discard(t, ns, "plain", "r1") // no consumers: AfterRollout would hold it
 	waitPhase(t, ns, "plain", v1.PhaseIdle, 2)
 	assertTransport(t, secretData(t, ns, "plain-transport"), m, "plain-g2")
 }
