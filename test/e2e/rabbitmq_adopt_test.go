@@ -60,7 +60,7 @@ func testRabbitMQAdopt(t *testing.T, m *testenv.RabbitMQ, ns string) {
 		cs := getSet(t, ns, "adopter")
 		err := k8s.Get(ctxT(t), client.ObjectKey{Namespace: ns, Name: "adopter-transport"}, &corev1.Secret{})
 		return slices.Equal(after.tags, before.tags) && slices.Equal(after.perms, before.perms) &&
-			cs.Status.KeyGeneration == 0 && apierrors.IsNotFound(err) && !sourceHoldsData(t, cs) && len(rabbitUsers(t, m, "adopter")) == 0,
+				cs.Status.KeyGeneration == 0 && apierrors.IsNotFound(err) && !sourceHoldsData(t, cs) && len(rabbitUsers(t, m, "adopter")) == 0,
 			fmt.Sprintf("%+v gen %d transport Secret: %v", after, cs.Status.KeyGeneration, err)
 	})
 	assertUntouched(t, m, "legacy-svc", legacyPW, before)
