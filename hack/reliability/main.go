@@ -35,6 +35,7 @@ type row struct {
 	ConsumerLoginsFailed int64     `json:"consumerLoginsFailed"`
 	ConsumerLoginsTotal  int64     `json:"consumerLoginsTotal"`
 	ConsumerStarts       int64     `json:"consumerStarts"`
+	ConsumerAfterSIGTERM int64     `json:"consumerRefusedAfterSigterm"`
 	ConsumerRefusals     []refusal `json:"consumerRefusals"`
 	TimeToRecover        *float64  `json:"timeToRecover"`
 }
@@ -245,6 +246,9 @@ func render(rows []row, command, commit, subject, note string, now time.Time) []
 - **Consumer logins**: logins the consumer pods made while the scenario ran, how many MySQL refused, and how
   many pods started in that time (each start reads the Secret once). A refusal is MySQL's answer (access
   denied, account locked, password expired); an instance stopped on purpose that does not answer is not one.
+  A pod whose deletion was requested (SIGTERM; kwok deletes it at once) stops logging in; a login of it
+  refused after that moment — the informer can tell the test late — is shown as "refused after SIGTERM"
+  and is not a lockout. The API server, not the informer, says when the deletion was requested.
 - **Prober logins**: the same for the prober. Where a test stops an instance on purpose, its prober counts
   only refused passwords. "not probed": no prober runs at that point of the test (provisioning, or a Secret a
   person broke by hand on purpose).
@@ -272,7 +276,11 @@ func consumerCell(r row) string {
 	if r.ConsumerPods == 0 {
 		return "no consumers"
 	}
-	return fmt.Sprintf("%d / %d (%d)", r.ConsumerLoginsFailed, r.ConsumerLoginsTotal, r.ConsumerStarts)
+	s := fmt.Sprintf("%d / %d (%d)", r.ConsumerLoginsFailed, r.ConsumerLoginsTotal, r.ConsumerStarts)
+	if r.ConsumerAfterSIGTERM > 0 {
+		s += fmt.Sprintf(" + %d refused after SIGTERM", r.ConsumerAfterSIGTERM)
+	}
+	return s
 }
 
 func cell(s string) string {

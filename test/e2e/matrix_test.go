@@ -57,12 +57,15 @@ type matrixRow struct {
 	LoginsFailed int64 `json:"loginsFailed"`
 	LoginsTotal  int64 `json:"loginsTotal"` // 0: not probed
 	// The consumer pods: logins with what each read when it started.
-	ConsumerPods         int               `json:"consumerPods"` // declared replicas; 0: no consumer
-	ConsumerLoginsFailed int64             `json:"consumerLoginsFailed"`
-	ConsumerLoginsTotal  int64             `json:"consumerLoginsTotal"`
-	ConsumerStarts       int64             `json:"consumerStarts"` // pods (re)started, each reading the Secret
-	ConsumerRefusals     []consumerRefusal `json:"consumerRefusals,omitempty"`
-	TimeToRecover        *float64          `json:"timeToRecover"`
+	ConsumerPods         int   `json:"consumerPods"` // declared replicas; 0: no consumer
+	ConsumerLoginsFailed int64 `json:"consumerLoginsFailed"`
+	ConsumerLoginsTotal  int64 `json:"consumerLoginsTotal"`
+	ConsumerStarts       int64 `json:"consumerStarts"` // pods (re)started, each reading the Secret
+	// Refused after the pod's deletion was requested (not lockouts; see
+	// podConsumers.terminatedBy): shown, so that none hides.
+	ConsumerRefusedAfterSIGTERM int64             `json:"consumerRefusedAfterSigterm"`
+	ConsumerRefusals            []consumerRefusal `json:"consumerRefusals,omitempty"`
+	TimeToRecover               *float64          `json:"timeToRecover"`
 }
 
 type scenarioMark struct {
@@ -163,6 +166,7 @@ func (m *scenarioMark) write(t testing.TB, expected string, ttr *float64) {
 		row.ConsumerLoginsTotal += now.attempts - at.attempts
 		row.ConsumerLoginsFailed += now.refused - at.refused
 		row.ConsumerStarts += now.starts - at.starts
+		row.ConsumerRefusedAfterSIGTERM += now.refusedTerminating - at.refusedTerminating
 		if now.refused > at.refused {
 			rs := pc.refusalsSince(m.start)
 			row.ConsumerRefusals = append(row.ConsumerRefusals, rs...)

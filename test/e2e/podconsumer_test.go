@@ -14,6 +14,7 @@ import (
 	"github.com/go-sql-driver/mysql"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
@@ -76,7 +77,8 @@ type podConsumers struct {
 	targets func() []*testenv.MySQLInstance
 
 	attempts, refused, unanswered, starts atomic.Int64
-	lockoutsExpected                      atomic.Bool // only the consumers' self-check
+	refusedTerminating                    atomic.Int64 // refused after SIGTERM: not lockouts (terminatedBy)
+	lockoutsExpected                      atomic.Bool  // only the consumers' self-check
 
 	mu       sync.Mutex
 	pods     map[types.UID]*simPod
@@ -111,10 +113,10 @@ func (r consumerRefusal) String() string {
 }
 
 // consumerTotals are a Deployment's counters at one instant.
-type consumerTotals struct{ attempts, refused, starts int64 }
+type consumerTotals struct{ attempts, refused, starts, refusedTerminating int64 }
 
 func (pc *podConsumers) totals() consumerTotals {
-	return consumerTotals{pc.attempts.Load(), pc.refused.Load(), pc.starts.Load()}
+	return consumerTotals{pc.attempts.Load(), pc.refused.Load(), pc.starts.Load(), pc.refusedTerminating.Load()}
 }
 
 // refusalsSince returns the first rowRefusals kept refusals from t on.
@@ -220,8 +222,8 @@ func startPodConsumers(t testing.TB, c client.Client, plane *testenv.ControlPlan
 		close(stop)
 		factory.Shutdown()
 		pc.halt()
-		t.Logf("consumers %s: %d pod starts, %d logins, %d refused, %d to an instance that did not answer",
-			name, pc.starts.Load(), pc.attempts.Load(), pc.refused.Load(), pc.unanswered.Load())
+		t.Logf("consumers %s: %d pod starts, %d logins, %d refused, %d to an instance that did not answer, %d refused after the pod's deletion was requested",
+			name, pc.starts.Load(), pc.attempts.Load(), pc.refused.Load(), pc.unanswered.Load(), pc.refusedTerminating.Load())
 		if pc.attempts.Load() == 0 {
 			t.Errorf("consumers %s made no login: the pods never started", name)
 		}
@@ -319,10 +321,67 @@ func (pc *podConsumers) run(sp *simPod, secret string) {
 		case <-tick.C:
 		}
 		for n, inst := range pc.targets() {
+			// Checked before every login: when a round is slower than a
+			// tick, select above would pick the pending tick over the stop
+			// half of the time, and a pod told to stop would go on.
+			if stopped(sp) {
+				return
+			}
 			k := pc.keys[(turn+n)%len(pc.keys)]
-			pc.record(sp, pc.users[k], inst, inst.CanLogin(pc.users[k], creds[k]))
+			began := time.Now()
+			err := inst.CanLogin(pc.users[k], creds[k])
+			if refusedLogin(err) && pc.terminatedBy(sp, began) {
+				return
+			}
+			pc.record(sp, pc.users[k], inst, err)
 		}
 	}
+}
+
+func stopped(sp *simPod) bool {
+	select {
+	case <-sp.stop:
+		return true
+	default:
+		return false
+	}
+}
+
+// terminatedBy says whether the pod had been told to stop (its deletion
+// requested: SIGTERM) before a login that began at began. The informer can
+// tell the pod late on a loaded machine; before a refusal is counted, the
+// API server is asked. A pod already gone entirely was deleted: kwok
+// removes a pod only after its deletion was requested, which takes far
+// longer than the moment between the refused login and this check. Such a
+// refusal is logged and counted apart (refusedTerminating), not as a
+// lockout, and the pod's process ends.
+func (pc *podConsumers) terminatedBy(sp *simPod, began time.Time) bool {
+	p := &corev1.Pod{}
+	err := pc.c.Get(context.Background(), client.ObjectKey{Namespace: pc.ns, Name: sp.name}, p)
+	var sigterm time.Time
+	switch {
+	case apierrors.IsNotFound(err):
+		sigterm = time.Time{} // deleted: requested before now
+	case err != nil || p.DeletionTimestamp == nil:
+		return false
+	default:
+		sigterm = p.DeletionTimestamp.Add(-time.Duration(ptr.Deref(p.DeletionGracePeriodSeconds, 0)) * time.Second)
+		if sigterm.After(began) {
+			return false // deleted after the refused login began: it was running
+		}
+	}
+	pc.refusedTerminating.Add(1)
+	pc.t.Logf("consumer pod %s: a login refused after the pod's deletion was requested (%s): not a lockout, the process ends",
+		sp.name, deletionTime(sigterm))
+	closeOnce(sp.stop)
+	return true
+}
+
+func deletionTime(t time.Time) string {
+	if t.IsZero() {
+		return "the pod is already gone"
+	}
+	return "at " + t.Format("15:04:05")
 }
 
 func (pc *podConsumers) record(sp *simPod, user string, inst *testenv.MySQLInstance, err error) {
