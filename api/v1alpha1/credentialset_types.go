@@ -269,18 +269,18 @@ type CredentialSetStatus struct {
 	// counts as moved only for this hash; a change resets coverage.
 	// +optional
 	SecretHash string `json:"secretHash,omitempty"`
-	// RetirementWaitsFor lists other sets on the same backend cluster whose
-	// consumers have not all moved: the old credentials are retired only
-	// once none is left.
+	// RetirementWaitsFor lists, while a RabbitMQ retirement is pending, this
+	// set's consumers that have not moved: the old user is deleted once
+	// none is left.
 	// +optional
 	RetirementWaitsFor []string `json:"retirementWaitsFor,omitempty"`
 	// UnusedKeysRemoved lists the unused bootstrap keys rekey deleted
 	// (spec.ceph.removeUnusedKeys).
 	// +optional
 	UnusedKeysRemoved []string `json:"unusedKeysRemoved,omitempty"`
-	// Cluster identifies the backend cluster, for backends whose old
-	// credentials are retired only when every set on that cluster's
-	// consumers moved.
+	// Cluster identifies the backend cluster (RabbitMQ: its name), so that
+	// two sets reaching one cluster through different endpoints are told
+	// apart from two clusters.
 	// +optional
 	Cluster string `json:"cluster,omitempty"`
 	// CurrentSince is when the current credentials became current.

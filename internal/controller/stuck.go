@@ -53,7 +53,7 @@ func waitsFor(cs *v1.CredentialSet, prob *problem) string {
 		return "consumers to roll out the new credentials: " + strings.Join(waiting, "; ")
 	}
 	if len(st.RetirementWaitsFor) > 0 {
-		return "other sets on the same cluster: " + strings.Join(st.RetirementWaitsFor, "; ")
+		return "consumers to move to the new user: " + strings.Join(st.RetirementWaitsFor, "; ")
 	}
 	if cs.Spec.Rotation.DiscardPolicy != v1.DiscardAfterRollout {
 		return fmt.Sprintf("a discard request (discardPolicy Manual): once every client uses the new credentials, run kubectl rekey discard %s -n %s", cs.Name, cs.Namespace)

@@ -92,10 +92,11 @@ type Inventory interface {
 	Priors(ctx context.Context, cur Secrets) (int, error)
 }
 
-// Scoped is implemented by backends whose retirement must wait for the
-// consumers of every CredentialSet on the same cluster (seed 004
-// "Cross-NodeSet Validation"). ClusterID names the cluster; an error means
-// it cannot be identified, and then nothing is retired.
+// Scoped is implemented by backends whose identities live in a cluster
+// that several endpoints may reach: ClusterID names the cluster, so that
+// two sets making the same users there are refused, and retirement waits
+// for the consumers that can hold the retiring user. An error means the
+// cluster cannot be identified, and then nothing is retired.
 type Scoped interface {
 	ClusterID(ctx context.Context) (string, error)
 }

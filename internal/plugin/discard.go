@@ -23,8 +23,8 @@ generation:
   Ceph      Overlapping: prior entities beyond keepPriorKeyCount are deleted;
             InPlace: nothing left to retire (the old keys stopped working
             when Ceph rotated them), discard completes the rotation
-  RabbitMQ  the old user is deleted, once every consumer of every set on
-            the same RabbitMQ cluster moved
+  RabbitMQ  the old user is deleted, once every consumer of this set
+            moved
 The set must be Distributed.`,
 		Example: `  kubectl rekey discard moco -n shop --wait`,
 		Args:    nameArg("discard"),

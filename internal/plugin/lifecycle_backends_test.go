@@ -108,7 +108,7 @@ func TestRabbitMQDiscardAbortRecover(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	hasLine(t, out, "the operator deletes the old user once every consumer of every set on this RabbitMQ cluster has moved (1/2 here now)")
+	hasLine(t, out, "the operator deletes the old user once every consumer of this set has moved (1/2 now)")
 
 	ns = namespace(t)
 	create(t, rabbitSet(ns, "nova"))

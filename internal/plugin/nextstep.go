@@ -45,19 +45,17 @@ func nextStep(cs *v1.CredentialSet, now time.Time) string {
 		if !rolledOut(cs) {
 			return fmt.Sprintf("wait for consumers to roll out (%s)", consumerCount(cs)) + ackHint(cs)
 		}
-		// RabbitMQ's old user is shared state of the cluster: status
-		// cannot tell whether other sets' consumers moved, so say it.
 		if cs.Spec.Rotation.DiscardPolicy == v1.DiscardAfterRollout && !autoDiscards(cs) {
 			return "verify, then kubectl rekey discard " + cs.Name + " (discardPolicy AfterRollout, but no consumer is declared, so the operator does not discard by itself)"
 		}
 		if cs.Spec.Rotation.DiscardPolicy == v1.DiscardAfterRollout {
 			if cs.Spec.RabbitMQ != nil {
-				return "discard happens automatically once every set on this RabbitMQ cluster moved"
+				return "discard happens automatically (the old user is deleted once every consumer of this set moved)"
 			}
 			return "discard happens automatically"
 		}
 		if cs.Spec.RabbitMQ != nil {
-			return "verify, then kubectl rekey discard " + cs.Name + " (the old user goes once every set on this RabbitMQ cluster moved)"
+			return "verify, then kubectl rekey discard " + cs.Name + " (the old user goes once every consumer of this set moved)"
 		}
 		return "verify, then kubectl rekey discard " + cs.Name
 	default:

@@ -32,10 +32,10 @@ func TestNextStepBackendsGroupsAndPolicies(t *testing.T) {
 		{"ceph overlapping discarding", v1.CredentialSetSpec{Ceph: overlap}, v1.CredentialSetStatus{Phase: v1.PhaseDistributed, DiscardApplied: true}, "wait: prior entities removed, completing the rotation"},
 		{"rabbitmq discarding", v1.CredentialSetSpec{RabbitMQ: rabbit}, v1.CredentialSetStatus{Phase: v1.PhaseDistributed, DiscardApplied: true}, "wait: old user deleted, completing the rotation"},
 		{"rabbitmq rolled out, manual", v1.CredentialSetSpec{RabbitMQ: rabbit}, v1.CredentialSetStatus{Phase: v1.PhaseDistributed, RolledOutAt: at(0)},
-			"verify, then kubectl rekey discard nova (the old user goes once every set on this RabbitMQ cluster moved)"},
+			"verify, then kubectl rekey discard nova (the old user goes once every consumer of this set moved)"},
 		{"rabbitmq rolled out, auto", v1.CredentialSetSpec{RabbitMQ: rabbit, ConsumerGroups: groups[:1], Rotation: v1.RotationSpec{DiscardPolicy: v1.DiscardAfterRollout}},
 			v1.CredentialSetStatus{Phase: v1.PhaseDistributed, RolledOutAt: at(0), Consumers: []v1.ConsumerStatus{{Kind: v1.KindGroup, Name: groups[0].Name, RolledOut: true}}},
-			"discard happens automatically once every set on this RabbitMQ cluster moved"},
+			"discard happens automatically (the old user is deleted once every consumer of this set moved)"},
 		{"rabbitmq rolled out, auto but no consumer declared", v1.CredentialSetSpec{RabbitMQ: rabbit, Rotation: v1.RotationSpec{DiscardPolicy: v1.DiscardAfterRollout}}, v1.CredentialSetStatus{Phase: v1.PhaseDistributed, RolledOutAt: at(0)},
 			"verify, then kubectl rekey discard nova (discardPolicy AfterRollout, but no consumer is declared, so the operator does not discard by itself)"},
 

@@ -57,9 +57,6 @@ func (s *session) printPlan(ctx context.Context, cs *v1.CredentialSet) error {
 		}
 		tw.Flush()
 	}
-	if cs.Spec.RabbitMQ != nil {
-		s.printClusterPeers(ctx, out, cs)
-	}
 	printThen(out, cs, s.ns)
 	return nil
 }

@@ -2,7 +2,6 @@ package plugin
 
 import (
 	"cmp"
-	"context"
 	"fmt"
 	"io"
 	"slices"
@@ -166,7 +165,7 @@ func printBackendThen(out io.Writer, cs *v1.CredentialSet, ns string) {
 	}
 	switch {
 	case cs.Spec.RabbitMQ != nil:
-		fmt.Fprintf(out, "Then: %s. The old user is deleted only once every consumer of every CredentialSet on the same RabbitMQ cluster (status.cluster) moved to its new credentials.\n", when)
+		fmt.Fprintf(out, "Then: %s. The old user is deleted once every consumer of this set moved to the new one (status.retirementWaitsFor lists those that have not).\n", when)
 	case cephOverlapping(cs) && keepPriorKeyCount(cs) == 0:
 		fmt.Fprintf(out, "Then: %s; discard deletes the prior entities (keepPriorKeyCount 0), so their keys stop working.\n", when)
 	case cephOverlapping(cs):
@@ -176,40 +175,3 @@ func printBackendThen(out io.Writer, cs *v1.CredentialSet, ns string) {
 	}
 }
 
-// printClusterPeers lists the other sets on the same RabbitMQ cluster,
-// whose consumers the old user also waits for (seed 004's cross-set
-// check). Only the operator identifies the cluster (status.cluster); the
-// list spans every namespace, so it may be forbidden to the user.
-func (s *session) printClusterPeers(ctx context.Context, out io.Writer, cs *v1.CredentialSet) {
-	id := cs.Status.Cluster
-	if id == "" {
-		fmt.Fprintln(out, "Same RabbitMQ cluster: not identified yet (status.cluster is empty); the operator identifies it while rotating, and the old user then also waits for every other set on it")
-		return
-	}
-	l := &v1.CredentialSetList{}
-	if err := s.c.List(ctx, l); err != nil {
-		fmt.Fprintf(out, "Same RabbitMQ cluster (status.cluster %s): other sets could not be listed (%v); the old user also waits for their consumers\n", id, err)
-		return
-	}
-	var peers []string
-	for _, o := range l.Items {
-		if o.UID == cs.UID || o.Status.Cluster != id {
-			continue
-		}
-		moved := 0
-		for _, c := range o.Status.Consumers {
-			if c.RolledOut {
-				moved++
-			}
-		}
-		peers = append(peers, fmt.Sprintf("  %s: %d/%d consumers moved", setRef(&o), moved, consumerTotal(&o)))
-	}
-	if len(peers) == 0 {
-		fmt.Fprintf(out, "Same RabbitMQ cluster (status.cluster %s): no other CredentialSet\n", id)
-		return
-	}
-	fmt.Fprintf(out, "Same RabbitMQ cluster (status.cluster %s): the old user also waits for the consumers of\n", id)
-	for _, p := range peers {
-		fmt.Fprintln(out, p)
-	}
-}

@@ -67,7 +67,7 @@ func termsFor(cs *v1.CredentialSet) terms {
 		return terms{
 			applying:       "the new user is being created",
 			bothWork:       "the old and the new user both work until discard",
-			retireWait:     "the operator deletes the old user once every consumer of every set on this RabbitMQ cluster has moved (%s here now)",
+			retireWait:     "the operator deletes the old user once every consumer of this set has moved (%s now)",
 			retired:        "the old user was deleted",
 			retiring:       "wait: old user deleted, completing the rotation",
 			alreadyRetired: "already deleted the old user",
