@@ -2,10 +2,12 @@ package controller
 
 import (
 	"context"
+	"fmt"
 	"slices"
 
 	v1 "rekey.io/rekey/api/v1alpha1"
 	"rekey.io/rekey/internal/backend/ceph"
+	"rekey.io/rekey/internal/engine"
 	"rekey.io/rekey/internal/reason"
 )
 
@@ -19,7 +21,11 @@ func (r *Reconciler) cephPlan(ctx context.Context, cs *v1.CredentialSet) (*plan,
 	if err != nil {
 		return nil, &errSpec{err.Error()}
 	}
+	if err := r.uniqueCephEntities(ctx, cs); err != nil {
+		return nil, err
+	}
 	b.WorkDir = r.CephWorkDir
+	b.InitialGeneration = engine.InitialGeneration(cs.Spec.Rotation)
 	b.Owner = ceph.Owner{UID: string(cs.UID), Set: cs.Namespace + "/" + cs.Name}
 	b.Report = func(why reason.Reason, msg string) {
 		typ := "Normal"
@@ -34,7 +40,81 @@ func (r *Reconciler) cephPlan(ctx context.Context, cs *v1.CredentialSet) (*plan,
 	if err := r.removeUnusedKeys(ctx, cs, b); err != nil {
 		return nil, err
 	}
+	if err := r.trimPriors(ctx, cs, b); err != nil {
+		return nil, err
+	}
 	return &plan{backend: b}, nil
+}
+
+// uniqueCephEntities refuses a set that would rotate an entity another set
+// on the same cluster already rotates (ceph.Clash): the two would delete
+// each other's generations. The set created first keeps it, so a working
+// set is never stopped by a newcomer; the newcomer changes nothing on the
+// cluster until its spec is fixed.
+func (r *Reconciler) uniqueCephEntities(ctx context.Context, cs *v1.CredentialSet) error {
+	var list v1.CredentialSetList
+	if err := r.Client.List(ctx, &list); err != nil {
+		return err
+	}
+	for i := range list.Items {
+		o := &list.Items[i]
+		if o.UID == cs.UID || o.Spec.Ceph == nil || !cephSetFirst(o, cs) {
+			continue
+		}
+		if what := ceph.Clash(o.Spec.Ceph, cs.Spec.Ceph); what != "" {
+			return &errSpec{fmt.Sprintf("CredentialSet %s/%s, created earlier, already rotates %s on this Ceph cluster: two sets would delete each other's generations, so this set changed nothing. Remove or rename that entry of spec.ceph.entities (or delete one of the two sets)",
+				o.Namespace, o.Name, what)}
+		}
+	}
+	return nil
+}
+
+// cephSetFirst tells whether a was created before b (by name when the API
+// server gave both the same second), so that of two clashing sets exactly
+// one, always the same, is refused.
+func cephSetFirst(a, b *v1.CredentialSet) bool {
+	ta, tb := a.CreationTimestamp.Time, b.CreationTimestamp.Time
+	if !ta.Equal(tb) {
+		return ta.Before(tb)
+	}
+	return a.Namespace+"/"+a.Name < b.Namespace+"/"+b.Name
+}
+
+// trimPriors applies a lowered keepPriorKeyCount while the set is idle
+// (Rook's last migration step is "set keepPriorKeyCount to 0 once every
+// consumer moved"): otherwise it would act only at the next discard, and
+// the old entities would stay usable until then. status.priorKeyCount is
+// read from the cluster afterwards. A refusal (a prior generation this set
+// does not own) is a Warning, and the reconcile carries on: a cleanup must
+// not hold up rotations.
+func (r *Reconciler) trimPriors(ctx context.Context, cs *v1.CredentialSet, b *ceph.Backend) error {
+	if !b.TrimDue(cs.Status) {
+		return nil
+	}
+	src, err := r.getSourceSecret(ctx, cs)
+	if err != nil || src == nil {
+		return err // a missing source Secret is reported by the reconcile
+	}
+	cur, missing := engine.Current(src.Data, b.Keys())
+	if len(missing) > 0 {
+		return nil
+	}
+	if err := b.TrimPriors(ctx, cur); err != nil {
+		rf, ok := engine.AsRefusal(err)
+		if !ok {
+			return err
+		}
+		r.event(cs, "Warning", reason.Reason(rf.Reason), "Ceph", "keepPriorKeyCount was not applied: %s", rf.Message)
+	}
+	n, err := b.Priors(ctx, cur)
+	if err != nil {
+		return err
+	}
+	if p := cs.Status.PriorKeyCount; p != nil && int(*p) == n {
+		return nil
+	}
+	c := int32(n)
+	return r.casStatus(ctx, cs, func(st *v1.CredentialSetStatus) { st.PriorKeyCount = &c })
 }
 
 // removeUnusedKeys deletes the listed bootstrap keys once, and records it
@@ -55,7 +135,7 @@ func (r *Reconciler) removeUnusedKeys(ctx context.Context, cs *v1.CredentialSet,
 		return err
 	}
 	if len(removed) > 0 {
-		r.event(cs, "Normal", reason.UnusedKeysRemoved, "Ceph", "removed unused keys %v (seed 001: Ceph creates them, nothing uses them)", removed)
+		r.event(cs, "Normal", reason.UnusedKeysRemoved, "Ceph", "removed unused keys %v: Ceph creates them at bootstrap and nothing uses them", removed)
 	}
 	done := append(slices.Clone(cs.Status.UnusedKeysRemoved), todo...)
 	slices.Sort(done)

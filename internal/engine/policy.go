@@ -87,6 +87,34 @@ func TargetGeneration(rot v1.RotationSpec, st v1.CredentialSetStatus) int64 {
 	return next
 }
 
+// InitialGeneration is the generation of the credentials rekey mints when
+// it provisions a set: rotation.keyGeneration when policy KeyGeneration asks
+// for more than 1, else 1. Fresh keys are already what the spec asks for
+// (Rook takes keyGeneration as the generation of the keys it creates), so
+// the policy must not rotate them again at once: with a Manual discard that
+// would leave a brand-new set waiting in Distributed.
+func InitialGeneration(rot v1.RotationSpec) int64 {
+	if rot.Policy == v1.PolicyKeyGeneration && rot.KeyGeneration != nil && *rot.KeyGeneration > 1 {
+		return *rot.KeyGeneration
+	}
+	return 1
+}
+
+// StartGeneration is the generation a backend reports for the credentials
+// it provisioned. initial is InitialGeneration; found is the highest
+// generation the keys rekey found carry (e.g. the suffix of an adopted
+// entity, 0 for a name without one). Keys found rather than minted keep
+// their own generation, even below initial: nobody knows what minted them,
+// so the policy then rotates them up to what the spec asks for. When rekey
+// minted everything, found can only come from its own earlier attempt (a
+// crash during provisioning) and is kept if the spec meanwhile went lower.
+func StartGeneration(initial int64, adopted bool, found int64) int64 {
+	if adopted {
+		return max(found, 0)
+	}
+	return max(initial, found, 1)
+}
+
 func scheduleID(due time.Time) string { return "schedule-" + strconv.FormatInt(due.Unix(), 10) }
 
 // versionID keeps a version usable inside an annotation-like ID.

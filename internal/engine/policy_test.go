@@ -116,6 +116,62 @@ func TestTargetGeneration(t *testing.T) {
 	}
 }
 
+func TestInitialGeneration(t *testing.T) {
+	g := func(n int64) *int64 { return &n }
+	cases := []struct {
+		name string
+		rot  v1.RotationSpec
+		want int64
+	}{
+		{"no policy", v1.RotationSpec{}, 1},
+		{"keyGeneration 1", v1.RotationSpec{Policy: v1.PolicyKeyGeneration, KeyGeneration: g(1)}, 1},
+		{"keyGeneration 3 is taken at creation", v1.RotationSpec{Policy: v1.PolicyKeyGeneration, KeyGeneration: g(3)}, 3},
+		{"keyGeneration without its policy is ignored", v1.RotationSpec{Policy: v1.PolicySchedule, KeyGeneration: g(3)}, 1},
+		{"policy without keyGeneration", v1.RotationSpec{Policy: v1.PolicyKeyGeneration}, 1},
+		{"nonsense below 1", v1.RotationSpec{Policy: v1.PolicyKeyGeneration, KeyGeneration: g(-4)}, 1},
+	}
+	for _, c := range cases {
+		if got := InitialGeneration(c.rot); got != c.want {
+			t.Errorf("%s: InitialGeneration = %d, want %d", c.name, got, c.want)
+		}
+	}
+}
+
+// A set provisioned with keyGeneration N is not rotated right away when
+// rekey minted its keys, and is when it adopted older ones.
+func TestStartGeneration(t *testing.T) {
+	cases := []struct {
+		name           string
+		initial, found int64
+		adopted        bool
+		want           int64
+		due            bool // the policy rotates right after provisioning
+	}{
+		{"minted, no keyGeneration", 1, 0, false, 1, false},
+		{"minted at the spec's keyGeneration", 3, 0, false, 3, false},
+		{"minted by an earlier attempt at 3, spec still 3", 3, 3, false, 3, false},
+		{"minted by an earlier attempt at 3, spec lowered to 2", 2, 3, false, 3, false},
+		{"adopted bare name (generation 0)", 3, 0, true, 0, true},
+		{"adopted bare name, keyGeneration 1", 1, 0, true, 0, false},
+		{"adopted generation 2 below keyGeneration 3", 3, 2, true, 2, true},
+		{"adopted generation 5 above keyGeneration 3", 3, 5, true, 5, false},
+	}
+	for _, c := range cases {
+		got := StartGeneration(c.initial, c.adopted, c.found)
+		if got != c.want {
+			t.Errorf("%s: StartGeneration = %d, want %d", c.name, got, c.want)
+		}
+		// What status.keyGeneration becomes (provision takes max(·, 1)),
+		// and whether the policy then rotates.
+		st := v1.CredentialSetStatus{Phase: v1.PhaseIdle, KeyGeneration: max(got, 1)}
+		rot := v1.RotationSpec{Policy: v1.PolicyKeyGeneration, KeyGeneration: &c.initial}
+		due := Due(PolicyInput{Rotation: rot, Status: st}).RotationID != ""
+		if due != c.due {
+			t.Errorf("%s: policy due right after provisioning = %v, want %v", c.name, due, c.due)
+		}
+	}
+}
+
 func TestCompareVersions(t *testing.T) {
 	cases := []struct {
 		a, b string

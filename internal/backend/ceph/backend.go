@@ -37,6 +37,9 @@ type Backend struct {
 	// CommandTimeout bounds a command after that (default 30s).
 	ConnectTimeout time.Duration
 	CommandTimeout time.Duration
+	// InitialGeneration is the generation of the keys Provision mints
+	// (engine.InitialGeneration of the set's rotation spec); 0 means 1.
+	InitialGeneration int64
 
 	cli      string
 	monitors []string
@@ -193,6 +196,10 @@ func (b *Backend) Version(ctx context.Context, _ engine.Secrets) (string, error)
 		return "", err
 	}
 	defer s.close()
+	return s.version(ctx)
+}
+
+func (s *session) version(ctx context.Context) (string, error) {
 	out, err := s.run(ctx, "version", "--format", "json")
 	if err != nil {
 		return "", err

@@ -145,8 +145,12 @@ func testOwner(t *testing.T) Owner {
 	return Owner{UID: uid, Set: "test/set-" + h[:6]}
 }
 
+// ctxFor bounds a test's ceph commands. It only guards against a hang: a
+// scenario runs a few dozen commands, each a CLI start in the chroot, which
+// on a shared two-core machine under load took up to several seconds
+// (2 minutes ran out in the middle of passing tests).
 func ctxFor(t *testing.T) context.Context {
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	t.Cleanup(cancel)
 	return ctx
 }

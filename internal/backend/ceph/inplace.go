@@ -3,6 +3,7 @@ package ceph
 import (
 	"context"
 	"fmt"
+	"slices"
 
 	"rekey.io/rekey/internal/engine"
 	"rekey.io/rekey/internal/failpoint"
@@ -88,6 +89,14 @@ func (b *Backend) applyInPlace(ctx context.Context, s *session, cur, pending eng
 			return nil, err
 		}
 	}
+	// Precheck asked already; asked again right before the first rotate,
+	// because a mon answering now may be another one (an upgrade or a
+	// downgrade in progress) and a refusal here still changes nothing.
+	if slices.Contains(actions, rotateKey) {
+		if err := s.canRotateInPlace(ctx); err != nil {
+			return nil, err
+		}
+	}
 	out := engine.Secrets{}
 	for i, e := range b.entities {
 		switch actions[i] {
@@ -140,7 +149,7 @@ func (b *Backend) Retire(ctx context.Context, cur, pending engine.Secrets) error
 		}
 	}
 	if b.overlap {
-		return b.retirePriors(ctx, s, pending)
+		return b.retirePriors(ctx, s, pending, "pending")
 	}
 	return nil
 }

@@ -41,8 +41,10 @@ func TestInPlaceRotation(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if p.Generation != 0 {
-		t.Fatalf("in-place Provision generation = %d, want 0 (unknown)", p.Generation)
+	// Both entities are new: rekey minted them, as generation 1 (the
+	// spec asks for no other), with a known minting version.
+	if p.Generation != 1 || p.Adopted {
+		t.Fatalf("in-place Provision of new entities: generation %d adopted %v, want 1, minted", p.Generation, p.Adopted)
 	}
 	cur := p.Secrets
 	created := f.entities(t)

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 
+	v1 "rekey.io/rekey/api/v1alpha1"
 	"rekey.io/rekey/internal/engine"
 	"rekey.io/rekey/internal/failpoint"
 	"rekey.io/rekey/internal/reason"
@@ -68,10 +69,31 @@ func (b *Backend) applyOverlapping(ctx context.Context, s *session, cur engine.S
 	return out, nil
 }
 
+// priorsToRetire picks, from an entity's generations (highest first, as
+// authDump.generations lists them), those older than the keep generations
+// just below gen. gen itself and anything newer are never picked.
+func priorsToRetire(gens []int64, gen int64, keep int) []int64 {
+	var doomed []int64
+	kept := 0
+	for _, g := range gens {
+		if g >= gen {
+			continue
+		}
+		if kept < keep {
+			kept++
+			continue
+		}
+		doomed = append(doomed, g)
+	}
+	return doomed
+}
+
 // retirePriors keeps the keepPriorKeyCount generations just before the
-// pending one and deletes older ones; the bare name counts as generation 0.
-// The pending entity and anything newer are never touched here.
-func (b *Backend) retirePriors(ctx context.Context, s *session, pending engine.Secrets) error {
+// generation that secrets names (the pending one at discard, the current
+// one when a lowered keepPriorKeyCount is applied while idle) and deletes
+// older ones; the bare name counts as generation 0. That generation and
+// anything newer are never touched here.
+func (b *Backend) retirePriors(ctx context.Context, s *session, secrets engine.Secrets, which string) error {
 	dump, err := s.list(ctx)
 	if err != nil {
 		return err
@@ -82,19 +104,11 @@ func (b *Backend) retirePriors(ctx context.Context, s *session, pending engine.S
 	}
 	var doomed []string
 	for _, e := range b.entities {
-		_, pendGen, err := b.keyringOf(pending, e.Name, "pending")
+		_, gen, err := b.keyringOf(secrets, e.Name, which)
 		if err != nil {
 			return err
 		}
-		kept := 0
-		for _, g := range dump.generations(e.Name) {
-			if g >= pendGen {
-				continue
-			}
-			if kept < b.keep {
-				kept++
-				continue
-			}
+		for _, g := range priorsToRetire(dump.generations(e.Name), gen, b.keep) {
 			doomed = append(doomed, generationEntity(e.Name, g))
 		}
 	}
@@ -117,6 +131,39 @@ func (b *Backend) retirePriors(ctx context.Context, s *session, pending engine.S
 		b.report(reason.PriorKeysRetired, "removed %s (keepPriorKeyCount %d)", strings.Join(removed, ", "), b.keep)
 	}
 	return nil
+}
+
+// TrimDue tells, from status alone, whether the set keeps more prior
+// generations than keepPriorKeyCount allows while no rotation runs: what
+// lowering keepPriorKeyCount leaves (Rook's last migration step, "set it
+// to 0 to delete prior keys after migration"). Without it the lowered
+// count would act only at the next discard. A rotation in progress is left
+// alone: its discard applies the count, and a rollback must find the
+// current generation's priors as they were. An unknown count (status from
+// before it was kept) is due, to be read once from the cluster.
+func (b *Backend) TrimDue(st v1.CredentialSetStatus) bool {
+	if !b.overlap || st.KeyGeneration == 0 || st.Phase != v1.PhaseIdle && st.Phase != "" ||
+		st.RotationID != "" || st.ResetPending {
+		return false
+	}
+	return st.PriorKeyCount == nil || int(*st.PriorKeyCount) > b.keep
+}
+
+// TrimPriors applies keepPriorKeyCount to the generations before the
+// current one (cur, what the source Secret holds), reading which exist
+// from `ceph auth ls`. It deletes only entities recorded for this set, all
+// or none (NotOwned refusal otherwise), and reports PriorKeysRetired.
+// InPlace keeps no priors: nothing to do.
+func (b *Backend) TrimPriors(ctx context.Context, cur engine.Secrets) error {
+	if !b.overlap {
+		return nil
+	}
+	s, err := b.open(ctx)
+	if err != nil {
+		return err
+	}
+	defer s.close()
+	return b.retirePriors(ctx, s, cur, "current")
 }
 
 // resetOverlapping rolls a rotation back: the current generation must still

@@ -26,7 +26,16 @@ import (
 // it adopts one that exists (the keys Ceph created before rekey, a feature
 // of both strategies). It rotates or deletes only entities recorded for
 // this very set; one recorded for another set is refused, never adopted.
-const ownerPrefix = "rekey/owner/"
+//
+// A record written before rekey creates the entity ends in " minted": the
+// key is rekey's own, so the version that minted it is known. Provisioning
+// repeated after a crash tells by it the keys it made from the keys it
+// found (adopted keys have an unknown minting version, status.keyVersion
+// "").
+const (
+	ownerPrefix = "rekey/owner/"
+	mintedMark  = "minted"
+)
 
 // Owner identifies the CredentialSet a backend acts for.
 type Owner struct {
@@ -37,6 +46,15 @@ type Owner struct {
 var ownerUID = regexp.MustCompile(`^[A-Za-z0-9][-A-Za-z0-9]{0,63}$`)
 
 func (o Owner) value() string { return o.UID + " " + o.Set }
+
+// record is the value written for an entity rekey is about to create
+// (minted) or adopts.
+func (o Owner) record(minted bool) string {
+	if minted {
+		return o.value() + " " + mintedMark
+	}
+	return o.value()
+}
 
 // owners is the ownership records of the cluster: entity → record.
 type owners map[string]string
@@ -68,11 +86,20 @@ func (b *Backend) ownerOf(o owners, entity string) (uid, set string, mine bool) 
 		return "", "", false
 	}
 	uid, set, _ = strings.Cut(rec, " ")
+	set, _, _ = strings.Cut(set, " ") // a namespace/name holds no space
 	return uid, set, uid == b.Owner.UID
 }
 
-// claim records entity for b's set: before creating it, or when adopting
-// it. An entity recorded for another set is refused with what to do.
+// mintedHere tells whether entity is recorded as created by rekey for b's
+// set (not adopted, nor recorded by hand).
+func (b *Backend) mintedHere(o owners, entity string) bool {
+	f := strings.Fields(o[entity])
+	return len(f) == 3 && f[0] == b.Owner.UID && f[2] == mintedMark
+}
+
+// claim records entity for b's set: before creating it (doing "create"),
+// or when adopting it. An entity recorded for another set is refused with
+// what to do.
 func (b *Backend) claim(ctx context.Context, s *session, o owners, entity, doing string) error {
 	uid, set, mine := b.ownerOf(o, entity)
 	switch {
@@ -81,10 +108,11 @@ func (b *Backend) claim(ctx context.Context, s *session, o owners, entity, doing
 	case uid != "":
 		return b.notOwned(entity, set, doing)
 	}
-	if _, err := s.run(ctx, "config-key", "set", ownerPrefix+entity, b.Owner.value()); err != nil {
+	rec := b.Owner.record(doing == "create")
+	if _, err := s.run(ctx, "config-key", "set", ownerPrefix+entity, rec); err != nil {
 		return fmt.Errorf("record %s as %s's: %w", entity, b.Owner.Set, err)
 	}
-	o[entity] = b.Owner.value()
+	o[entity] = rec
 	return nil
 }
 

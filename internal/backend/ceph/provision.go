@@ -11,7 +11,17 @@ import (
 // holds must have that key in the cluster. A missing one is adopted when
 // the cluster has it and created with the spec's caps otherwise; under
 // Overlapping the newest generation entity is adopted, else the bare name
-// (a key from before rekey, generation 0), else <name>.1 is created.
+// (a key from before rekey, generation 0), else <name>.<generation> is
+// created.
+//
+// Keys rekey found rather than minted make the set Adopted (the version
+// that minted them is unknown, so WithVersionUpgrade replaces them, as
+// Rook does for keys from before its key tracking) and keep their own
+// generation. Keys it mints carry InitialGeneration (the spec's
+// keyGeneration), in the entity's name under Overlapping, so a set created
+// with keyGeneration 3 starts at client.x.3 instead of rotating at once.
+// Whether rekey minted a key is read from its ownership record, so a
+// provisioning repeated after a crash decides the same way.
 func (b *Backend) Provision(ctx context.Context, cur engine.Secrets) (engine.Provisioned, error) {
 	p := engine.Provisioned{Secrets: engine.Secrets{}}
 	s, err := b.open(ctx)
@@ -23,6 +33,19 @@ func (b *Backend) Provision(ctx context.Context, cur engine.Secrets) (engine.Pro
 	o, err := s.readOwners(ctx)
 	if err != nil {
 		return p, err
+	}
+	// First everything that exists, so that the generation of the keys to
+	// mint is known before any is made.
+	var (
+		toMint []v1.CephEntity
+		found  int64
+	)
+	take := func(e v1.CephEntity, kr Keyring, gen int64) {
+		p.Secrets[e.Name] = kr.String()
+		found = max(found, gen)
+		if !b.mintedHere(o, kr.Entity) {
+			p.Adopted = true
+		}
 	}
 	for _, e := range b.entities {
 		if _, ok := cur[e.Name]; ok {
@@ -39,66 +62,76 @@ func (b *Backend) Provision(ctx context.Context, cur engine.Secrets) (engine.Pro
 			if err := b.claim(ctx, s, o, kr.Entity, "adopt"); err != nil {
 				return p, err
 			}
-			p.Secrets[e.Name] = cur[e.Name]
-			p.Generation = max(p.Generation, gen)
+			take(e, kr, gen)
 			continue
 		}
-		var (
-			kr  Keyring
-			gen int64
-		)
 		if b.overlap {
 			if dump == nil {
 				if dump, err = s.list(ctx); err != nil {
 					return p, err
 				}
 			}
-			kr, gen, err = b.adoptGeneration(ctx, s, o, dump, e)
-		} else if err = b.claim(ctx, s, o, e.Name, "adopt"); err == nil {
-			// Adopting a key that exists is a feature (daemon keys exist
-			// before rekey): whoever holds the admin keyring the set names
-			// can already do anything to it.
-			var entry authEntry
-			entry, err = s.ensure(ctx, e.Name, capArgs(e.Caps))
-			kr = entry.keyring()
+			if gens := dump.generations(e.Name); len(gens) > 0 {
+				name := generationEntity(e.Name, gens[0])
+				if err := b.claim(ctx, s, o, name, "adopt"); err != nil {
+					return p, err
+				}
+				take(e, dump[name].keyring(), gens[0])
+				continue
+			}
+		} else {
+			entry, ok, err := s.lookup(ctx, e.Name)
+			if err != nil {
+				return p, err
+			}
+			if ok {
+				// Adopting a key that exists is a feature (daemon keys
+				// exist before rekey): whoever holds the admin keyring the
+				// set names can already do anything to it.
+				if err := b.claim(ctx, s, o, e.Name, "adopt"); err != nil {
+					return p, err
+				}
+				take(e, entry.keyring(), 0)
+				continue
+			}
 		}
+		toMint = append(toMint, e)
+	}
+	p.Generation = engine.StartGeneration(b.InitialGeneration, p.Adopted, found)
+	for _, e := range toMint {
+		name := e.Name
+		if b.overlap {
+			// Next to adopted generations the new entity takes theirs:
+			// the set has one generation, and rotating moves all of it.
+			name = generationEntity(e.Name, max(p.Generation, 1))
+		}
+		if err := b.claim(ctx, s, o, name, "create"); err != nil {
+			return p, err
+		}
+		entry, err := s.ensure(ctx, name, capArgs(e.Caps))
 		if err != nil {
 			return p, err
 		}
-		p.Secrets[e.Name] = kr.String()
-		p.Generation = max(p.Generation, gen)
+		p.Secrets[e.Name] = entry.keyring().String()
 	}
 	return p, nil
 }
 
-// adoptGeneration finds or creates the entity that holds e's current key
-// under Overlapping rotation.
-func (b *Backend) adoptGeneration(ctx context.Context, s *session, o owners, dump authDump, e v1.CephEntity) (Keyring, int64, error) {
-	gens := dump.generations(e.Name)
-	if len(gens) > 0 {
-		name := generationEntity(e.Name, gens[0])
-		if err := b.claim(ctx, s, o, name, "adopt"); err != nil {
-			return Keyring{}, 0, err
-		}
-		return dump[name].keyring(), gens[0], nil
-	}
-	name := generationEntity(e.Name, 1)
-	if err := b.claim(ctx, s, o, name, "create"); err != nil {
-		return Keyring{}, 0, err
-	}
-	entry, err := s.ensure(ctx, name, capArgs(e.Caps))
-	return entry.keyring(), 1, err
-}
-
 // Precheck implements engine.Backend: a rotation starts only from the keys
 // the source Secret holds. A key changed outside rekey would otherwise be
-// rotated away (InPlace) or kept alive unknown (Overlapping).
+// rotated away (InPlace) or kept alive unknown (Overlapping). InPlace also
+// needs a mon that has `ceph auth rotate`: asked first, as Rook does.
 func (b *Backend) Precheck(ctx context.Context, cur engine.Secrets) error {
 	s, err := b.open(ctx)
 	if err != nil {
 		return err
 	}
 	defer s.close()
+	if !b.overlap {
+		if err := s.canRotateInPlace(ctx); err != nil {
+			return err
+		}
+	}
 	o, err := s.readOwners(ctx)
 	if err != nil {
 		return err

@@ -1,6 +1,7 @@
 package ceph
 
 import (
+	"slices"
 	"strings"
 	"testing"
 
@@ -165,5 +166,174 @@ func TestSanitizeAndClassify(t *testing.T) {
 	}
 	if got := commandName([]string{"auth", "get-or-create", "client.x", "mon", "allow r", "--format", "json"}); got != "auth get-or-create client.x" {
 		t.Fatalf("commandName = %q", got)
+	}
+}
+
+// InPlace needs `ceph auth rotate`: the mon's version decides, and the
+// refusal names the running version, the minimum and the alternative.
+func TestInPlaceRefusal(t *testing.T) {
+	for _, tc := range []struct {
+		version string
+		ok      bool
+		shown   string // how the refusal names the running version
+	}{
+		{"20.2.4", true, ""},
+		{"19.2.3", true, ""},
+		{"19.2.3-678-ge911bdeb", true, ""},
+		{"19.10.0", true, ""},
+		{"21.0.0", true, ""},
+		{"19.2.2", false, "Ceph 19.2.2"},
+		{"18.2.7", false, "Ceph 18.2.7"},
+		{"19.2", false, `"19.2"`},
+		{"", false, `("")`},
+		{"tentacle", false, `"tentacle"`},
+	} {
+		err := inPlaceRefusal(tc.version)
+		if tc.ok {
+			if err != nil {
+				t.Errorf("%q: refused: %v", tc.version, err)
+			}
+			continue
+		}
+		rf, ok := engine.AsRefusal(err)
+		if !ok || rf.Reason != "InPlaceUnsupported" {
+			t.Errorf("%q: got %v, want an InPlaceUnsupported refusal", tc.version, err)
+			continue
+		}
+		for _, want := range []string{tc.shown, MinRotateVersion, "strategy: Overlapping", "nothing was rotated"} {
+			if !strings.Contains(rf.Message, want) {
+				t.Errorf("%q: refusal %q does not say %q", tc.version, rf.Message, want)
+			}
+		}
+	}
+}
+
+// Which prior generations go, for keepPriorKeyCount keep below generation
+// gen (the bare name is generation 0).
+func TestPriorsToRetire(t *testing.T) {
+	for _, tc := range []struct {
+		gens []int64
+		gen  int64
+		keep int
+		want []int64
+	}{
+		{[]int64{3, 2, 1}, 3, 2, nil},
+		{[]int64{3, 2, 1}, 3, 1, []int64{1}},
+		{[]int64{3, 2, 1}, 3, 0, []int64{2, 1}},
+		{[]int64{4, 3, 2, 1, 0}, 3, 1, []int64{1, 0}}, // 4 is newer (pending): never picked
+		{[]int64{5}, 5, 0, nil},
+		{nil, 1, 0, nil},
+	} {
+		if got := priorsToRetire(tc.gens, tc.gen, tc.keep); !slices.Equal(got, tc.want) {
+			t.Errorf("gens %v below %d keep %d: got %v, want %v", tc.gens, tc.gen, tc.keep, got, tc.want)
+		}
+	}
+}
+
+// A lowered keepPriorKeyCount is applied while the set is idle, never in
+// the middle of a rotation.
+func TestTrimDue(t *testing.T) {
+	n := func(v int32) *int32 { return &v }
+	idle := func(prior *int32) v1.CredentialSetStatus {
+		return v1.CredentialSetStatus{Phase: v1.PhaseIdle, KeyGeneration: 3, PriorKeyCount: prior}
+	}
+	// with is a status of one prior, changed by f.
+	with := func(f func(*v1.CredentialSetStatus)) v1.CredentialSetStatus {
+		s := idle(n(1))
+		f(&s)
+		return s
+	}
+	keep := func(k int32) *Backend {
+		b, err := New(&v1.CephSpec{Monitors: []string{"v2:10.0.0.1:3300"}, Strategy: v1.CephOverlapping, KeepPriorKeyCount: &k,
+			Entities: []v1.CephEntity{{Name: "client.csi"}}}, fileStoreless{}, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	inPlace, err := New(&v1.CephSpec{Monitors: []string{"v2:10.0.0.1:3300"}, Entities: []v1.CephEntity{{Name: "client.x"}}}, fileStoreless{}, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name string
+		b    *Backend
+		st   v1.CredentialSetStatus
+		want bool
+	}{
+		{"two priors, keep lowered to 0", keep(0), idle(n(2)), true},
+		{"two priors, keep lowered to 1", keep(1), idle(n(2)), true},
+		{"as many priors as kept", keep(2), idle(n(2)), false},
+		{"fewer priors than kept", keep(2), idle(n(1)), false},
+		{"unknown count is read once", keep(1), idle(nil), true},
+		{"phase not written yet counts as idle", keep(0), with(func(s *v1.CredentialSetStatus) { s.Phase = "" }), true},
+		{"not provisioned", keep(0), with(func(s *v1.CredentialSetStatus) { s.KeyGeneration = 0 }), false},
+		{"rotating", keep(0), with(func(s *v1.CredentialSetStatus) { s.Phase, s.RotationID = v1.PhaseRotating, "r" }), false},
+		{"distributed", keep(0), with(func(s *v1.CredentialSetStatus) { s.Phase, s.RotationID = v1.PhaseDistributed, "r" }), false},
+		{"rolling back", keep(0), with(func(s *v1.CredentialSetStatus) { s.ResetPending = true }), false},
+		{"InPlace keeps no priors", inPlace, idle(n(1)), false},
+	} {
+		if got := tc.b.TrimDue(tc.st); got != tc.want {
+			t.Errorf("%s: TrimDue = %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}
+
+// fileStoreless is a KeyringStore for backends that never run a command.
+type fileStoreless struct{ KeyringStore }
+
+// Two sets on one cluster clash when they name the same entity, or one
+// names a generation of the other's Overlapping entity; sets on other
+// clusters never do.
+func TestClash(t *testing.T) {
+	spec := func(strategy v1.CephStrategy, monitors []string, names ...string) *v1.CephSpec {
+		s := &v1.CephSpec{Monitors: monitors, Strategy: strategy}
+		for _, n := range names {
+			s.Entities = append(s.Entities, v1.CephEntity{Name: n})
+		}
+		return s
+	}
+	here := []string{"v2:10.0.0.1:3300"}
+	for _, tc := range []struct {
+		name string
+		a, b *v1.CephSpec
+		want string // "" for no clash, else a part of the description
+	}{
+		{"same entity", spec(v1.CephInPlace, here, "mgr.a", "client.rgw"), spec(v1.CephInPlace, here, "client.rgw"), "client.rgw"},
+		{"same entity, other strategies", spec(v1.CephOverlapping, here, "client.csi"), spec(v1.CephInPlace, here, "client.csi"), "client.csi"},
+		{"other entities", spec(v1.CephInPlace, here, "client.a"), spec(v1.CephInPlace, here, "client.b"), ""},
+		{"a generation of the other's Overlapping entity", spec(v1.CephOverlapping, here, "client.csi"), spec(v1.CephInPlace, here, "client.csi.2"), "generation 2 of client.csi"},
+		{"its Overlapping generation is the other's entity", spec(v1.CephInPlace, here, "client.csi.4"), spec(v1.CephOverlapping, here, "client.csi"), "generation 4 is client.csi.4"},
+		{"a dotted name that is not a generation", spec(v1.CephOverlapping, here, "client.csi"), spec(v1.CephInPlace, here, "client.csi.rbd"), ""},
+		{"generation-like name without Overlapping", spec(v1.CephInPlace, here, "client.csi"), spec(v1.CephInPlace, here, "client.csi.2"), ""},
+		{"another cluster", spec(v1.CephInPlace, here, "client.rgw"), spec(v1.CephInPlace, []string{"v2:10.0.0.2:3300"}, "client.rgw"), ""},
+		{"the same mon written without prefix and port", spec(v1.CephInPlace, here, "client.rgw"), spec(v1.CephInPlace, []string{"10.0.0.1"}, "client.rgw"), "client.rgw"},
+		{"another cluster on the same host", spec(v1.CephInPlace, []string{"v2:127.0.0.1:40001"}, "client.rgw"), spec(v1.CephInPlace, []string{"v2:127.0.0.1:40002"}, "client.rgw"), ""},
+	} {
+		got := Clash(tc.a, tc.b)
+		if (got == "") != (tc.want == "") || !strings.Contains(got, tc.want) {
+			t.Errorf("%s: Clash = %q, want %q", tc.name, got, tc.want)
+		}
+	}
+}
+
+func TestSameCluster(t *testing.T) {
+	for _, tc := range []struct {
+		a, b []string
+		want bool
+	}{
+		{[]string{"v2:10.0.0.1:3300"}, []string{"10.0.0.1:3300"}, true},
+		{[]string{"v2:10.0.0.1"}, []string{"10.0.0.1:3300"}, true},
+		{[]string{"v1:10.0.0.1"}, []string{"10.0.0.1:6789"}, true},
+		{[]string{"v1:10.0.0.1"}, []string{"v2:10.0.0.1"}, false}, // msgr1 and msgr2 ports of one host: unknown, not assumed
+		{[]string{"10.0.0.1"}, []string{"v1:10.0.0.1:6789"}, true},
+		{[]string{"MON-A.example"}, []string{"mon-a.example:3300"}, true},
+		{[]string{"[::1]:3300"}, []string{"v2:[::1]"}, true},
+		{[]string{"v2:10.0.0.1:3300", "v2:10.0.0.2:3300"}, []string{"v2:10.0.0.2:3300"}, true},
+		{[]string{"v2:10.0.0.1:3300"}, []string{"v2:10.0.0.1:3301"}, false},
+	} {
+		if got := SameCluster(tc.a, tc.b); got != tc.want {
+			t.Errorf("SameCluster(%v, %v) = %v, want %v", tc.a, tc.b, got, tc.want)
+		}
 	}
 }
