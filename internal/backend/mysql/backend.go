@@ -216,7 +216,7 @@ func (b *Backend) Precheck(ctx context.Context, cur engine.Secrets) error {
 	if err != nil {
 		return err
 	}
-	if rf := decideHealth("the rotation", obs); rf != nil {
+	if rf := decideHealth(rotationPhase, obs); rf != nil {
 		return redactRefusal(rf, b.adminPasswords(cur, nil), cur)
 	}
 	if len(found) > 0 {
@@ -263,7 +263,7 @@ func (b *Backend) Apply(ctx context.Context, cur, pending engine.Secrets, _ int6
 // is created accepting pending only, if another instance accepts pending.
 func (b *Backend) Retire(ctx context.Context, cur, pending engine.Secrets) error {
 	// The health gate, before any instance discards anything.
-	if err := b.healthGate(ctx, "the discard of the old passwords", b.adminPasswords(pending, cur), merge(cur, pending)); err != nil {
+	if err := b.CheckDiscardHealth(ctx, cur, pending); err != nil {
 		return err
 	}
 	return b.eachInstance(ctx, "discard/instance-retired", b.adminPasswords(pending, cur), merge(cur, pending), func(s *session) error {

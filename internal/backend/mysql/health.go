@@ -364,6 +364,20 @@ func (b *Backend) healthGate(ctx context.Context, phase string, passwords []stri
 	return nil
 }
 
+// CheckDiscardHealth is the discard's health gate on its own (Retire runs
+// it too), for a caller that records that a discard started — after which
+// the rotation can only complete — and so must not record it while the
+// cluster is unhealthy: until then, the rotation may still be rolled back.
+func (b *Backend) CheckDiscardHealth(ctx context.Context, cur, pending engine.Secrets) error {
+	return b.healthGate(ctx, discardPhase, b.adminPasswords(pending, cur), merge(cur, pending))
+}
+
+// What the health gate's refusals say does not start.
+const (
+	rotationPhase = "the rotation"
+	discardPhase  = "the discard of the old passwords"
+)
+
 // observeAll observes every instance in a read-only session; then, if fn
 // is set, runs it in the same session.
 func (b *Backend) observeAll(ctx context.Context, step string, passwords []string, secrets engine.Secrets, fn func(*session) error) ([]observation, error) {

@@ -42,7 +42,8 @@ func TestTopologyOnRealMySQL(t *testing.T) {
 		if err := r2.Exec("STOP REPLICA SQL_THREAD"); err != nil {
 			t.Fatal(err)
 		}
-		wantUnhealthy(t, f.b.Retire(ctx, f.cur, f.pending), r2.Name, "SQL thread is stopped")
+		wantUnhealthy(t, f.b.CheckDiscardHealth(ctx, f.cur, f.pending), r2.Name, "SQL thread is stopped", "discard")
+		wantUnhealthy(t, f.b.Retire(ctx, f.cur, f.pending), r2.Name, "SQL thread is stopped", "discard")
 		for _, i := range c.Instances() {
 			f.accepts(t, i, true, true) // nothing discarded anywhere
 		}
