@@ -166,11 +166,14 @@ func (r *Reconciler) discard(ctx context.Context, cs *v1.CredentialSet, p *plan,
 	id := cs.Status.RotationID
 	if !cs.Status.DiscardApplied {
 		if !cs.Status.DiscardStarted {
-			// Every instance must answer and accept the new secrets before
-			// any drops the old ones: a refusal here leaves the rotation
-			// free to roll back.
-			if err := p.backend.Verify(ctx, engine.Pending(src.Data, keys)); err != nil {
-				return ctrl.Result{}, nil, err
+			if g, ok := p.backend.(engine.DiscardGate); ok {
+				// While the cluster is unhealthy or an instance does not
+				// answer, nothing is recorded: the rotation may still
+				// roll back.
+				cur, _ := engine.Current(src.Data, keys)
+				if err := g.CheckDiscardHealth(ctx, cur, engine.Pending(src.Data, keys)); err != nil {
+					return ctrl.Result{}, nil, err
+				}
 			}
 			// Recorded before the first instance drops anything: an
 			// interrupted discard (a crash between instances, an instance

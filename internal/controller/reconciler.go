@@ -119,9 +119,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 			prob = &problem{reason.BackendError, err.Error() + "; rekey retries with backoff"}
 		} else {
 			err = nil // reported as an event + condition, retried below
-			if res.RequeueAfter == 0 || prob.reason == reason.InstanceUnreachable {
+			if res.RequeueAfter == 0 || prob.reason == reason.InstanceUnreachable || prob.reason == reason.ClusterUnhealthy {
 				// The health gate polls: the phase resumes soon after
-				// the instance answers again.
+				// the instance answers or the cluster is healthy again.
 				res.RequeueAfter = 10 * time.Second
 			}
 		}

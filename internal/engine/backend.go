@@ -101,6 +101,15 @@ type Scoped interface {
 	ClusterID(ctx context.Context) (string, error)
 }
 
+// DiscardGate is implemented by backends whose retirement touches several
+// instances: CheckDiscardHealth refuses (a *Refusal, or an unreachable
+// instance) to start a discard that could stop half way. The engine asks
+// it before it records that a discard started, after which the rotation
+// can only complete.
+type DiscardGate interface {
+	CheckDiscardHealth(ctx context.Context, cur, pending Secrets) error
+}
+
 // Deprovisioner is implemented by backends that create identities rekey
 // alone owns (a user per generation): deleting the CredentialSet removes
 // them, once no consumer still uses them.

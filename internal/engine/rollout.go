@@ -97,6 +97,10 @@ func DeploymentRollout(d *appsv1.Deployment) RolloutState {
 		return RolloutState{Message: fmt.Sprintf("%d old replicas still running", st.Replicas-st.UpdatedReplicas)}
 	case st.AvailableReplicas < st.UpdatedReplicas:
 		return RolloutState{Message: fmt.Sprintf("%d/%d updated replicas available", st.AvailableReplicas, st.UpdatedReplicas)}
+	case st.TerminatingReplicas != nil && *st.TerminatingReplicas > 0:
+		// kubectl is done here, but a terminating pod still runs, with
+		// the old credentials, for its whole grace period.
+		return RolloutState{Message: fmt.Sprintf("%d old pods still terminating", *st.TerminatingReplicas)}
 	}
 	return RolloutState{Done: true}
 }

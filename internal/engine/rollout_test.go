@@ -118,6 +118,9 @@ func TestRolloutGateFollowsKubectl(t *testing.T) {
 	addD("replicas being updated", same, false, false, "1/3 replicas updated", func(d *appsv1.Deployment) { d.Status.UpdatedReplicas = 1 })
 	addD("old replicas terminating", same, false, false, "2 old replicas", func(d *appsv1.Deployment) { d.Status.Replicas = 5 })
 	addD("updated replicas not available", same, false, false, "2/3 updated replicas available", func(d *appsv1.Deployment) { d.Status.AvailableReplicas = 2 })
+	addD("old pods still terminating", stricter, false, false, "2 old pods still terminating", func(d *appsv1.Deployment) {
+		d.Status.TerminatingReplicas = i32(2)
+	})
 	addD("progress deadline exceeded", stuckError, false, true, "exceeded its progress deadline", func(d *appsv1.Deployment) {
 		d.Status.UpdatedReplicas = 1
 		d.Status.Conditions = []appsv1.DeploymentCondition{{Type: appsv1.DeploymentProgressing, Status: corev1.ConditionFalse,

@@ -364,6 +364,8 @@ func (b *Backend) healthGate(ctx context.Context, phase string, passwords []stri
 	return nil
 }
 
+var _ engine.DiscardGate = (*Backend)(nil)
+
 // CheckDiscardHealth is the discard's health gate on its own (Retire runs
 // it too), for a caller that records that a discard started — after which
 // the rotation can only complete — and so must not record it while the
