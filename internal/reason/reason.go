@@ -52,6 +52,10 @@ const (
 	// InPlaceUnsupported: the backend's version cannot rotate a key in
 	// place; the message names the version and the alternative.
 	InPlaceUnsupported Reason = "InPlaceUnsupported"
+	// UnsupportedVersion: the backend's server is older than the oldest
+	// version rekey's statements run on (or another product); the message
+	// names the version found and the floor.
+	UnsupportedVersion Reason = "UnsupportedVersion"
 	// RolloutStuck: a consumer's rollout stopped making progress (its
 	// progress deadline passed, it is paused, or its update strategy
 	// leaves pods on the old template); rekey waits, and says so.

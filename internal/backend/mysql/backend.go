@@ -167,6 +167,9 @@ func (b *Backend) forEachInstance(ctx context.Context, step string, lift bool, p
 // grants on every instance; an existing user must already accept cur.
 func (b *Backend) Provision(ctx context.Context, cur engine.Secrets) (engine.Provisioned, error) {
 	return engine.Provisioned{Secrets: cur}, b.eachInstance(ctx, "provision/instance-done", b.adminPasswords(cur, nil), cur, func(s *session) error {
+		if err := s.checkVersion(ctx); err != nil {
+			return err
+		}
 		for _, u := range b.Users {
 			a, err := s.ensureUser(ctx, u, cur[u.Key])
 			if err != nil {
@@ -200,6 +203,9 @@ func (b *Backend) Precheck(ctx context.Context, cur engine.Secrets) error {
 		found []string
 	)
 	obs, err := b.observeAll(ctx, "precheck/instance-done", b.adminPasswords(cur, nil), cur, func(s *session) error {
+		if err := s.checkVersion(ctx); err != nil {
+			return err
+		}
 		for _, u := range b.Users {
 			a, err := s.account(ctx, u)
 			if err != nil {
