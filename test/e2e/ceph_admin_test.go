@@ -45,10 +45,14 @@ func TestCephAdminRotationCrash(t *testing.T) {
 		v1.CephEntity{Name: cephAdminEntity, Caps: adminCaps},
 		v1.CephEntity{Name: entities[1], Caps: v1.CephCaps{Mon: "allow r"}})
 	cs.Spec.Rotation = v1.RotationSpec{DiscardPolicy: v1.DiscardAfterRollout, GracePeriod: &metav1.Duration{Duration: time.Second}}
+	// AfterRollout retires only once a declared consumer moved: the daemon
+	// is redeployed and reported by automation outside Kubernetes.
+	cs.Spec.ConsumerGroups = []v1.ConsumerGroup{ackerGroup("node-1")}
 	if err := k8s.Create(ctxT(t), cs); err != nil {
 		t.Fatal(err)
 	}
 	deleteAtEnd(t, cs)
+	ackEveryDistribution(t, ns, name, "node-1")
 	adminSecret := cs.Spec.Ceph.Admin.KeyringSecretRef.Name
 
 	var keys map[string]string // the entities' current keys, checked

@@ -209,10 +209,18 @@ func policySet(t testing.TB, c *testenv.Ceph, ns, name, entity string, rot v1.Ro
 	t.Helper()
 	cs := cephSet(t, c, ns, name, v1.CephInPlace, v1.CephEntity{Name: entity, Caps: v1.CephCaps{Mon: "allow r"}})
 	cs.Spec.Rotation = rot
+	if rot.DiscardPolicy == v1.DiscardAfterRollout {
+		// AfterRollout retires only once a declared consumer moved: the
+		// daemon using the key is redeployed and reported by automation.
+		cs.Spec.ConsumerGroups = []v1.ConsumerGroup{ackerGroup("node-1")}
+	}
 	if err := k8s.Create(ctxT(t), cs); err != nil {
 		t.Fatal(err)
 	}
 	deleteAtEnd(t, cs)
+	if rot.DiscardPolicy == v1.DiscardAfterRollout {
+		ackEveryDistribution(t, ns, name, "node-1")
+	}
 	return waitPhase(t, ns, name, v1.PhaseIdle, 1)
 }
 
