@@ -319,8 +319,11 @@ func (r *Reconciler) irreversible(ctx context.Context, cs *v1.CredentialSet, p *
 		return false, nil
 	}
 	err := p.backend.Precheck(ctx, cur)
-	if _, refused := engine.AsRefusal(err); refused {
-		return true, nil
+	if rf, refused := engine.AsRefusal(err); refused {
+		// Only a current secret the backend no longer accepts proves the
+		// rotation applied; any other refusal (an old version, an
+		// unhealthy cluster) says nothing about it.
+		return rf.Reason == string(reason.KeyMismatch), nil
 	}
 	return false, err
 }
