@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -253,6 +254,15 @@ func (r *Reconciler) reconcile(ctx context.Context, cs *v1.CredentialSet, seen *
 		}
 	}
 
+	// Every reconcile in Distributed repairs an instance that lost the
+	// users phase 1 made (rebuilt from an empty data directory): nothing
+	// else re-applies it before the discard, and consumers reach every
+	// instance. A failure does not hold the rest of the reconcile.
+	repairProb, err := r.repairPending(ctx, cs, p, src, cur, pending)
+	if err != nil {
+		return ctrl.Result{}, nil, err
+	}
+
 	in := engine.Input{
 		Status:         cs.Status,
 		RotateRequest:  cs.Annotations[engine.RotateAnnotation],
@@ -294,6 +304,12 @@ func (r *Reconciler) reconcile(ctx context.Context, cs *v1.CredentialSet, seen *
 	r.noteHash(cs)
 	if prob == nil && err == nil {
 		prob = stuckRollout(cs)
+	}
+	if prob == nil && err == nil && repairProb != nil {
+		prob = repairProb
+		if res.RequeueAfter == 0 || res.RequeueAfter > repairRecheck {
+			res.RequeueAfter = repairRecheck
+		}
 	}
 	if err == nil && prob == nil && due.NextAt != nil && d.Action == engine.None {
 		if left := due.NextAt.Sub(in.Now); left > 0 && (res.RequeueAfter == 0 || left < res.RequeueAfter) {
@@ -365,4 +381,44 @@ func targetGeneration(st v1.CredentialSetStatus) int64 {
 		return st.TargetGeneration
 	}
 	return st.KeyGeneration + 1
+}
+
+// repairRecheck: how soon an instance that could not be checked or
+// repaired while Distributed is tried again, as the health gate polls.
+const repairRecheck = 10 * time.Second
+
+// repairDue: the rotation is Distributed, both passwords are meant to be
+// valid on every instance, and the discard has not started (from then on
+// Retire repairs instead, with pending only).
+func repairDue(st v1.CredentialSetStatus, pending engine.PendingState) bool {
+	return st.Phase == v1.PhaseDistributed && st.RotateApplied && !st.DiscardStarted && !st.DiscardApplied &&
+		pending == engine.PendingMatch
+}
+
+// repairPending runs the backend's engine.Repairer when repairDue. Its
+// failure (an instance that does not answer, a refusal, a login refused)
+// is a problem to report, not an error: the reconcile goes on (consumers,
+// discard) and polls.
+func (r *Reconciler) repairPending(ctx context.Context, cs *v1.CredentialSet, p *plan, src *corev1.Secret, cur engine.Secrets, pending engine.PendingState) (*problem, error) {
+	rp, ok := p.backend.(engine.Repairer)
+	if !ok || !repairDue(cs.Status, pending) {
+		return nil, nil
+	}
+	err := rp.RepairPending(ctx, cur, engine.Pending(src.Data, p.backend.Keys()))
+	if err == nil {
+		return nil, nil
+	}
+	if u, ok := engine.AsUnreachable(err); ok {
+		return &problem{reason.InstanceUnreachable, fmt.Sprintf(
+			"instance %s is unreachable, so rekey cannot check that it accepts both the old and the new passwords of the rotation; nothing is lost and it resumes by itself: rekey checks again every 10 s and repairs the instance once it answers: %v", u.Instance, u.Err)}, nil
+	}
+	if prob := classify(err); prob != nil {
+		return prob, nil
+	}
+	if isRace(ctx, err) {
+		return nil, err
+	}
+	// E.g. the admin refused on a rebuilt instance whose bootstrap has
+	// not recreated it yet: reported, and tried again.
+	return &problem{reason.BackendError, err.Error() + "; rekey checks again every 10 s"}, nil
 }

@@ -110,6 +110,16 @@ type DiscardGate interface {
 	CheckDiscardHealth(ctx context.Context, cur, pending Secrets) error
 }
 
+// Repairer is implemented by backends whose instances can lose what Apply
+// made while the rotation is Distributed (a replica rebuilt from an empty
+// data directory). RepairPending makes every instance accept both cur and
+// pending again, idempotently; the engine calls it on every reconcile in
+// Distributed until the discard starts, because nothing else re-applies
+// phase 1 then and consumers reach every instance.
+type Repairer interface {
+	RepairPending(ctx context.Context, cur, pending Secrets) error
+}
+
 // Deprovisioner is implemented by backends that create identities rekey
 // alone owns (a user per generation): deleting the CredentialSet removes
 // them, once no consumer still uses them.

@@ -287,6 +287,12 @@ func (b *Backend) Retire(ctx context.Context, cur, pending engine.Secrets) error
 				continue
 			case a.creating:
 				finish = append(finish, u)
+			case a.swapping:
+				// Half a RepairPending swap: cur is primary, pending the
+				// secondary that DISCARD would drop. The swap's second
+				// statement (the retain below) first.
+				retain, discard = append(retain, u), append(discard, u)
+				continue
 			}
 			if !u.loginCheckable() {
 				if a.dual {
@@ -323,7 +329,8 @@ func (b *Backend) Retire(ctx context.Context, cur, pending engine.Secrets) error
 			}
 		}
 		for _, u := range retain {
-			if err := s.exec(ctx, "ALTER USER "+u.Account()+" IDENTIFIED BY "+quote(pending[u.Key])+" RETAIN CURRENT PASSWORD"); err != nil {
+			// ATTRIBUTE clears a swap's mark in the same statement.
+			if err := s.exec(ctx, "ALTER USER "+u.Account()+" IDENTIFIED BY "+quote(pending[u.Key])+" RETAIN CURRENT PASSWORD ATTRIBUTE "+createdAttribute); err != nil {
 				return err
 			}
 		}
@@ -348,7 +355,9 @@ func (b *Backend) Reset(ctx context.Context, cur engine.Secrets) error {
 			if err != nil {
 				return err
 			}
-			if err := s.exec(ctx, "ALTER USER "+u.Account()+" IDENTIFIED BY "+quote(cur[u.Key])); err != nil {
+			// ATTRIBUTE clears a RepairPending swap's mark: after the
+			// reset there is nothing left to swap.
+			if err := s.exec(ctx, "ALTER USER "+u.Account()+" IDENTIFIED BY "+quote(cur[u.Key])+" ATTRIBUTE "+createdAttribute); err != nil {
 				return err
 			}
 			if err := s.exec(ctx, "ALTER USER "+u.Account()+" DISCARD OLD PASSWORD"); err != nil {

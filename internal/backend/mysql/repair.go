@@ -31,11 +31,20 @@ const (
 	createdAttribute  = `'{"rekey": null}'` // null removes the key
 )
 
+// swappingAttribute marks a user whose passwords RepairPending is
+// swapping (pending_repair.go): after the first of its two statements the
+// user holds cur as primary and pending as secondary, which a DISCARD
+// would turn into cur only. The mark tells every later phase to finish the
+// swap first. Set and cleared in the very statements that change the
+// passwords, so it is never out of step with them.
+const swappingAttribute = `'{"rekey": "swapping"}'`
+
 // account is what mysql.user says of one user on one instance.
 type account struct {
 	exists   bool
 	dual     bool // has a secondary password (RETAIN already ran)
 	creating bool // created by rekey, grants not yet confirmed
+	swapping bool // a password swap by RepairPending is half done
 }
 
 // needsCreate: the user is missing or its creation was interrupted.
@@ -44,18 +53,19 @@ func (a account) needsCreate() bool { return !a.exists || a.creating }
 // account reads u's row: MySQL is the truth about whether RETAIN already
 // ran (seed 000 "Why HasDualPassword is used") and whether the user exists.
 func (s *session) account(ctx context.Context, u User) (account, error) {
-	var dual, creating sql.NullInt64
+	var dual sql.NullInt64
+	var mark sql.NullString
 	err := s.conn.QueryRowContext(ctx,
 		"SELECT JSON_CONTAINS_PATH(COALESCE(User_attributes, '{}'), 'one', '$.additional_password'), "+
-			"JSON_CONTAINS_PATH(COALESCE(User_attributes, '{}'), 'one', '$.metadata.rekey') FROM mysql.user WHERE User=? AND Host=?",
-		u.Name, u.Host).Scan(&dual, &creating)
+			"JSON_UNQUOTE(JSON_EXTRACT(COALESCE(User_attributes, '{}'), '$.metadata.rekey')) FROM mysql.user WHERE User=? AND Host=?",
+		u.Name, u.Host).Scan(&dual, &mark)
 	if errors.Is(err, sql.ErrNoRows) {
 		return account{}, nil
 	}
 	if err != nil {
 		return account{}, s.wrap("read mysql.user", err)
 	}
-	return account{exists: true, dual: dual.Int64 == 1, creating: creating.Int64 == 1}, nil
+	return account{exists: true, dual: dual.Int64 == 1, creating: mark.String == "creating", swapping: mark.String == "swapping"}, nil
 }
 
 // createUser creates u accepting password, with its grants, or finishes a

@@ -1,0 +1,203 @@
+package mysql
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strings"
+	"sync"
+
+	"rekey.io/rekey/internal/engine"
+	"rekey.io/rekey/internal/reason"
+)
+
+// RepairPending (engine.Repairer) keeps every instance accepting both
+// passwords while the rotation is Distributed. Nothing else calls Apply in
+// that phase, and consumers reach any instance (a replica Service balances
+// over all of them): an instance rebuilt from an empty data directory
+// (which replays binary logs that never held rekey's DDL), or one whose
+// users were reset by hand, would refuse whoever lands on it for the whole
+// verification window, until discard. The controller calls RepairPending
+// on every reconcile in Distributed before the discard starts, so such an
+// instance is repaired within one reconcile of answering again.
+//
+// The check is cheap when nothing is wrong: one read-only session per
+// instance reading mysql.user (a user with a secondary password was
+// applied, as Apply's own check says). Only an instance that needs a
+// repair gets a session that lifts super_read_only, and only users that
+// are neither missing nor dual are tried by logging in.
+func (b *Backend) RepairPending(ctx context.Context, cur, pending engine.Secrets) error {
+	passwords := b.adminPasswords(pending, cur)
+	secrets := merge(cur, pending)
+	var (
+		mu      sync.Mutex
+		unknown []string
+	)
+	err := b.forEachInstance(ctx, "repair/instance-checked", false, passwords, secrets, func(s *session) error {
+		steps, err := b.repairSteps(ctx, s, cur, pending)
+		if err != nil || len(steps) == 0 {
+			return err
+		}
+		w, err := openSession(ctx, "repair", true, s.inst, b.transport, b.AdminUser, passwords...)
+		if err != nil {
+			return err
+		}
+		w.secrets = append(w.secrets, values(secrets)...)
+		// Decided again in the session that writes: what it acts on is
+		// what MySQL says now.
+		steps, err = b.repairSteps(ctx, w, cur, pending)
+		if err == nil {
+			var left []string
+			left, err = w.repair(ctx, steps, cur, pending)
+			mu.Lock()
+			unknown = append(unknown, left...)
+			mu.Unlock()
+		}
+		if cerr := w.close(ctx); err == nil {
+			err = cerr
+		}
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	if len(unknown) > 0 {
+		sort.Strings(unknown)
+		return &engine.Refusal{Reason: string(reason.PendingRejected), Message: fmt.Sprintf(
+			"%s accepts neither the current nor the new password the source Secret holds, so rekey cannot tell which password its consumers hold there and changed nothing for it; the other instances accept both. If the user was changed by hand there, set it back to the current password (ALTER USER ... IDENTIFIED BY, then ALTER USER ... DISCARD OLD PASSWORD) and rekey adds the new one by itself; if the source Secret was edited, run kubectl rekey recover",
+			strings.Join(unknown, ", "))}
+	}
+	return nil
+}
+
+// repairStep is what RepairPending does to one user on one instance.
+type repairStep int
+
+const (
+	repairNone repairStep = iota
+	// repairCreate: missing, or a creation a crash interrupted: created
+	// accepting cur, then pending retained — Apply's path.
+	repairCreate
+	// repairRetain: accepts cur only (phase 1 never reached it, or it
+	// was reset): pending retained — Apply's step.
+	repairRetain
+	// repairSwap: accepts pending only (a cluster bootstrap recreated it
+	// with what the distribution Secret holds now). MySQL cannot add a
+	// secondary directly, so cur is made primary keeping pending as
+	// secondary, then pending primary keeping cur: each statement keeps
+	// both valid, so no login is refused in between.
+	repairSwap
+	// repairFinishSwap: the swap's first statement ran (the user carries
+	// the swapping mark): its second one.
+	repairFinishSwap
+	// repairUnknown: accepts neither; nothing is safe, it is reported.
+	repairUnknown
+)
+
+// needsLogin: whether deciding about a user takes a login attempt, i.e.
+// mysql.user alone does not tell. A user open only to some host cannot
+// be tried from here and is left as it is: discard handles it.
+func needsLogin(a account, checkable bool) bool {
+	return a.exists && !a.creating && !a.swapping && !a.dual && checkable
+}
+
+// decideRepair is the repair of one user from what mysql.user says of it
+// and, when needsLogin, whether cur and pending log in.
+func decideRepair(a account, checkable, curOK, pendingOK bool) repairStep {
+	switch {
+	case a.swapping:
+		return repairFinishSwap
+	case !a.exists || a.creating:
+		return repairCreate
+	case a.dual, !checkable:
+		return repairNone
+	case curOK:
+		return repairRetain
+	case pendingOK:
+		return repairSwap
+	}
+	return repairUnknown
+}
+
+// userStep is one user's repair on one instance.
+type userStep struct {
+	u    User
+	step repairStep
+}
+
+func (b *Backend) repairSteps(ctx context.Context, s *session, cur, pending engine.Secrets) ([]userStep, error) {
+	var out []userStep
+	for _, u := range b.Users {
+		a, err := s.account(ctx, u)
+		if err != nil {
+			return nil, err
+		}
+		var curOK, pendingOK bool
+		if needsLogin(a, u.loginCheckable()) {
+			if curOK, err = b.loginOK(ctx, s.inst, u, cur[u.Key]); err != nil {
+				return nil, err
+			}
+			if !curOK {
+				if pendingOK, err = b.loginOK(ctx, s.inst, u, pending[u.Key]); err != nil {
+					return nil, err
+				}
+			}
+		}
+		if st := decideRepair(a, u.loginCheckable(), curOK, pendingOK); st != repairNone {
+			out = append(out, userStep{u, st})
+		}
+	}
+	return out, nil
+}
+
+// loginOK: MySQL accepts password for u on inst; an error that says
+// nothing about the password (the instance went away) is returned.
+func (b *Backend) loginOK(ctx context.Context, inst Instance, u User, password string) (bool, error) {
+	switch err := b.verifyLogin(ctx, inst, u, password); {
+	case err == nil:
+		return true, nil
+	case isLoginRefused(err):
+		return false, nil
+	default:
+		return false, err
+	}
+}
+
+// repair carries out steps in a session that lifted super_read_only; it
+// returns the users it could not repair (repairUnknown).
+func (s *session) repair(ctx context.Context, steps []userStep, cur, pending engine.Secrets) ([]string, error) {
+	var unknown []string
+	for _, st := range steps {
+		u := st.u
+		retain := func(pw, attr string) error {
+			stmt := "ALTER USER " + u.Account() + " IDENTIFIED BY " + quote(pw) + " RETAIN CURRENT PASSWORD"
+			if attr != "" {
+				stmt += " ATTRIBUTE " + attr
+			}
+			return s.exec(ctx, stmt)
+		}
+		var err error
+		switch st.step {
+		case repairCreate:
+			if err = s.createUser(ctx, u, cur[u.Key]); err == nil {
+				err = retain(pending[u.Key], "")
+			}
+		case repairRetain:
+			err = retain(pending[u.Key], "")
+		case repairSwap:
+			if err = retain(cur[u.Key], swappingAttribute); err == nil {
+				err = retain(pending[u.Key], createdAttribute)
+			}
+		case repairFinishSwap:
+			err = retain(pending[u.Key], createdAttribute)
+		case repairUnknown:
+			unknown = append(unknown, u.String()+" on "+s.inst.Name)
+		}
+		if err != nil {
+			return unknown, err
+		}
+	}
+	return unknown, nil
+}
+
+var _ engine.Repairer = (*Backend)(nil)

@@ -1,0 +1,35 @@
+package controller
+
+import (
+	"testing"
+
+	v1 "rekey.io/rekey/api/v1alpha1"
+	"rekey.io/rekey/internal/engine"
+)
+
+func TestRepairDue(t *testing.T) {
+	dist := v1.CredentialSetStatus{Phase: v1.PhaseDistributed, RotateApplied: true}
+	started := dist
+	started.DiscardStarted = true
+	applied := started
+	applied.DiscardApplied = true
+	rotating := v1.CredentialSetStatus{Phase: v1.PhaseRotating}
+	for _, tc := range []struct {
+		name    string
+		st      v1.CredentialSetStatus
+		pending engine.PendingState
+		want    bool
+	}{
+		{"Distributed: both passwords must be valid everywhere", dist, engine.PendingMatch, true},
+		{"discard started: Retire repairs, with pending only", started, engine.PendingMatch, false},
+		{"discard applied", applied, engine.PendingMatch, false},
+		{"Rotating: Apply does it", rotating, engine.PendingMatch, false},
+		{"Idle", v1.CredentialSetStatus{Phase: v1.PhaseIdle}, engine.PendingNone, false},
+		{"pending of another rotation: never applied", dist, engine.PendingStale, false},
+		{"pending missing", dist, engine.PendingNone, false},
+	} {
+		if got := repairDue(tc.st, tc.pending); got != tc.want {
+			t.Errorf("%s: repairDue = %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}
