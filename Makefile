@@ -62,3 +62,18 @@ fmt:
 
 clean:
 	rm -rf bin/
+
+## image: the manager's OCI image as bin/rekey-image.tar, no registry or container engine needed: the manager
+## built statically plus the ceph CLI and its libraries from the test environment's pinned Debian sid root
+## (~/.cache/rekey/sid, made by `make env`). See docs/image.md; the Dockerfile builds the same for a registry.
+IMAGE_ROOT ?= $(HOME)/.cache/rekey/sid
+IMAGE_REF ?= rekey:dev
+IMAGE_PACKAGES := python3-rados,python3-ceph-argparse,python3-prettytable
+IMAGE_EXCLUDE := debconf,adduser,perl-base,dpkg,tzdata,readline-common,media-types,netbase
+image:
+	@test -f $(IMAGE_ROOT)/var/lib/dpkg/status || { echo "no Debian root at $(IMAGE_ROOT): run make env"; exit 1; }
+	mkdir -p bin
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '-s -w' -o bin/rekey-image-manager ./cmd/manager
+	$(GO) run ./hack/image -root $(IMAGE_ROOT) -manager bin/rekey-image-manager -out bin/rekey-image.tar \
+	  -ref $(IMAGE_REF) -packages $(IMAGE_PACKAGES) -exclude $(IMAGE_EXCLUDE) -files /usr/bin/ceph,/lib64/ld-linux-x86-64.so.2 \
+	  -list bin/rekey-image.packages
