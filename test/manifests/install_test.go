@@ -503,6 +503,7 @@ func TestInstallKustomizeDefault(t *testing.T) {
 	if kinds["Namespace"] != 1 || kinds["CustomResourceDefinition"] != 1 || kinds["Deployment"] != 1 {
 		t.Fatalf("config/default renders %v, want one Namespace, CRD and Deployment", kinds)
 	}
+	checkManagerPod(t, "config/default", objs)
 
 	k := newCluster(t)
 	k.install(t, "config/default", objs)
@@ -562,6 +563,7 @@ func TestInstallHelmChart(t *testing.T) {
 			if len(objs) != len(plain)+1 && c.set == nil {
 				t.Errorf("--include-crds adds %d objects, want the CRD alone", len(objs)-len(plain))
 			}
+			checkManagerPod(t, what, objs)
 			// The Secret informer lists only where the Roles grant it.
 			wantArg := ""
 			if c.name == "narrowed" {
@@ -758,4 +760,50 @@ func managerArgs(objs []*unstructured.Unstructured) []string {
 		}
 	}
 	return out
+}
+
+// checkManagerPod: the manager's pod can run the Ceph backend as shipped —
+// its ceph work dir is a memory-backed emptyDir (the root filesystem is
+// read-only, and keyrings never reach a node's disk), it runs as the
+// image's numeric user (runAsNonRoot needs one), and a stopping manager
+// gets longer than one ceph command (40 s) to finish its step.
+func checkManagerPod(t *testing.T, what string, objs []*unstructured.Unstructured) {
+	t.Helper()
+	var workDir string
+	for _, a := range managerArgs(objs) {
+		if v, ok := strings.CutPrefix(a, "--ceph-work-dir="); ok {
+			workDir = v
+		}
+	}
+	for _, o := range objs {
+		if o.GetKind() != "Deployment" {
+			continue
+		}
+		spec, _, _ := unstructured.NestedMap(o.Object, "spec", "template", "spec")
+		if g, _, _ := unstructured.NestedInt64(spec, "terminationGracePeriodSeconds"); g <= 40 {
+			t.Errorf("%s: terminationGracePeriodSeconds %d, want more than a ceph command's 40 s", what, g)
+		}
+		if u, _, _ := unstructured.NestedInt64(spec, "securityContext", "runAsUser"); u == 0 {
+			t.Errorf("%s: no numeric non-root runAsUser", what)
+		}
+		memory := map[string]bool{}
+		vols, _, _ := unstructured.NestedSlice(spec, "volumes")
+		for _, v := range vols {
+			if m, _, _ := unstructured.NestedString(v.(map[string]any), "emptyDir", "medium"); m == "Memory" {
+				memory[v.(map[string]any)["name"].(string)] = true
+			}
+		}
+		mounted := false
+		containers, _, _ := unstructured.NestedSlice(spec, "containers")
+		for _, c := range containers {
+			mounts, _, _ := unstructured.NestedSlice(c.(map[string]any), "volumeMounts")
+			for _, m := range mounts {
+				mm := m.(map[string]any)
+				mounted = mounted || workDir != "" && mm["mountPath"] == workDir && memory[mm["name"].(string)]
+			}
+		}
+		if !mounted {
+			t.Errorf("%s: --ceph-work-dir %q is not a mounted memory-backed emptyDir", what, workDir)
+		}
+	}
 }
