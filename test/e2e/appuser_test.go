@@ -35,7 +35,7 @@ func TestApplicationUserAfterRollout(t *testing.T) {
 					{Privileges: []string{"SELECT", "INSERT"}, Object: "orders.*"}}}},
 			},
 			Distribution:   []v1.SecretTarget{{Namespace: ns, Name: "orders-db"}},
-			ConsumerGroups: []v1.ConsumerGroup{{Name: "orders-app", Members: []string{"vm-1"}}},
+			ConsumerGroups: []v1.ConsumerGroup{ackerGroup("vm-1")},
 			Rotation:       v1.RotationSpec{DiscardPolicy: v1.DiscardAfterRollout, GracePeriod: &metav1.Duration{Duration: time.Second}},
 		},
 	}
@@ -73,10 +73,7 @@ func TestApplicationUserAfterRollout(t *testing.T) {
 	// No discard request: the consumer outside Kubernetes acknowledges the
 	// new password, then AfterRollout and a 1 s grace period end the
 	// rotation.
-	cs = waitPhase(t, ns, "orders", v1.PhaseDistributed, 1)
-	if out, err := ack(t, ns, "orders", "orders-app", "", "vm-1"); err != nil {
-		t.Fatalf("%v\n%s", err, out)
-	}
+	ackEveryDistribution(t, ns, "orders", "vm-1")
 	cs = waitPhase(t, ns, "orders", v1.PhaseIdle, 2)
 	src := sourceData(t, cs)
 	gen2 := userPasswords(src, keys, "")
