@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"os/exec"
@@ -82,9 +83,11 @@ func (m *managerProcess) waitKilled(t testing.TB, failpoint string) {
 			log, _ := os.ReadFile(m.log)
 			t.Fatalf("manager exited (%v) but not killed at %s:\n%s", m.err, failpoint, tail(string(log), 2000))
 		}
-	case <-time.After(2 * time.Minute):
+	case <-time.After(5 * time.Minute):
+		// A hang guard, not a speed goal: on a loaded machine a discard
+		// waits for the consumers' rollout and the health gate first.
 		log, _ := os.ReadFile(m.log)
-		t.Fatalf("failpoint %s was never reached:\n%s", failpoint, tail(string(log), 3000))
+		t.Fatalf("failpoint %s was never reached in 5 minutes (the sets then: %s):\n%s", failpoint, setsNow(t), tail(string(log), 3000))
 	}
 }
 
@@ -244,3 +247,17 @@ func assertLiftedByCrash(t testing.TB, fp string, c *testenv.MySQLCluster) {
 }
 
 func k8sCreate(t testing.TB, cs *v1.CredentialSet) error { return k8s.Create(ctxT(t), cs) }
+
+// setsNow summarizes every CredentialSet of the test's API server: phase
+// and conditions say what a step that never came was waiting for.
+func setsNow(t testing.TB) string {
+	var l v1.CredentialSetList
+	if err := k8s.List(context.Background(), &l); err != nil {
+		return err.Error()
+	}
+	var out []string
+	for i := range l.Items {
+		out = append(out, l.Items[i].Namespace+"/"+l.Items[i].Name+" "+stateOf(&l.Items[i]))
+	}
+	return strings.Join(out, "; ")
+}
