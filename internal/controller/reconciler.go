@@ -296,6 +296,11 @@ func (r *Reconciler) reconcile(ctx context.Context, cs *v1.CredentialSet, seen *
 		cs.Status.NextRotationAt = &t
 	}
 	d := engine.Decide(in)
+	// Why a set does (or does not) move, for whoever debugs a stalled one
+	// (--zap-log-level=debug); decisions carry no secrets.
+	logFrom(ctx).V(1).Info("decided", "phase", cs.Status.Phase, "rotation", cs.Status.RotationID,
+		"action", d.Action.String(), "reason", string(d.Reason), "requeue", d.Requeue.String(), "rolledOut", rolledOut,
+		"rotateRequest", in.RotateRequest, "discardRequest", in.DiscardRequest)
 	if distProb != nil && d.Action != engine.Rollback && d.Action != engine.Recover {
 		return ctrl.Result{RequeueAfter: engine.RequeueRollout}, distProb, nil
 	}

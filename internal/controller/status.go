@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
@@ -57,21 +58,28 @@ func (r *Reconciler) casStatus(ctx context.Context, cs *v1.CredentialSet, mutate
 
 // dropAnnotations removes trigger annotations, best effort (seed 000
 // "Annotation Removal"): status is the truth, a leftover is recognised as
-// stale next time.
+// stale next time. Each is removed only if it still holds the value this
+// reconcile read (a JSON Patch "test"): a request written meanwhile — a
+// new discard over a stale one — is a new request, and must survive.
 func (r *Reconciler) dropAnnotations(ctx context.Context, cs *v1.CredentialSet, keys ...string) {
-	ann := map[string]any{}
-	present := false
 	for _, k := range keys {
-		if _, ok := cs.Annotations[k]; ok {
-			ann[k] = nil
-			present = true
+		v, ok := cs.Annotations[k]
+		if !ok {
+			continue
 		}
-	}
-	if !present {
-		return
-	}
-	body, _ := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": ann}})
-	if err := r.Client.Patch(ctx, cs.DeepCopy(), client.RawPatch(types.MergePatchType, body)); err != nil {
-		logFrom(ctx).Info("annotation removal failed; it will be recognised as stale", "error", err.Error())
+		path := "/metadata/annotations/" + strings.NewReplacer("~", "~0", "/", "~1").Replace(k)
+		body, _ := json.Marshal([]map[string]any{
+			{"op": "test", "path": path, "value": v},
+			{"op": "remove", "path": path},
+		})
+		err := r.Client.Patch(ctx, cs.DeepCopy(), client.RawPatch(types.JSONPatchType, body))
+		switch {
+		case err == nil:
+		case apierrors.IsInvalid(err) || apierrors.IsNotFound(err):
+			// Changed or removed since it was read: the change
+			// brings its own reconcile.
+		default:
+			logFrom(ctx).Info("annotation removal failed; it will be recognised as stale", "annotation", k, "error", err.Error())
+		}
 	}
 }

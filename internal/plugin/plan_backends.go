@@ -174,4 +174,3 @@ func printBackendThen(out io.Writer, cs *v1.CredentialSet, ns string) {
 		fmt.Fprintf(out, "Then: %s; discard retires nothing, the old keys are already gone since rotate (InPlace).\n", when)
 	}
 }
-

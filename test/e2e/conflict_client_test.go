@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 
@@ -45,6 +46,7 @@ type write struct {
 	before, after v1.CredentialSetStatus
 	old, data     map[string][]byte // Secret data before (live) and sent
 	dropped       map[string]bool   // annotations an annotation patch removes
+	dropIf        map[string]string // the value a removal requires (its JSON Patch test)
 }
 
 type raceKind int
@@ -53,6 +55,7 @@ const (
 	raceNone raceKind = iota // fail with apierrors.NewConflict, nothing sent
 	raceBump                 // a concurrent write bumps resourceVersion first
 	raceWin                  // another writer makes the same write first
+	raceRequest              // a user writes a new request into the annotation being removed
 )
 
 // fault is one conflict, fired once at the first write it matches.
@@ -203,6 +206,18 @@ func (in *injector) concurrent(ctx context.Context, race raceKind, w *write) err
 		live.SetLabels(l)
 		return in.real.Update(ctx, live)
 	}
+	if race == raceRequest {
+		// The user's new request: the active rotation's ID, as
+		// kubectl rekey discard writes it.
+		live := &v1.CredentialSet{}
+		if err := in.real.Get(ctx, client.ObjectKeyFromObject(w.obj), live); err != nil {
+			return err
+		}
+		for k := range w.dropped {
+			live.Annotations[k] = live.Status.RotationID
+		}
+		return in.real.Update(ctx, live)
+	}
 	cp := w.obj.DeepCopyObject().(client.Object)
 	switch w.kind {
 	case kStatus:
@@ -259,8 +274,41 @@ func (c *conflictClient) Patch(ctx context.Context, obj client.Object, patch cli
 				w.dropped[k] = v == nil
 			}
 		}
+		if patch.Type() == types.JSONPatchType {
+			annotationOps(w)
+		}
 	}
 	return c.in.intercept(ctx, w, func() error { return c.Client.Patch(ctx, obj, patch, opts...) })
+}
+
+// annotationOps reads a JSON Patch that removes annotations, each
+// guarded by a test of the value it removes.
+func annotationOps(w *write) {
+	var ops []struct {
+		Op    string `json:"op"`
+		Path  string `json:"path"`
+		Value string `json:"value"`
+	}
+	if json.Unmarshal(w.body, &ops) != nil {
+		return
+	}
+	unescape := strings.NewReplacer("~1", "/", "~0", "~")
+	for _, o := range ops {
+		k, ok := strings.CutPrefix(o.Path, "/metadata/annotations/")
+		if !ok {
+			continue
+		}
+		k = unescape.Replace(k)
+		if w.dropped == nil {
+			w.kind, w.dropped, w.dropIf = kAnnotation, map[string]bool{}, map[string]string{}
+		}
+		switch o.Op {
+		case "remove":
+			w.dropped[k] = true
+		case "test":
+			w.dropIf[k] = o.Value
+		}
+	}
 }
 
 func (c *conflictClient) Status() client.SubResourceWriter {

@@ -103,6 +103,13 @@ func TestAPIConflicts(t *testing.T) {
 	} {
 		h.run(h.rotation, f)
 	}
+	h.run(h.staleDiscard, &fault{name: "annotation patch removing a stale discard request while the user writes a new one",
+		kind: kAnnotation, race: raceRequest, recoverOn: discardApplied,
+		match: func(w *write) bool {
+			// Removed while Distributed: only a stale request is.
+			cs, _ := w.obj.(*v1.CredentialSet)
+			return w.dropped[engine.DiscardAnnotation] && cs != nil && cs.Status.Phase == v1.PhaseDistributed
+		}})
 	for _, f := range []*fault{
 		{name: "status rollback Distributed→Idle+resetPending", kind: kStatus, match: phaseChange(v1.PhaseDistributed, v1.PhaseIdle, true)},
 		{name: "status rollback, made first by another writer", kind: kStatus, race: raceWin, recoverOn: anyWrite,
@@ -170,6 +177,9 @@ func (h *conflictHarness) run(cycle func(*fault) (outcome, expected string), fau
 		case f.race == raceWin && f.kind == kDistCreate:
 			bad = !apierrors.IsAlreadyExists(f.serverErr)
 		case f.race == raceWin && f.kind == kStatus && f.at.before.Phase != f.at.after.Phase:
+			bad = !apierrors.IsInvalid(f.serverErr)
+		case f.race == raceRequest:
+			// The removal tests the value it read: the new request stays.
 			bad = !apierrors.IsInvalid(f.serverErr)
 		}
 		if bad {
@@ -291,6 +301,38 @@ func (h *conflictHarness) rotation(f *fault) (string, string) {
 	h.settled(f)
 	return fmt.Sprintf("completed, generation %d", h.gen),
 		"completed; old and new log in while Distributed, only the new after; rule 1 at the conflict and after"
+}
+
+// staleDiscard rotates while a discard request of the previous rotation
+// is still on the set (its removal after completion failed, or a crash
+// came first): the manager removes it once Distributed, and the user's
+// discard of the active rotation, written at that instant, must survive
+// the removal and complete the rotation with nothing more asked.
+func (h *conflictHarness) staleDiscard(f *fault) (string, string) {
+	t := h.t
+	id := fmt.Sprintf("cf-%d", h.n)
+	cs := getSet(t, h.ns, h.name)
+	old := userPasswords(sourceData(t, cs), mocoKeys, "")
+	patch := client.MergeFrom(cs.DeepCopy())
+	if cs.Annotations == nil {
+		cs.Annotations = map[string]string{}
+	}
+	cs.Annotations[engine.RotateAnnotation] = id
+	cs.Annotations[engine.DiscardAnnotation] = cs.Status.LastRotationID
+	if err := k8s.Patch(ctxT(t), cs, patch); err != nil {
+		t.Fatal(err)
+	}
+	cs = h.await("Idle, with no discard but the one written at the removal", h.phase(v1.PhaseIdle, h.gen+1))
+	h.gen++
+	if cs.Status.LastRotationID != id {
+		t.Fatalf("%s: completed %s", f.name, stateOf(cs))
+	}
+	pend := userPasswords(sourceData(t, cs), mocoKeys, "")
+	loginMatrix(t, "Idle, new passwords in, old out", h.c.Instances(), pend, old)
+	assertDistributed(t, h.ns, "cf-creds", pend)
+	h.settled(f)
+	return fmt.Sprintf("completed, generation %d", h.gen),
+		"the stale request's removal is refused, the new discard request survives and completes the rotation"
 }
 
 // rollback runs rotate → Distributed → abort → reset.

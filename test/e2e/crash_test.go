@@ -44,7 +44,7 @@ func startManagerProcessWith(t testing.TB, failpoint string, flags ...string) *m
 	}
 	defer logf.Close()
 	cmd := exec.Command(bin, "--namespace", OperatorNamespace, "--metrics-bind-address", "0",
-		"--health-probe-bind-address", "0", "--default-grace-period", "2s")
+		"--health-probe-bind-address", "0", "--default-grace-period", "2s", "--zap-log-level=debug")
 	cmd.Args = append(cmd.Args, flags...)
 	cmd.Env = append(os.Environ(), "KUBECONFIG="+cp.Kubeconfig, "REKEY_FAILPOINT="+failpoint)
 	cmd.Stdout, cmd.Stderr = logf, logf
