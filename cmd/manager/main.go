@@ -95,6 +95,10 @@ func run() error {
 		LeaderElection:          leaderElect,
 		LeaderElectionID:        "rekey.io",
 		LeaderElectionNamespace: namespace,
+		// A stopping leader releases its Lease, so a new one takes over at
+		// once rather than after the lease duration; safe because run
+		// returns, and the process exits, as soon as the manager stops.
+		LeaderElectionReleaseOnCancel: true,
 		// Secrets are always read live; the cache holds only the ones
 		// rekey wrote, for the watch that restores hand edits.
 		Client: client.Options{Cache: &client.CacheOptions{DisableFor: []client.Object{&corev1.Secret{}}}},
