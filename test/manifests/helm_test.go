@@ -14,6 +14,7 @@ import (
 	"testing"
 	"text/template"
 
+	appsv1 "k8s.io/api/apps/v1"
 	"sigs.k8s.io/yaml"
 )
 
@@ -265,5 +266,87 @@ func TestChartWithoutRBAC(t *testing.T) {
 		if strings.HasPrefix(o.meta.APIVersion, "rbac.authorization.k8s.io/") {
 			t.Errorf("rbac.create=false still renders %s", o)
 		}
+	}
+}
+
+// TestChartSetsEveryManagerFlag: every flag cmd/manager defines has a chart
+// value that sets it, so a new flag without a value fails here. (The chart
+// sets --secret-namespaces only with narrowed Secrets, and
+// --watch-namespaces only in namespaced mode.)
+func TestChartSetsEveryManagerFlag(t *testing.T) {
+	set := map[string]bool{}
+	for _, values := range []map[string]any{
+		nil,
+		{"rbac": map[string]any{"clusterWideSecrets": false, "secretNamespaces": []any{"apps"}}},
+		{"watchNamespaces": []any{"apps"}},
+	} {
+		objs, err := render(t, "rekey", "ops", values)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, o := range objs {
+			if o.meta.Kind != "Deployment" {
+				continue
+			}
+			var dep appsv1.Deployment
+			if err := yaml.UnmarshalStrict(o.raw, &dep); err != nil {
+				t.Fatal(err)
+			}
+			for _, a := range dep.Spec.Template.Spec.Containers[0].Args {
+				name, _, _ := strings.Cut(strings.TrimPrefix(a, "--"), "=")
+				set[name] = true
+			}
+		}
+	}
+	for f := range managerFlags(t) {
+		if !set[f] {
+			t.Errorf("no chart value sets --%s: add one to values.yaml, values.schema.json and charts/rekey/README.md", f)
+		}
+	}
+	for _, f := range []string{"zap-log-level", "zap-encoder"} {
+		if !set[f] {
+			t.Errorf("the chart does not set --%s (logging.*)", f)
+		}
+	}
+}
+
+// TestChartReadmeDocumentsEveryValue: every value in values.yaml is named
+// in the first column of charts/rekey/README.md's table (as `path`, or a
+// parent `path` whose content is free-form, such as resources).
+func TestChartReadmeDocumentsEveryValue(t *testing.T) {
+	var values map[string]any
+	if err := yaml.Unmarshal(readFile(t, chartDir+"/values.yaml"), &values); err != nil {
+		t.Fatal(err)
+	}
+	// The first cell of each table row of the README.
+	var firstCells []string
+	for _, line := range strings.Split(string(readFile(t, chartDir+"/README.md")), "\n") {
+		if cells := strings.Split(line, "|"); len(cells) > 2 && strings.TrimSpace(cells[0]) == "" {
+			firstCells = append(firstCells, cells[1])
+		}
+	}
+	documented := func(path string) bool {
+		for _, c := range firstCells {
+			if strings.Contains(c, "`"+path+"`") {
+				return true
+			}
+		}
+		return false
+	}
+	var walk func(path string, v any)
+	walk = func(path string, v any) {
+		if documented(path) {
+			return
+		}
+		if m, ok := v.(map[string]any); ok && len(m) > 0 {
+			for k, child := range m {
+				walk(path+"."+k, child)
+			}
+			return
+		}
+		t.Errorf("%s/README.md does not document the value `%s`", chartDir, path)
+	}
+	for k, v := range values {
+		walk(k, v)
 	}
 }

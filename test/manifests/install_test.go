@@ -76,16 +76,9 @@ func pinnedTool(t *testing.T, env *testenv.Env, name, module, versionKey string)
 // directories of its own, and returns its stdout.
 func runTool(t *testing.T, env *testenv.Env, tool string, args ...string) []byte {
 	t.Helper()
-	home := t.TempDir()
-	cmd := exec.Command(tool, args...)
-	cmd.Dir = env.RepoRoot
-	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + home,
-		"HELM_CACHE_HOME=" + filepath.Join(home, "cache"), "HELM_CONFIG_HOME=" + filepath.Join(home, "config"),
-		"HELM_DATA_HOME=" + filepath.Join(home, "data")}
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	start := time.Now()
-	if err := cmd.Run(); err != nil {
+	stdout, stderr, err := tryTool(t, env, tool, args...)
+	if err != nil {
 		t.Fatalf("%s %s: %v\n%s", filepath.Base(tool), strings.Join(args, " "), err, stderr.String())
 	}
 	t.Logf("%s %s: %d bytes in %s", filepath.Base(tool), strings.Join(args, " "), stdout.Len(), time.Since(start).Round(time.Millisecond))
@@ -93,6 +86,21 @@ func runTool(t *testing.T, env *testenv.Env, tool string, args ...string) []byte
 		t.Errorf("%s %s wrote to stderr:\n%s", filepath.Base(tool), strings.Join(args, " "), s)
 	}
 	return stdout.Bytes()
+}
+
+// tryTool runs a tool as runTool does, and returns its outputs and error
+// for the caller to judge.
+func tryTool(t *testing.T, env *testenv.Env, tool string, args ...string) (stdout, stderr *bytes.Buffer, err error) {
+	t.Helper()
+	home := t.TempDir()
+	cmd := exec.Command(tool, args...)
+	cmd.Dir = env.RepoRoot
+	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + home,
+		"HELM_CACHE_HOME=" + filepath.Join(home, "cache"), "HELM_CONFIG_HOME=" + filepath.Join(home, "config"),
+		"HELM_DATA_HOME=" + filepath.Join(home, "data")}
+	stdout, stderr = &bytes.Buffer{}, &bytes.Buffer{}
+	cmd.Stdout, cmd.Stderr = stdout, stderr
+	return stdout, stderr, cmd.Run()
 }
 
 // unstructuredObjects decodes a multi-document YAML stream, skipping empty
