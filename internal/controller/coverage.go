@@ -83,13 +83,19 @@ func (r *Reconciler) syncGroups(ctx context.Context, cs *v1.CredentialSet, hash 
 		}
 		key := engine.AckAnnotationPrefix + g.Name
 		if v, ok := cs.Annotations[key]; ok {
-			ackHash, members, valid := engine.ParseAck(v)
-			switch {
-			case !valid:
+			verdict, ackHash, members := engine.JudgeAck(v, hash, earlierHashes(cs, g.Name, hash))
+			switch verdict {
+			case engine.AckMalformed:
 				r.event(cs, "Warning", reason.AckIgnored, "Coverage", "annotation %s is not <secretHash>:<member>,...; it was removed: acknowledge again with kubectl rekey ack", key)
 				r.dropAck(ctx, cs, key)
-			case ackHash != hash:
-				r.event(cs, "Warning", reason.AckIgnored, "Coverage", "acknowledgement of group %s was for distribution %s, but the Secrets now hold %s: the members must pick up the new credentials and be acknowledged again", g.Name, ackHash, hash)
+			case engine.AckUnknownHash:
+				r.event(cs, "Warning", reason.AckIgnored, "Coverage", "acknowledgement of group %s was for distribution %s, which this set never distributed (the Secrets now hold %s): acknowledge the hash of the set's own distribution Secrets", g.Name, ackHash, hash)
+				r.dropAck(ctx, cs, key)
+			case engine.AckSuperseded:
+				// The last valid ack of an earlier distribution, left on
+				// the set when this rotation changed the hash: expected,
+				// not a mistake (no Warning). Its members must move again.
+				logFrom(ctx).V(1).Info("acknowledgement of an earlier distribution removed", "group", g.Name, "ackHash", ackHash, "secretHash", hash)
 				r.dropAck(ctx, cs, key)
 			default:
 				var unknown []string
@@ -114,6 +120,29 @@ func (r *Reconciler) syncGroups(ctx context.Context, cs *v1.CredentialSet, hash 
 		}
 		r.stamp(cs, &st, hash)
 		out = append(out, st)
+	}
+	return out
+}
+
+// earlierHashes names the distributions of cs before the one whose hash is
+// current that the set can still identify: what the Secrets held at the
+// current keyGeneration (while a rotation is Distributed, the previous
+// rotation's distribution), what the last written status recorded, and
+// what group's coverage was last counted for (after a rollback, the
+// rolled-back distribution).
+func earlierHashes(cs *v1.CredentialSet, group, current string) []string {
+	var out []string
+	add := func(h string) {
+		if h != "" && h != current && !slices.Contains(out, h) {
+			out = append(out, h)
+		}
+	}
+	if cs.Status.KeyGeneration > 0 {
+		add(secretHash(cs, cs.Status.KeyGeneration))
+	}
+	add(cs.Status.SecretHash)
+	if prev := previous(cs, v1.KindGroup, "", group); prev != nil {
+		add(prev.SecretHash)
 	}
 	return out
 }

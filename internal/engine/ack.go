@@ -42,3 +42,41 @@ func MergeAck(existing, hash string, members []string) string {
 	slices.Sort(all)
 	return hash + ":" + strings.Join(all, ",")
 }
+
+// AckVerdict is what the operator makes of an acknowledgement annotation.
+type AckVerdict int
+
+const (
+	// AckCounts: for the distribution the Secrets hold now; its members
+	// count toward the group's coverage.
+	AckCounts AckVerdict = iota
+	// AckSuperseded: for an earlier distribution of this set — the last
+	// valid ack left on the set when the next rotation changed the hash.
+	// Expected on every rotation of a set with consumer groups: removed
+	// without a Warning.
+	AckSuperseded
+	// AckMalformed: not "<secretHash>:<member>,...": removed, with a
+	// Warning (a person wrote it wrong).
+	AckMalformed
+	// AckUnknownHash: a hash this set never distributed (another set's, a
+	// typo): removed, with a Warning.
+	AckUnknownHash
+)
+
+// JudgeAck decides what an acknowledgement annotation value v means when
+// the distribution Secrets hold current and earlier lists the hashes this
+// set distributed before (those it can still name). Only a wrong ack is a
+// mistake worth a Warning; one for an earlier distribution is merely stale.
+func JudgeAck(v, current string, earlier []string) (AckVerdict, string, []string) {
+	hash, members, ok := ParseAck(v)
+	switch {
+	case !ok:
+		return AckMalformed, "", nil
+	case hash == current:
+		return AckCounts, hash, members
+	case slices.Contains(earlier, hash):
+		return AckSuperseded, hash, members
+	default:
+		return AckUnknownHash, hash, members
+	}
+}

@@ -46,3 +46,29 @@ func FuzzParseAck(f *testing.F) {
 		}
 	})
 }
+
+// TestJudgeAck: an ack for an earlier distribution of the set is stale,
+// not a mistake (no Warning); a malformed one or one for a hash the set
+// never distributed is.
+func TestJudgeAck(t *testing.T) {
+	earlier := []string{"h1", "h0"}
+	for _, c := range []struct {
+		name, v string
+		want    AckVerdict
+	}{
+		{"current distribution", "h2:a,b", AckCounts},
+		{"the last valid ack, left from the previous rotation", "h1:a,b", AckSuperseded},
+		{"an older distribution", "h0:a", AckSuperseded},
+		{"a hash never distributed", "0123456789ab:a", AckUnknownHash},
+		{"malformed: no hash", ":a,b", AckMalformed},
+		{"malformed: no separator", "h2", AckMalformed},
+		{"malformed: empty", "", AckMalformed},
+	} {
+		if got, _, _ := JudgeAck(c.v, "h2", earlier); got != c.want {
+			t.Errorf("%s: JudgeAck(%q) = %d, want %d", c.name, c.v, got, c.want)
+		}
+	}
+	if got, _, _ := JudgeAck("h1:a", "h2", nil); got != AckUnknownHash {
+		t.Errorf("without known earlier hashes, another hash is unknown: %d", got)
+	}
+}
