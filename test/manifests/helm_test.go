@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"regexp"
 	"slices"
 	"sort"
 	"strconv"
@@ -348,5 +349,57 @@ func TestChartReadmeDocumentsEveryValue(t *testing.T) {
 	}
 	for k, v := range values {
 		walk(k, v)
+	}
+}
+
+// TestReadmeFlagsTable: README.md's manager flags table has a row for every
+// flag cmd/manager defines, and every chart value it names exists in
+// values.yaml.
+func TestReadmeFlagsTable(t *testing.T) {
+	var values map[string]any
+	if err := yaml.Unmarshal(readFile(t, chartDir+"/values.yaml"), &values); err != nil {
+		t.Fatal(err)
+	}
+	exists := func(path string) bool {
+		var v any = values
+		for _, k := range strings.Split(path, ".") {
+			m, ok := v.(map[string]any)
+			if !ok {
+				return false
+			}
+			if v, ok = m[k]; !ok {
+				return false
+			}
+		}
+		return true
+	}
+	readme := string(readFile(t, "README.md"))
+	_, table, ok := strings.Cut(readme, "### Manager flags\n")
+	if !ok {
+		t.Fatal("README.md has no \"### Manager flags\" section")
+	}
+	rows := map[string]bool{}
+	code := regexp.MustCompile("`([^`]+)`")
+	for _, line := range strings.Split(table, "\n") {
+		cells := strings.Split(line, "|")
+		if len(cells) < 5 || !strings.HasPrefix(strings.TrimSpace(line), "| `--") {
+			if len(rows) > 0 {
+				break // the end of the table
+			}
+			continue
+		}
+		for _, m := range code.FindAllStringSubmatch(cells[1], -1) {
+			rows[strings.TrimPrefix(m[1], "--")] = true
+		}
+		for _, m := range code.FindAllStringSubmatch(cells[3], -1) {
+			if v, _, _ := strings.Cut(m[1], ":"); !exists(v) {
+				t.Errorf("README.md's flags table names chart value %q, which values.yaml does not have", v)
+			}
+		}
+	}
+	for f := range managerFlags(t) {
+		if !rows[f] {
+			t.Errorf("README.md's flags table has no row for --%s", f)
+		}
 	}
 }
