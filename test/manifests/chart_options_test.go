@@ -479,3 +479,60 @@ func normalize(t *testing.T, v any) any {
 	}
 	return out
 }
+
+// TestKustomizePrometheus: the optional config/prometheus overlay renders
+// one ServiceMonitor, in the operator's namespace, selecting config/default's
+// metrics Service and scraping the port that reaches the container port
+// --metrics-bind-address serves, over HTTPS with a bearer token.
+func TestKustomizePrometheus(t *testing.T) {
+	t.Parallel()
+	env := testenv.Require(t)
+	kustomize := pinnedTool(t, env, "kustomize", "sigs.k8s.io/kustomize/kustomize/v5", "KUSTOMIZE_VERSION")
+	mons := unstructuredObjects(t, "kustomize build config/prometheus", runTool(t, env, kustomize, "build", "config/prometheus"))
+	if len(mons) != 1 || mons[0].GetAPIVersion() != "monitoring.coreos.com/v1" || mons[0].GetKind() != "ServiceMonitor" {
+		t.Fatalf("config/prometheus renders %v, want one monitoring.coreos.com/v1 ServiceMonitor", mons)
+	}
+	m := mons[0]
+	if m.GetNamespace() != operatorNamespace {
+		t.Errorf("%s: want namespace %s", describe(m), operatorNamespace)
+	}
+	objs := unstructuredObjects(t, "kustomize build config/default", runTool(t, env, kustomize, "build", "config/default"))
+	matchLabels, _, _ := unstructured.NestedStringMap(m.Object, "spec", "selector", "matchLabels")
+	eps, _, _ := unstructured.NestedSlice(m.Object, "spec", "endpoints")
+	if len(matchLabels) == 0 || len(eps) != 1 {
+		t.Fatalf("%s: selector %v, %d endpoints; want a selector and one endpoint", describe(m), matchLabels, len(eps))
+	}
+	ep := eps[0].(map[string]any)
+	var metricsAddr string
+	for _, a := range managerArgs(objs) {
+		if v, ok := strings.CutPrefix(a, "--metrics-bind-address="); ok {
+			metricsAddr = v
+		}
+	}
+	dep := ofKind(objs, "Deployment")[0]
+	containers, _, _ := unstructured.NestedSlice(dep.Object, "spec", "template", "spec", "containers")
+	ports, _, _ := unstructured.NestedSlice(containers[0].(map[string]any), "ports")
+	containerPort := map[string]string{}
+	for _, p := range ports {
+		pm := p.(map[string]any)
+		containerPort[fmt.Sprint(pm["name"])] = fmt.Sprint(pm["containerPort"])
+	}
+	var reached []string
+	for _, s := range ofKind(objs, "Service") {
+		if s.GetNamespace() != m.GetNamespace() || !labels.SelectorFromSet(matchLabels).Matches(labels.Set(s.GetLabels())) {
+			continue
+		}
+		svcPorts, _, _ := unstructured.NestedSlice(s.Object, "spec", "ports")
+		for _, p := range svcPorts {
+			if pm := p.(map[string]any); pm["name"] == ep["port"] {
+				reached = append(reached, ":"+containerPort[fmt.Sprint(pm["targetPort"])])
+			}
+		}
+	}
+	if len(reached) != 1 || reached[0] != metricsAddr {
+		t.Errorf("%s: port %v reaches %v, want exactly the container port of --metrics-bind-address=%s", describe(m), ep["port"], reached, metricsAddr)
+	}
+	if ep["scheme"] != "https" || ep["path"] != "/metrics" || ep["bearerTokenFile"] == nil {
+		t.Errorf("%s: endpoint %v, want https /metrics with a bearer token", describe(m), ep)
+	}
+}
