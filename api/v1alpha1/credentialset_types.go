@@ -9,7 +9,7 @@ import (
 //
 // +kubebuilder:object:root=true
 // +kubebuilder:subresource:status
-// +kubebuilder:resource:shortName=cs;credset,categories=rekey
+// +kubebuilder:resource:shortName=credset,categories=rekey
 // +kubebuilder:printcolumn:name="Phase",type=string,JSONPath=`.status.phase`
 // +kubebuilder:printcolumn:name="Generation",type=integer,JSONPath=`.status.keyGeneration`
 // +kubebuilder:printcolumn:name="Current-Since",type=date,JSONPath=`.status.currentSince`,description="age of the current credentials"
