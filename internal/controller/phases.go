@@ -37,10 +37,13 @@ func (r *Reconciler) act(ctx context.Context, cs *v1.CredentialSet, p *plan, src
 		}
 		return ctrl.Result{RequeueAfter: d.Requeue}, &problem{d.Reason, d.Message}, nil
 	case engine.Wait:
+		if d.Reason == reason.WaitingForRollout {
+			r.noteWaiting(cs, d)
+		}
 		return ctrl.Result{RequeueAfter: d.Requeue}, nil, nil
 	case engine.StartRotation:
 		if d.ByPolicy {
-			r.event(cs, "Normal", reason.PolicyTriggered, "Rotate", "rotation policy %s starts rotation %s: %s", cs.Spec.Rotation.Policy, d.RotationID, policyWhy)
+			r.rotationEvent(cs, d.RotationID, "Normal", reason.PolicyTriggered, "Rotate", "rotation policy %s starts rotation %s: %s", cs.Spec.Rotation.Policy, d.RotationID, policyWhy)
 		}
 		return r.startRotation(ctx, cs, p, src, d.RotationID)
 	case engine.ContinueRotation:
@@ -80,7 +83,7 @@ func (r *Reconciler) startRotation(ctx context.Context, cs *v1.CredentialSet, p 
 		return ctrl.Result{}, nil, err
 	}
 	failpoint.Hit("rotate/phase-rotating")
-	r.event(cs, "Normal", reason.RotationStarted, "Rotate", "rotation %s started", id)
+	r.rotationEvent(cs, id, "Normal", reason.RotationStarted, "Rotate", "rotation %s started", id)
 	pending := engine.InspectPending(src.Data, p.backend.Keys(), id)
 	if d := engine.Decide(engine.Input{Status: cs.Status, Pending: pending}); d.Action != engine.ContinueRotation {
 		return r.act(ctx, cs, p, src, d, "")
@@ -129,7 +132,7 @@ func (r *Reconciler) continueRotation(ctx context.Context, cs *v1.CredentialSet,
 			return ctrl.Result{}, nil, err
 		}
 		failpoint.Hit("rotate/rotate-applied")
-		r.event(cs, "Normal", reason.RotateApplied, "Rotate", "every instance accepts the new secrets of rotation %s%s", id, overlapNote(p))
+		r.rotationEvent(cs, id, "Normal", reason.RotateApplied, "Rotate", "every instance accepts the new secrets of rotation %s%s", id, overlapNote(p))
 	}
 	if err := r.distribute(ctx, cs, p, pending, gen); err != nil {
 		prob, err := distributionProblem(ctx, err)
@@ -147,7 +150,7 @@ func (r *Reconciler) continueRotation(ctx context.Context, cs *v1.CredentialSet,
 	if st := cs.Status.RotationStartedAt; st != nil {
 		metrics.PhaseEnded(string(v1.PhaseRotating), now.Sub(st.Time))
 	}
-	r.event(cs, "Normal", reason.Distributed, "Rotate", "new secrets of rotation %s distributed to %d Secrets; consumers restart, then discard the old secrets", id, len(cs.Spec.Distribution))
+	r.rotationEvent(cs, id, "Normal", reason.Distributed, "Rotate", "new secrets of rotation %s distributed to %d Secrets; consumers restart, then discard the old secrets", id, len(cs.Spec.Distribution))
 	r.dropAnnotations(ctx, cs, engine.RotateAnnotation)
 	// Restart consumers now rather than on the next event.
 	consumers, _, err := r.syncConsumers(ctx, cs)
@@ -197,7 +200,7 @@ func (r *Reconciler) discard(ctx context.Context, cs *v1.CredentialSet, p *plan,
 		if auto {
 			how = "by the AfterRollout policy"
 		}
-		r.event(cs, "Normal", reason.DiscardApplied, "Discard", "old secrets of rotation %s discarded on every instance (%s)", id, how)
+		r.rotationEvent(cs, id, "Normal", reason.DiscardApplied, "Discard", "old secrets of rotation %s discarded on every instance (%s)", id, how)
 	}
 	if _, err := r.writeSourceSecret(ctx, cs, src, engine.Confirm(src.Data, keys)); err != nil {
 		return ctrl.Result{}, nil, err
@@ -226,7 +229,7 @@ func (r *Reconciler) discard(ctx context.Context, cs *v1.CredentialSet, p *plan,
 	if distributedAt != nil {
 		metrics.PhaseEnded(string(v1.PhaseDistributed), now.Sub(distributedAt.Time))
 	}
-	r.event(cs, "Normal", reason.RotationCompleted, "Discard", "rotation %s complete: generation %d is current", id, gen)
+	r.rotationEvent(cs, id, "Normal", reason.RotationCompleted, "Discard", "rotation %s complete: generation %d is current", id, gen)
 	r.dropAnnotations(ctx, cs, engine.RotateAnnotation, engine.DiscardAnnotation)
 	return ctrl.Result{}, nil, nil
 }

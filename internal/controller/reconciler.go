@@ -7,6 +7,8 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
+	"sync"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -59,6 +61,10 @@ type Reconciler struct {
 	// CephCLI is the ceph CLI the Ceph backend runs (a manager flag: a
 	// spec never names a program); default "ceph" from PATH.
 	CephCLI string
+
+	// waitNoted: set UID → the rotation whose WaitingForRollout Event was
+	// emitted (once per rotation; a restarted manager emits it once more).
+	waitNoted sync.Map
 }
 
 // consentRecheck is how soon a set refused for a namespace looks again.
@@ -77,6 +83,48 @@ func (r *Reconciler) event(cs *v1.CredentialSet, typ string, why reason.Reason, 
 	if r.Recorder != nil {
 		r.Recorder.Eventf(cs, nil, typ, string(why), action, msg, args...)
 	}
+}
+
+// rotationEvent emits an Event that belongs to rotation id (its note names
+// the id). The events.k8s.io recorder folds Events it deems the same —
+// same type, reason, action, regarding and related object — into one
+// series that keeps the first note; the related reference names the
+// rotation, so the Events of one rotation are never folded into another's
+// (RotationStarted, PolicyTriggered of the next rotation stay visible).
+func (r *Reconciler) rotationEvent(cs *v1.CredentialSet, id, typ string, why reason.Reason, action, msg string, args ...any) {
+	if r.Recorder == nil {
+		return
+	}
+	related := &corev1.ObjectReference{APIVersion: v1.GroupVersion.String(), Kind: "CredentialSet",
+		Namespace: cs.Namespace, Name: cs.Name, UID: cs.UID, FieldPath: "rotation:" + id}
+	r.Recorder.Eventf(cs, related, typ, string(why), action, msg, args...)
+}
+
+// noteWaiting emits WaitingForRollout once per rotation (not on every
+// 15 s requeue): the first time the discard waits for the consumers.
+func (r *Reconciler) noteWaiting(cs *v1.CredentialSet, d engine.Decision) {
+	id := cs.Status.RotationID
+	if cs.Status.ResetPending {
+		id = "reset:" + cs.Status.LastRotationID
+	}
+	if prev, ok := r.waitNoted.Swap(cs.UID, id); ok && prev == id {
+		return
+	}
+	var waiting []string
+	for _, c := range cs.Status.Consumers {
+		if !c.RolledOut {
+			waiting = append(waiting, strings.TrimPrefix(string(c.Kind)+" "+strings.TrimPrefix(c.Namespace+"/"+c.Name, "/"), " "))
+		}
+	}
+	what := "every consumer"
+	if len(waiting) > 0 {
+		what = strings.Join(waiting, ", ")
+	}
+	if cs.Status.ResetPending {
+		r.rotationEvent(cs, id, "Normal", reason.WaitingForRollout, "Reset", "rollback of rotation %s: waiting for %s to roll out the current credentials again before every instance is reset", cs.Status.LastRotationID, what)
+		return
+	}
+	r.rotationEvent(cs, id, "Normal", reason.WaitingForRollout, "Discard", "rotation %s: waiting for %s to roll out the new credentials before the old ones are discarded (checked every %s; status.consumers says what each waits for)", id, what, d.Requeue)
 }
 
 // problem is what stopped this reconcile; it becomes the Degraded
@@ -179,7 +227,23 @@ func classify(err error) *problem {
 	if errors.As(err, &se) {
 		return &problem{reason.InvalidSpec, se.msg + "; fix the CredentialSet spec"}
 	}
+	if apierrors.IsInvalid(err) && !errors.Is(err, errStale) {
+		// Not a lost race (those are errStale): the API server refused
+		// the write itself, and would refuse it again at once.
+		return &problem{reason.WriteRejected, truncate(
+			"the Kubernetes API server rejected a write of rekey as invalid (a validation failure or an admission policy); nothing was changed by it and rekey retries every 10 s: check admission policies and webhooks that match CredentialSets or Secrets, and report the message if none applies: "+err.Error(), 2048)}
+	}
 	return nil
+}
+
+// truncate bounds a message that ends up in a condition (whose message
+// the API server limits): a rejection caused by an oversized message must
+// not make the Degraded condition oversized too.
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return strings.ToValidUTF8(s[:n], "") + "…"
 }
 
 func (r *Reconciler) reconcile(ctx context.Context, cs *v1.CredentialSet, seen *transportSeen) (ctrl.Result, *problem, error) {

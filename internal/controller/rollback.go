@@ -49,7 +49,7 @@ func (r *Reconciler) rollback(ctx context.Context, cs *v1.CredentialSet, recover
 	if recoverID != "" {
 		why = "to recover (kubectl rekey recover)"
 	}
-	r.event(cs, "Normal", reason.RotationAborted, "Abort", "rotation %s rolled back %s: consumers return to the current secrets, then every instance is reset to them", id, why)
+	r.rotationEvent(cs, id, "Normal", reason.RotationAborted, "Abort", "rotation %s rolled back %s: consumers return to the current secrets, then every instance is reset to them", id, why)
 	// The next reconcile distributes the current secrets, restarts the
 	// consumers, and resets the backend once they rolled out and the grace
 	// period passed.
@@ -65,7 +65,7 @@ func (r *Reconciler) recover(ctx context.Context, cs *v1.CredentialSet, id strin
 	}); err != nil {
 		return ctrl.Result{}, nil, err
 	}
-	r.event(cs, "Normal", reason.RecoveryStarted, "Recover", "recovery %s: every instance is reset to the current secrets of the source Secret", id)
+	r.rotationEvent(cs, id, "Normal", reason.RecoveryStarted, "Recover", "recovery %s: every instance is reset to the current secrets of the source Secret", id)
 	return ctrl.Result{RequeueAfter: time.Second}, nil, nil
 }
 

@@ -182,11 +182,29 @@ func (r *Reconciler) writeTarget(ctx context.Context, cs *v1.CredentialSet, t v1
 			Data: data,
 		}
 		stamp(s, cs)
-		return r.Client.Create(ctx, s)
+		err := r.Client.Create(ctx, s)
+		if apierrors.IsAlreadyExists(err) {
+			// Another writer created it between the read and the create
+			// (another replica, a previous attempt): a lost race, not a
+			// failure. Re-read it and go on as if it had been there: it is
+			// updated if it is this set's, refused as NotOwned otherwise.
+			s = &corev1.Secret{}
+			err = r.APIReader.Get(ctx, client.ObjectKey{Namespace: t.Namespace, Name: t.Name}, s)
+			if err == nil {
+				return r.updateTarget(ctx, cs, s, data, gen, hash)
+			}
+		}
+		return err
 	}
 	if err != nil {
 		return err
 	}
+	return r.updateTarget(ctx, cs, s, data, gen, hash)
+}
+
+// updateTarget writes data to an existing distribution Secret s, which
+// must be this set's.
+func (r *Reconciler) updateTarget(ctx context.Context, cs *v1.CredentialSet, s *corev1.Secret, data map[string][]byte, gen, hash string) error {
 	if !ownedBy(s, cs) {
 		// Never overwrite what someone else wrote: consumers of that Secret
 		// would be handed this set's credentials, and its content lost.

@@ -48,9 +48,11 @@ func (r *Reconciler) casStatus(ctx context.Context, cs *v1.CredentialSet, mutate
 		return err
 	}
 	if err := r.Client.Status().Patch(ctx, cs, client.RawPatch(types.JSONPatchType, body)); err != nil {
-		if apierrors.IsInvalid(err) || apierrors.IsConflict(err) {
+		if testOpFailed(err) || apierrors.IsConflict(err) {
 			return fmt.Errorf("%w: %s left phase %s of rotation %q: %v", errStale, cs.Name, cs.Status.Phase, cs.Status.RotationID, err)
 		}
+		// Any other refusal (a validation failure, an admission policy) is
+		// not a race: retrying at once would fail the same way.
 		return err
 	}
 	return nil
@@ -75,11 +77,32 @@ func (r *Reconciler) dropAnnotations(ctx context.Context, cs *v1.CredentialSet, 
 		err := r.Client.Patch(ctx, cs.DeepCopy(), client.RawPatch(types.JSONPatchType, body))
 		switch {
 		case err == nil:
-		case apierrors.IsInvalid(err) || apierrors.IsNotFound(err):
+		case testOpFailed(err) || apierrors.IsNotFound(err):
 			// Changed or removed since it was read: the change
 			// brings its own reconcile.
 		default:
 			logFrom(ctx).Info("annotation removal failed; it will be recognised as stale", "annotation", k, "error", err.Error())
 		}
 	}
+}
+
+// testOpFailed: the server refused one of rekey's JSON Patches because it
+// could not apply it — for casStatus's and dropAnnotations' patches, a
+// "test" op that did not hold: the object moved on since it was read, the
+// expected outcome of a race. The API server answers a patch that does not
+// apply with a bare 422 (apiserver's patch.go: NewGenericServerResponse,
+// no kind, no name, no causes). Every other 422 — a validation failure
+// such as an oversized condition message (NewInvalid: the kind and a cause
+// per field), an admission policy (its message as a cause) — is a real
+// refusal that a retry would meet again.
+func testOpFailed(err error) bool {
+	if !apierrors.IsInvalid(err) {
+		return false
+	}
+	var st apierrors.APIStatus
+	if !errors.As(err, &st) {
+		return false
+	}
+	d := st.Status().Details
+	return d != nil && d.Kind == "" && d.Name == "" && len(d.Causes) == 0
 }

@@ -66,6 +66,10 @@ const (
 	// AutoDiscardHeld: the AfterRollout policy does not retire old
 	// credentials without a consumer that proves the new ones are used.
 	AutoDiscardHeld Reason = "AutoDiscardHeld"
+	// WriteRejected: the Kubernetes API server refused one of rekey's
+	// writes as invalid (a validation failure, an admission policy) — not
+	// a lost race, which is retried silently.
+	WriteRejected Reason = "WriteRejected"
 )
 
 // Progress (Normal Events).
