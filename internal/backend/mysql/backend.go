@@ -35,6 +35,10 @@ type Backend struct {
 	// Concurrency bounds how many instances are worked on at once; 1 is
 	// the sequential baseline of seed 000.
 	Concurrency int
+	// perUser selects the design before issue 18: each user read and
+	// altered by its own statement, each a round trip (batch.go). Only
+	// this package's tests and side-by-side benchmark set it.
+	perUser bool
 }
 
 var _ engine.Backend = (*Backend)(nil)
@@ -150,6 +154,7 @@ func (b *Backend) forEachInstance(ctx context.Context, step string, lift bool, p
 				return err
 			}
 			s.secrets = append(s.secrets, values(secrets)...)
+			s.perUser = b.perUser
 			err = fn(s)
 			if cerr := s.close(ctx); err == nil {
 				err = cerr
@@ -170,11 +175,12 @@ func (b *Backend) Provision(ctx context.Context, cur engine.Secrets) (engine.Pro
 		if err := s.checkVersion(ctx); err != nil {
 			return err
 		}
+		accts, err := s.ensureUsers(ctx, b.Users, cur)
+		if err != nil {
+			return err
+		}
 		for _, u := range b.Users {
-			a, err := s.ensureUser(ctx, u, cur[u.Key])
-			if err != nil {
-				return err
-			}
+			a := of(accts, u)
 			if !a.exists {
 				continue
 			}
@@ -206,12 +212,12 @@ func (b *Backend) Precheck(ctx context.Context, cur engine.Secrets) error {
 		if err := s.checkVersion(ctx); err != nil {
 			return err
 		}
+		accts, err := s.accounts(ctx, b.Users)
+		if err != nil {
+			return err
+		}
 		for _, u := range b.Users {
-			a, err := s.account(ctx, u)
-			if err != nil {
-				return err
-			}
-			if a.dual {
+			if of(accts, u).dual {
 				mu.Lock()
 				found = append(found, u.String()+" on "+s.inst.Name)
 				mu.Unlock()
@@ -241,19 +247,17 @@ func (b *Backend) Precheck(ctx context.Context, cur engine.Secrets) error {
 // created there accepting cur, then gets pending retained like the others.
 func (b *Backend) Apply(ctx context.Context, cur, pending engine.Secrets, _ int64) (engine.Secrets, error) {
 	return pending, b.eachInstance(ctx, "rotate/instance-applied", b.adminPasswords(cur, pending), merge(cur, pending), func(s *session) error {
+		accts, err := s.ensureUsers(ctx, b.Users, cur)
+		if err != nil {
+			return err
+		}
+		var retain []alteration
 		for _, u := range b.Users {
-			a, err := s.ensureUser(ctx, u, cur[u.Key])
-			if err != nil {
-				return err
-			}
-			if a.dual {
-				continue
-			}
-			if err := s.exec(ctx, "ALTER USER "+u.Account()+" IDENTIFIED BY "+quote(pending[u.Key])+" RETAIN CURRENT PASSWORD"); err != nil {
-				return err
+			if !of(accts, u).dual {
+				retain = append(retain, alteration{u, "IDENTIFIED BY " + quote(pending[u.Key]) + " RETAIN CURRENT PASSWORD"})
 			}
 		}
-		return nil
+		return s.alterAll(ctx, retain, "")
 	})
 }
 
@@ -273,12 +277,13 @@ func (b *Backend) Retire(ctx context.Context, cur, pending engine.Secrets) error
 		return err
 	}
 	return b.eachInstance(ctx, "discard/instance-retired", b.adminPasswords(pending, cur), merge(cur, pending), func(s *session) error {
+		accts, err := s.accounts(ctx, b.Users)
+		if err != nil {
+			return err
+		}
 		var create, finish, discard, retain []User
 		for _, u := range b.Users {
-			a, err := s.account(ctx, u)
-			if err != nil {
-				return err
-			}
+			a := of(accts, u)
 			switch {
 			case !a.exists && u.loginCheckable() && !b.acceptedElsewhere(ctx, s.inst, u, pending[u.Key]):
 				return &engine.Refusal{Reason: string(reason.DiscardRefused), Message: missingRefusal(s.inst, u)}
@@ -328,18 +333,22 @@ func (b *Backend) Retire(ctx context.Context, cur, pending engine.Secrets) error
 				return err
 			}
 		}
+		// Every retain before any discard: a user in both (half a swap,
+		// or one that missed phase 1) must hold pending as its primary
+		// before its secondary goes. If the retain fails, nothing is
+		// discarded here.
+		var retains, discards []alteration
 		for _, u := range retain {
-			// ATTRIBUTE clears a swap's mark in the same statement.
-			if err := s.exec(ctx, "ALTER USER "+u.Account()+" IDENTIFIED BY "+quote(pending[u.Key])+" RETAIN CURRENT PASSWORD ATTRIBUTE "+createdAttribute); err != nil {
-				return err
-			}
+			retains = append(retains, alteration{u, "IDENTIFIED BY " + quote(pending[u.Key]) + " RETAIN CURRENT PASSWORD"})
 		}
 		for _, u := range discard {
-			if err := s.exec(ctx, "ALTER USER "+u.Account()+" DISCARD OLD PASSWORD"); err != nil {
-				return err
-			}
+			discards = append(discards, alteration{u, "DISCARD OLD PASSWORD"})
 		}
-		return nil
+		// ATTRIBUTE clears a swap's mark in the same statement.
+		if err := s.alterAll(ctx, retains, "ATTRIBUTE "+createdAttribute); err != nil {
+			return err
+		}
+		return s.alterAll(ctx, discards, "")
 	})
 }
 
@@ -350,22 +359,42 @@ func (b *Backend) Retire(ctx context.Context, cur, pending engine.Secrets) error
 // user (a re-initialised instance) is created accepting cur.
 func (b *Backend) Reset(ctx context.Context, cur engine.Secrets) error {
 	return b.eachInstance(ctx, "reset/instance-reset", b.adminPasswords(cur, nil), cur, func(s *session) error {
-		for _, u := range b.Users {
-			_, err := s.ensureUser(ctx, u, cur[u.Key])
-			if err != nil {
-				return err
-			}
-			// ATTRIBUTE clears a RepairPending swap's mark: after the
-			// reset there is nothing left to swap.
-			if err := s.exec(ctx, "ALTER USER "+u.Account()+" IDENTIFIED BY "+quote(cur[u.Key])+" ATTRIBUTE "+createdAttribute); err != nil {
-				return err
-			}
-			if err := s.exec(ctx, "ALTER USER "+u.Account()+" DISCARD OLD PASSWORD"); err != nil {
-				return err
-			}
+		if s.perUser {
+			return b.resetEach(ctx, s, cur)
 		}
-		return nil
+		if _, err := s.ensureUsers(ctx, b.Users, cur); err != nil {
+			return err
+		}
+		var identify, discard []alteration
+		for _, u := range b.Users {
+			identify = append(identify, alteration{u, "IDENTIFIED BY " + quote(cur[u.Key])})
+			discard = append(discard, alteration{u, "DISCARD OLD PASSWORD"})
+		}
+		// ATTRIBUTE clears a RepairPending swap's mark: after the reset
+		// there is nothing left to swap. Two statements, as before for
+		// each user: a crash between them leaves cur primary and the
+		// secondary it had, which a re-run discards.
+		if err := s.alterAll(ctx, identify, "ATTRIBUTE "+createdAttribute); err != nil {
+			return err
+		}
+		return s.alterAll(ctx, discard, "")
 	})
+}
+
+// resetEach is Reset in the design before issue 18, user after user.
+func (b *Backend) resetEach(ctx context.Context, s *session, cur engine.Secrets) error {
+	for _, u := range b.Users {
+		if _, err := s.ensureUser(ctx, u, cur[u.Key]); err != nil {
+			return err
+		}
+		if err := s.exec(ctx, "ALTER USER "+u.Account()+" IDENTIFIED BY "+quote(cur[u.Key])+" ATTRIBUTE "+createdAttribute); err != nil {
+			return err
+		}
+		if err := s.exec(ctx, "ALTER USER "+u.Account()+" DISCARD OLD PASSWORD"); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // loginCheckable: only accounts open to any host can be tried from here.

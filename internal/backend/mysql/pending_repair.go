@@ -43,6 +43,7 @@ func (b *Backend) RepairPending(ctx context.Context, cur, pending engine.Secrets
 			return err
 		}
 		w.secrets = append(w.secrets, values(secrets)...)
+		w.perUser = b.perUser
 		// Decided again in the session that writes: what it acts on is
 		// what MySQL says now.
 		steps, err = b.repairSteps(ctx, w, cur, pending)
@@ -126,12 +127,13 @@ type userStep struct {
 }
 
 func (b *Backend) repairSteps(ctx context.Context, s *session, cur, pending engine.Secrets) ([]userStep, error) {
+	accts, err := s.accounts(ctx, b.Users)
+	if err != nil {
+		return nil, err
+	}
 	var out []userStep
 	for _, u := range b.Users {
-		a, err := s.account(ctx, u)
-		if err != nil {
-			return nil, err
-		}
+		a := of(accts, u)
 		var curOK, pendingOK bool
 		if needsLogin(a, u.loginCheckable()) {
 			if curOK, err = b.loginOK(ctx, s.inst, u, cur[u.Key]); err != nil {
