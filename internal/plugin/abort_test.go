@@ -171,7 +171,7 @@ func TestAbortWaitReportsRestartedRotation(t *testing.T) {
 	ch := kubectlAsync(t, ns, "abort", "orders", "--wait", "--timeout", "20s")
 	requested(t, ns, "orders", engine.AbortAnnotation)
 	settle()
-	// Rollback, reset and restart all between two polls.
+	// Rollback, reset and restart all in one status write.
 	setStatus(t, ns, "orders", func(st *v1.CredentialSetStatus) {
 		restarted := metav1.Now()
 		st.Phase, st.RotationID, st.RotationStartedAt = v1.PhaseRotating, "r-2", &restarted

@@ -19,22 +19,39 @@ import (
 // only the set name when given. The server filters by kind and name; about
 // checks the rest.
 func (s *session) listEvents(ctx context.Context, name string) ([]eventsv1.Event, error) {
+	evs, _, err := s.listEventsRV(ctx, name)
+	return evs, err
+}
+
+// listEventsRV is listEvents with the list's resourceVersion, to watch from.
+// With an empty s.ns (-A) it lists every namespace.
+func (s *session) listEventsRV(ctx context.Context, name string) ([]eventsv1.Event, string, error) {
+	l := &eventsv1.EventList{}
+	if err := s.c.List(ctx, l, client.InNamespace(s.ns), client.MatchingFieldsSelector{Selector: eventSelector(name)}); err != nil {
+		if s.ns == "" {
+			return nil, "", fmt.Errorf("list events in all namespaces: %w", err)
+		}
+		return nil, "", fmt.Errorf("list events in %s: %w", s.ns, err)
+	}
+	return l.Items, l.ResourceVersion, nil
+}
+
+// eventSelector selects the Events regarding CredentialSets, or the set
+// name when given.
+func eventSelector(name string) fields.Selector {
 	sel := fields.Set{"regarding.kind": "CredentialSet"}
 	if name != "" {
 		sel["regarding.name"] = name
 	}
-	l := &eventsv1.EventList{}
-	if err := s.c.List(ctx, l, client.InNamespace(s.ns), client.MatchingFieldsSelector{Selector: sel.AsSelector()}); err != nil {
-		return nil, fmt.Errorf("list events in %s: %w", s.ns, err)
-	}
-	return l.Items, nil
+	return sel.AsSelector()
 }
 
-// about says whether e regards cs: same kind and name, and the same UID when
+// about says whether e regards cs: same kind, name and namespace (the
+// Event's own: -A lists several), and the same UID when
 // the Event has one, so a deleted namesake's Events are not mixed in.
 func about(e *eventsv1.Event, cs *v1.CredentialSet) bool {
 	r := e.Regarding
-	if r.Kind != "CredentialSet" || r.Name != cs.Name {
+	if r.Kind != "CredentialSet" || r.Name != cs.Name || (e.Namespace != "" && cs.Namespace != "" && e.Namespace != cs.Namespace) {
 		return false
 	}
 	if r.APIVersion != "" && !strings.HasPrefix(r.APIVersion, v1.GroupVersion.Group+"/") {

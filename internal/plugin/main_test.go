@@ -49,7 +49,7 @@ func run(m *testing.M) int {
 func kubectl(t *testing.T, ns string, args ...string) (stdout, stderr string, err error) {
 	t.Helper()
 	var out, errOut bytes.Buffer
-	root := NewRootCommand(Options{Out: &out, Err: &errOut, PollInterval: 50 * time.Millisecond})
+	root := NewRootCommand(Options{Out: &out, Err: &errOut})
 	root.SetArgs(append([]string{"--kubeconfig", cp.Kubeconfig, "-n", ns}, args...))
 	err = root.ExecuteContext(context.Background())
 	return out.String(), errOut.String(), err

@@ -20,7 +20,7 @@ import (
 func kubectlIn(t *testing.T, ns, in string, args ...string) (stdout string, err error) {
 	t.Helper()
 	var out, errOut bytes.Buffer
-	root := NewRootCommand(Options{Out: &out, Err: &errOut, In: strings.NewReader(in), PollInterval: 50 * time.Millisecond})
+	root := NewRootCommand(Options{Out: &out, Err: &errOut, In: strings.NewReader(in)})
 	root.SetArgs(append([]string{"--kubeconfig", cp.Kubeconfig, "-n", ns}, args...))
 	err = root.ExecuteContext(context.Background())
 	return out.String(), err

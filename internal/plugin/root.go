@@ -12,17 +12,14 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
-	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/cli-runtime/pkg/genericclioptions"
 )
 
-// Options are what a caller injects: where output goes and, for tests, how
-// fast --wait polls.
+// Options are what a caller injects: where output goes, for tests a clock.
 type Options struct {
 	Out, Err io.Writer
 	// In is where recover reads its confirmation (default os.Stdin).
 	In io.Reader
-	// PollInterval is how often --wait re-reads the set (default 1s).
-	PollInterval time.Duration
 	// Now is the clock for ages and elapsed times (default time.Now).
 	Now func() time.Time
 }
@@ -36,9 +33,6 @@ func (o *Options) defaults() {
 	}
 	if o.In == nil {
 		o.In = os.Stdin
-	}
-	if o.PollInterval == 0 {
-		o.PollInterval = time.Second
 	}
 	if o.Now == nil {
 		o.Now = time.Now
@@ -66,7 +60,7 @@ func Main(ctx context.Context, args []string, o Options) int {
 // Main prints them once, without the usage text that would bury them.
 func NewRootCommand(o Options) *cobra.Command {
 	o.defaults()
-	a := &app{opts: o, loading: clientcmd.NewDefaultClientConfigLoadingRules()}
+	a := &app{opts: o, flags: genericclioptions.NewConfigFlags(true)}
 	root := &cobra.Command{
 		Use:   "kubectl-rekey",
 		Short: "Rotate the credentials of rekey CredentialSets",
@@ -81,32 +75,35 @@ and rolls a rotation back when needed:
 and records outside consumers moving to new credentials:
   ack      members of a consumer group now use the current credentials
 Each only writes an annotation (rekey.io/rotate, /discard, /abort, /recover),
-exactly as kubectl annotate could; the rekey operator does the work.`,
+exactly as kubectl annotate could; the rekey operator does the work.
+status and show print tables or text, or the object with -o json, yaml or
+jsonpath, as kubectl get does.`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 		Annotations:   map[string]string{cobra.CommandDisplayNameAnnotation: "kubectl rekey"},
-		CompletionOptions: cobra.CompletionOptions{
-			DisableDefaultCmd: true,
-		},
+		// cobra's default completion command stays: kubectl rekey
+		// completion bash|zsh|fish|powershell. kubectl (1.26+) completes
+		// plugins through kubectl_complete-rekey on PATH (hack/krew).
 	}
 	root.SetOut(o.Out)
 	root.SetErr(o.Err)
-	// The same flags and defaults as kubectl: KUBECONFIG, the current
-	// context and its namespace unless overridden.
-	f := root.PersistentFlags()
-	f.StringVar(&a.loading.ExplicitPath, "kubeconfig", "", "path to the kubeconfig file (default: $KUBECONFIG or ~/.kube/config)")
-	f.StringVar(&a.overrides.CurrentContext, "context", "", "the kubeconfig context to use")
-	f.StringVarP(&a.overrides.Context.Namespace, "namespace", "n", "", "namespace of the CredentialSet (default: the context's namespace)")
+	// kubectl's own global flags, from kubectl's own library, with its
+	// defaults: KUBECONFIG, the current context and its namespace unless
+	// overridden; --context, --cluster, --user, --as, --as-group, --token,
+	// --server, --request-timeout, the TLS files. (show's own --user, the
+	// MySQL user, shadows kubectl's there.)
+	a.flags.AddFlags(root.PersistentFlags())
+	registerFlagCompletions(root, a)
 	root.AddCommand(newRotateCommand(a), newDiscardCommand(a), newStatusCommand(a), newShowCommand(a),
-		newAbortCommand(a), newRecoverCommand(a), newAckCommand(a))
+		newAbortCommand(a), newRecoverCommand(a), newAckCommand(a), newVersionCommand(o))
+	addNameCompletion(root, a)
 	return root
 }
 
 // app holds what the flags parsed into until a command opens a session.
 type app struct {
-	opts      Options
-	loading   *clientcmd.ClientConfigLoadingRules
-	overrides clientcmd.ConfigOverrides
+	opts  Options
+	flags *genericclioptions.ConfigFlags
 }
 
 // nameArg requires exactly one CredentialSet name, saying how to find one.

@@ -81,7 +81,8 @@ func (s *session) rotate(ctx context.Context, name string, dryRun bool, w waitFl
 		fatal: rotateRefusals,
 		done: func(cs *v1.CredentialSet) bool {
 			// A set without consumers under AfterRollout may complete
-			// between two polls: a finished rotation has been distributed.
+			// before the first read (or a relist after a watch ended): a
+			// finished rotation has been distributed.
 			return cs.Status.Phase == v1.PhaseDistributed && cs.Status.RotationID == id || cs.Status.LastRotationID == id
 		},
 	}

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"os"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -12,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -25,29 +27,48 @@ var scheme = func() *runtime.Scheme {
 	return s
 }()
 
-// session is one command's connection: a client and the namespace in use.
+// session is one command's connection: a client (which can also watch, for
+// --wait) and the namespace in use.
 type session struct {
-	c    client.Client
+	c    client.WithWatch
 	ns   string
 	opts Options
 }
 
+// session connects as kubectl would with the same global flags
+// (genericclioptions.ConfigFlags: --kubeconfig, --context, --as, --token,
+// --request-timeout, ...).
 func (a *app) session() (*session, error) {
-	cc := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(a.loading, &a.overrides)
-	cfg, err := cc.ClientConfig()
+	cfg, err := a.restConfig()
 	if err != nil {
 		return nil, fmt.Errorf("no usable kubeconfig (%v): pass --kubeconfig, set KUBECONFIG, or pick a context with --context", err)
 	}
-	ns, _, err := cc.Namespace()
+	ns, _, err := a.flags.ToRawKubeConfigLoader().Namespace()
 	if err != nil {
 		return nil, fmt.Errorf("namespace from kubeconfig: %w: pass -n NAMESPACE", err)
 	}
-	cfg.UserAgent = "kubectl-rekey"
-	c, err := client.New(cfg, client.Options{Scheme: scheme})
+	cfg.UserAgent = "kubectl-rekey/" + versionString()
+	c, err := client.NewWithWatch(cfg, client.Options{Scheme: scheme})
 	if err != nil {
 		return nil, fmt.Errorf("connect to %s: %w", cfg.Host, err)
 	}
 	return &session{c: c, ns: ns, opts: a.opts}, nil
+}
+
+// restConfig is ConfigFlags' configuration, except that no configuration
+// at all is an error: kubectl would fall back to http://localhost:8080,
+// which only ever answers "connection refused".
+func (a *app) restConfig() (*rest.Config, error) {
+	raw, err := a.flags.ToRawKubeConfigLoader().RawConfig()
+	if err != nil {
+		return nil, err
+	}
+	noServer := a.flags.APIServer == nil || *a.flags.APIServer == ""
+	inCluster := os.Getenv("KUBERNETES_SERVICE_HOST") != "" && os.Getenv("KUBERNETES_SERVICE_PORT") != ""
+	if len(raw.Clusters) == 0 && len(raw.Contexts) == 0 && noServer && !inCluster {
+		return nil, clientcmd.ErrEmptyConfig
+	}
+	return a.flags.ToRESTConfig()
 }
 
 var errNoAPI = errors.New("this cluster does not serve rekey.io/v1alpha1 CredentialSets: install rekey's CRD (config/crd) and operator first")

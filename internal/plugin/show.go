@@ -9,6 +9,9 @@ import (
 	"github.com/spf13/cobra"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/cli-runtime/pkg/genericclioptions"
+	"k8s.io/cli-runtime/pkg/printers"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1 "rekey.io/rekey/api/v1alpha1"
@@ -17,10 +20,15 @@ import (
 )
 
 // showFlags are show's choices: which identity, and how to print it.
-type showFlags struct{ user, entity, format string }
+type showFlags struct {
+	user, entity, format string
+	// print is -o: the credential as an object (json, yaml, jsonpath=...)
+	// instead of --format's text.
+	print *genericclioptions.PrintFlags
+}
 
 func newShowCommand(a *app) *cobra.Command {
-	var f showFlags
+	f := showFlags{print: genericclioptions.NewPrintFlags("")}
 	cmd := &cobra.Command{
 		Use:   "show NAME",
 		Short: "Print one credential as consumers get it (the only command that prints secrets)",
@@ -34,10 +42,15 @@ distributed them. Formats, by backend:
             the entity when the set has several
   RabbitMQ  plain (the password), env (RABBITMQ_USERNAME / RABBITMQ_PASSWORD),
             url (the transport_url, for sets that render one)
-env output is shell-quoted, so it can be sourced.`,
+env output is shell-quoted, so it can be sourced.
+-o json, yaml, jsonpath=... or go-template=... print the credential as an
+object instead: kind Credential (printed by the plugin, not an API resource)
+with the set, the identity, the active rotation if any, the distribution
+Secret it was read from and, under values, what --format env prints.`,
 		Example: `  kubectl rekey show moco -n shop --user moco-readonly --format mycnf > ~/.my.cnf
   kubectl rekey show ceph-csi -n rook-ceph --entity client.csi-rbd --format keyring
-  kubectl rekey show nova-transport -n openstack --format url`,
+  kubectl rekey show nova-transport -n openstack --format url
+  kubectl rekey show orders -n shop --user orders -o jsonpath='{.values.MYSQL_PASSWORD}'`,
 		Args: nameArg("show"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			s, err := a.session()
@@ -46,6 +59,16 @@ env output is shell-quoted, so it can be sourced.`,
 			}
 			return s.show(cmd.Context(), args[0], f)
 		},
+		PreRunE: func(cmd *cobra.Command, _ []string) error {
+			if *f.print.OutputFormat != "" && cmd.Flags().Changed("format") {
+				return fmt.Errorf("--format and -o both choose the output: use one")
+			}
+			return nil
+		},
+	}
+	f.print.AddFlags(cmd)
+	if o := cmd.Flags().Lookup("output"); o != nil {
+		o.Usage = "print the credential as an object: " + strings.Join(f.print.AllowedFormats(), ", ") + " (default: --format's text)"
 	}
 	cmd.Flags().StringVar(&f.user, "user", "", "the MySQL user (NAME or NAME@HOST); required when the set has several")
 	cmd.Flags().StringVar(&f.entity, "entity", "", "the Ceph entity (e.g. client.csi); required when the set has several")
@@ -64,6 +87,8 @@ type credential struct {
 	// note says, on stderr during an active rotation, what the printed
 	// credential is and what became of the old one.
 	note string
+	// fields are the name/value pairs --format env prints (and -o's values).
+	fields func(vals []string) []string
 }
 
 // showFormats are each backend's formats, in the order help lists them.
@@ -80,6 +105,16 @@ func (s *session) show(ctx context.Context, name string, f showFlags) error {
 	}
 	if cs.Spec.MySQL == nil && cs.Spec.Ceph == nil && cs.Spec.RabbitMQ == nil {
 		return fmt.Errorf("credentialset %q has no backend block (spec.mysql, spec.ceph or spec.rabbitmq), so it has no credential to show", cs.Name)
+	}
+	var printer printers.ResourcePrinter
+	if *f.print.OutputFormat != "" {
+		if printer, err = f.print.ToPrinter(); err != nil {
+			if genericclioptions.IsNoCompatiblePrinterError(err) {
+				return fmt.Errorf("unknown output format %q: use %s", *f.print.OutputFormat, strings.Join(f.print.AllowedFormats(), ", "))
+			}
+			return err
+		}
+		f.format = "env" // the credential's fields, as env names them
 	}
 	if err := checkFormat(cs, f.format); err != nil {
 		return err
@@ -115,6 +150,12 @@ func (s *session) show(ctx context.Context, name string, f showFlags) error {
 			return fmt.Errorf("distribution Secret %s/%s has no key %s for %s: the operator has not distributed it yet (kubectl rekey status %s)", t.Namespace, t.Name, k, c.who, cs.Name)
 		}
 		vals = append(vals, string(v))
+	}
+	if printer != nil {
+		return printer.PrintObj(credentialObject(cs, t, c, vals), s.opts.Out)
+	}
+	if c.render == nil {
+		c.render = func(v []string) (string, error) { return envLines(c.fields(v)...), nil }
 	}
 	text, err := c.render(vals)
 	if err != nil {
@@ -161,9 +202,7 @@ func mysqlCredential(cs *v1.CredentialSet, f showFlags) (credential, error) {
 	case "mycnf":
 		c.render = func(v []string) (string, error) { return mycnfClient(u.Name, v[0]) }
 	case "env":
-		c.render = func(v []string) (string, error) {
-			return envLines("MYSQL_USER", u.Name, "MYSQL_PASSWORD", v[0]), nil
-		}
+		c.fields = func(v []string) []string { return []string{"MYSQL_USER", u.Name, "MYSQL_PASSWORD", v[0]} }
 	default:
 		c.render = plainLine
 	}
@@ -196,9 +235,7 @@ func cephCredential(cs *v1.CredentialSet, f showFlags) (credential, error) {
 		c.render = func(v []string) (string, error) { return endLine(v[0]), nil }
 	case "env":
 		c.keys = []string{e + ".name", e + ".id", e + ".key"}
-		c.render = func(v []string) (string, error) {
-			return envLines("CEPH_NAME", v[0], "CEPH_ID", v[1], "CEPH_KEY", v[2]), nil
-		}
+		c.fields = func(v []string) []string { return []string{"CEPH_NAME", v[0], "CEPH_ID", v[1], "CEPH_KEY", v[2]} }
 	default:
 		c.keys, c.render = []string{e + ".key"}, plainLine
 	}
@@ -216,9 +253,7 @@ func rabbitCredential(cs *v1.CredentialSet, f showFlags) (credential, error) {
 	switch f.format {
 	case "env":
 		c.keys = []string{rabbitmq.KeyUsername, rabbitmq.KeyPassword}
-		c.render = func(v []string) (string, error) {
-			return envLines("RABBITMQ_USERNAME", v[0], "RABBITMQ_PASSWORD", v[1]), nil
-		}
+		c.fields = func(v []string) []string { return []string{"RABBITMQ_USERNAME", v[0], "RABBITMQ_PASSWORD", v[1]} }
 	case "url":
 		t := cs.Spec.RabbitMQ.TransportURL
 		if t == nil {
@@ -273,4 +308,28 @@ func pickEntity(set string, names []string, want string) (string, error) {
 		return want, nil
 	}
 	return "", fmt.Errorf("credentialset %q has no entity %q: use one of %s", set, want, strings.Join(names, ", "))
+}
+
+// credentialObject is show -o's object: kind Credential, which only the
+// plugin prints (no API serves it), so that -o json|yaml|jsonpath work on a
+// credential as on any kubectl object.
+func credentialObject(cs *v1.CredentialSet, from v1.SecretTarget, c credential, vals []string) *unstructured.Unstructured {
+	values := map[string]any{}
+	pairs := c.fields(vals)
+	for i := 0; i+1 < len(pairs); i += 2 {
+		values[pairs[i]] = pairs[i+1]
+	}
+	obj := map[string]any{
+		"apiVersion": v1.GroupVersion.String(),
+		"kind":       "Credential",
+		"metadata":   map[string]any{"name": cs.Name, "namespace": cs.Namespace},
+		"backend":    backendName(cs),
+		"identity":   c.who,
+		"secret":     map[string]any{"namespace": from.Namespace, "name": from.Name},
+		"values":     values,
+	}
+	if st := cs.Status; st.RotationID != "" && st.RotateApplied {
+		obj["rotationID"] = st.RotationID
+	}
+	return &unstructured.Unstructured{Object: obj}
 }

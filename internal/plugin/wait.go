@@ -7,6 +7,9 @@ import (
 	"time"
 
 	eventsv1 "k8s.io/api/events/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/watch"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1 "rekey.io/rekey/api/v1alpha1"
 	"rekey.io/rekey/internal/reason"
@@ -28,11 +31,13 @@ var (
 	discardRefusals = []reason.Reason{reason.DiscardRefused, reason.DiscardSkipped, reason.MissingRotationPending, reason.StaleRotationPending, reason.PendingRejected}
 )
 
-// follow polls the set and its Events until g is done, a refusal appears
+// follow watches the set and its Events until g is done, a refusal appears
 // after the request (anything in seen predates it), or timeout passes. It
 // prints a line whenever the progress line changes and one per new Event.
-// Polling rather than watching keeps it simple and immune to dropped
-// watches; once a second is plenty for steps that take seconds to minutes.
+// It reads the set and its Events once, then watches both from those
+// resourceVersions, so it wakes on every change and misses none; when a
+// watch ends (the server closes watches after a while, or the version
+// expired) it reads both again and watches anew.
 func (s *session) follow(ctx context.Context, name string, seen baseline, g goal, timeout time.Duration) (*v1.CredentialSet, error) {
 	start := s.opts.Now()
 	deadline := time.Now().Add(timeout)
@@ -43,58 +48,125 @@ func (s *session) follow(ctx context.Context, name string, seen baseline, g goal
 	fmt.Fprintf(s.opts.Out, "waiting up to %s for %s\n", timeout, g.what)
 	last := ""
 	var cs *v1.CredentialSet
-	for {
-		// Calls get a little past the deadline, so that the last poll
-		// completes and client-go's rate limiter does not fail it early.
-		callCtx, cancel := context.WithDeadline(ctx, deadline.Add(callGrace))
-		cur, err := s.getSet(callCtx, name)
-		var fresh []eventsv1.Event
-		if err == nil {
-			cs = cur
-			fresh, err = s.freshEvents(callCtx, cs, seen)
-		}
-		cancel()
-		if err != nil {
-			return nil, s.stopped(ctx, err, name, cs, g, timeout, deadline)
-		}
+	// seenSet reports a new state of the set; true when it is the goal.
+	seenSet := func(cur *v1.CredentialSet) bool {
+		cs = cur
 		if line := progressLine(cs); line != last {
 			say("%s", line)
 			last = line
 		}
+		return g.done(cs)
+	}
+	// seenEvents reports new Events; an error is the operator's refusal.
+	seenEvents := func(evs []eventsv1.Event) error {
+		fresh := seen.fresh(evs)
+		seen.add(fresh)
 		for _, e := range fresh {
 			say("event %s %s: %s", e.Type, e.Reason, e.Note)
 		}
-		if err := refused(fresh, g); err != nil {
+		return refused(fresh, g)
+	}
+	// Watches end at the deadline; calls get a little past it, so that the
+	// last read completes and client-go's rate limiter does not fail it early.
+	wctx, cancel := context.WithDeadline(ctx, deadline)
+	defer cancel()
+	for {
+		callCtx, cancelCall := context.WithDeadline(ctx, deadline.Add(callGrace))
+		cur, err := s.getSet(callCtx, name)
+		var evs []eventsv1.Event
+		var evRV string
+		if err == nil {
+			evs, evRV, err = s.listEventsRV(callCtx, name)
+		}
+		cancelCall()
+		if err != nil {
+			return nil, s.stopped(ctx, err, name, cs, g, timeout, deadline)
+		}
+		done := seenSet(cur)
+		if err := seenEvents(eventsAbout(evs, cur)); err != nil {
 			return nil, err
 		}
-		if g.done(cs) {
+		if done {
 			return cs, nil
 		}
-		left := time.Until(deadline)
-		if left <= 0 {
+		if time.Until(deadline) <= 0 {
 			return nil, s.stopped(ctx, context.DeadlineExceeded, name, cs, g, timeout, deadline)
 		}
+		reached, err := s.watchUntil(wctx, name, cur.ResourceVersion, evRV, seenSet, seenEvents)
+		switch {
+		case err != nil && wctx.Err() == nil:
+			return nil, err
+		case reached != nil:
+			return reached, nil
+		case wctx.Err() != nil:
+			err := ctx.Err()
+			if err == nil {
+				err = context.DeadlineExceeded
+			}
+			return nil, s.stopped(ctx, err, name, cs, g, timeout, deadline)
+		}
+		// A watch ended: read again and watch anew.
+	}
+}
+
+// watchUntil watches the set name from setRV and its Events from evRV,
+// handing each change to onSet and onEvents. It returns the set once onSet
+// says it reached the goal, an error for a refusal or a failed watch, and
+// nil, nil when a watch ended and must be restarted from a fresh read (or
+// ctx ended).
+func (s *session) watchUntil(ctx context.Context, name, setRV, evRV string,
+	onSet func(*v1.CredentialSet) bool, onEvents func([]eventsv1.Event) error) (*v1.CredentialSet, error) {
+	setW, err := s.c.Watch(ctx, &v1.CredentialSetList{}, client.InNamespace(s.ns),
+		&client.ListOptions{Raw: &metav1.ListOptions{ResourceVersion: setRV}},
+		client.MatchingFields{"metadata.name": name})
+	if err != nil {
+		return nil, fmt.Errorf("watch credentialset %s/%s: %w", s.ns, name, err)
+	}
+	defer setW.Stop()
+	evW, err := s.c.Watch(ctx, &eventsv1.EventList{}, client.InNamespace(s.ns),
+		&client.ListOptions{Raw: &metav1.ListOptions{ResourceVersion: evRV}},
+		client.MatchingFieldsSelector{Selector: eventSelector(name)})
+	if err != nil {
+		return nil, fmt.Errorf("watch events in %s: %w", s.ns, err)
+	}
+	defer evW.Stop()
+	var cur *v1.CredentialSet
+	for {
 		select {
 		case <-ctx.Done():
-			return nil, s.stopped(ctx, ctx.Err(), name, cs, g, timeout, deadline)
-		case <-time.After(min(s.opts.PollInterval, left)):
+			return nil, nil
+		case ev, ok := <-setW.ResultChan():
+			if !ok || ev.Type == watch.Error || ev.Type == watch.Deleted {
+				return nil, nil // read again: a deleted set is reported as not found
+			}
+			next, isSet := ev.Object.(*v1.CredentialSet)
+			if !isSet || ev.Type == watch.Bookmark {
+				continue
+			}
+			cur = next
+			if onSet(cur) {
+				return cur, nil
+			}
+		case ev, ok := <-evW.ResultChan():
+			if !ok || ev.Type == watch.Error {
+				return nil, nil
+			}
+			e, isEvent := ev.Object.(*eventsv1.Event)
+			if !isEvent || ev.Type == watch.Bookmark || ev.Type == watch.Deleted {
+				continue
+			}
+			if cur != nil && !about(e, cur) {
+				continue
+			}
+			if err := onEvents([]eventsv1.Event{*e}); err != nil {
+				return nil, err
+			}
 		}
 	}
 }
 
-// callGrace is how far past --timeout one poll's API calls may run.
+// callGrace is how far past --timeout one read's API calls may run.
 const callGrace = 10 * time.Second
-
-// freshEvents returns the Events about cs new since seen, and adds them.
-func (s *session) freshEvents(ctx context.Context, cs *v1.CredentialSet, seen baseline) ([]eventsv1.Event, error) {
-	all, err := s.listEvents(ctx, cs.Name)
-	if err != nil {
-		return nil, err
-	}
-	fresh := seen.fresh(eventsAbout(all, cs))
-	seen.add(fresh)
-	return fresh, nil
-}
 
 // refused returns the first refusal of g's kind among evs: the error that
 // ends the wait.

@@ -25,7 +25,7 @@ func kubectlAsync(t *testing.T, ns string, args ...string) <-chan result {
 	done := make(chan result, 1)
 	go func() {
 		var out, errOut bytes.Buffer
-		root := NewRootCommand(Options{Out: &out, Err: &errOut, PollInterval: 50 * time.Millisecond})
+		root := NewRootCommand(Options{Out: &out, Err: &errOut})
 		root.SetArgs(append([]string{"--kubeconfig", cp.Kubeconfig, "-n", ns}, args...))
 		err := root.ExecuteContext(context.Background())
 		done <- result{out.String(), err}
@@ -52,7 +52,7 @@ func requested(t *testing.T, ns, name, key string) string {
 	return id
 }
 
-// settle gives the command a few polls to see the state just written.
+// settle gives the command time to see the state just written.
 func settle() { time.Sleep(300 * time.Millisecond) }
 
 func TestRotateWaitFollowsToDistributed(t *testing.T) {

@@ -300,14 +300,20 @@ func password() string {
 	return pw
 }
 
+// valueFlags are the global flags the tests pass that take a separate value.
+var valueFlags = map[string]bool{
+	"--kubeconfig": true, "--context": true, "-n": true, "--namespace": true, "--as": true, "--as-group": true,
+	"--token": true, "--server": true, "-s": true, "--certificate-authority": true, "--request-timeout": true,
+	"--cluster": true, "--user": true,
+}
+
 // subcommand is the first argument that is neither a flag nor a flag's
-// value (the persistent flags taking a value are --kubeconfig, --context
-// and -n/--namespace).
+// value (valueFlags are the global flags taking a value).
 func subcommand(args []string) string {
 	for i := 0; i < len(args); i++ {
 		a := args[i]
 		switch {
-		case a == "--kubeconfig" || a == "--context" || a == "-n" || a == "--namespace":
+		case valueFlags[a]:
 			i++
 		case strings.HasPrefix(a, "-"):
 		default:

@@ -41,7 +41,8 @@ func TestUsageErrors(t *testing.T) {
 		{[]string{"status", "a", "b"}, "status takes at most one CredentialSet name, got 2"},
 		{[]string{"frobnicate"}, `unknown command "frobnicate" for "kubectl rekey"`},
 		{[]string{"rotat", "orders"}, "Did you mean this?\n\trotate"},
-		{[]string{"completion", "bash"}, `unknown command "completion"`},
+		{[]string{"version", "extra"}, `unknown command "extra" for "kubectl rekey version"`},
+		{[]string{"status", "-o", "xml"}, `unknown output format "xml"`},
 		{[]string{"--bogus", "status"}, "unknown flag: --bogus"},
 		{[]string{"rotate", "orders", "--force"}, "unknown flag: --force"},
 		{[]string{"status", "-n"}, "flag needs an argument: 'n' in -n"},
@@ -76,7 +77,7 @@ func TestHelp(t *testing.T) {
 		{"rotate", []string{"kubectl rekey rotate NAME [flags]", "rekey.io/rotate=<new UUID>", "--dry-run", "--wait", "--timeout duration", "(default 15m0s)", "kubectl rekey rotate moco -n shop --dry-run"}},
 		{"discard", []string{"kubectl rekey discard NAME [flags]", "rekey.io/discard=<active rotation ID>", "--wait", "--timeout duration"}},
 		{"status", []string{"kubectl rekey status [NAME] [flags]", "one line per CredentialSet"}},
-		{"show", []string{"kubectl rekey show NAME [flags]", "--user string", `--format string   output format: plain, mycnf or env (default "plain")`}},
+		{"show", []string{"kubectl rekey show NAME [flags]", "--user string", "--format string", `output format: plain, mycnf or env (default "plain")`, "-o, --output string"}},
 	} {
 		for _, args := range [][]string{{c.cmd, "--help"}, {"help", c.cmd}} {
 			r := kc.run(t, args...)

@@ -10,8 +10,8 @@ import (
 	v1 "rekey.io/rekey/api/v1alpha1"
 )
 
-// The binary polls once a second and offers no flag to change that, so
-// each --wait test takes a few seconds; they run in parallel.
+// The binary follows a watch of the set and its Events (TestWaitWatches
+// proves it sees every change); the --wait tests run in parallel.
 
 func TestRotateWaitReachesDistributed(t *testing.T) {
 	t.Parallel()

@@ -1,0 +1,425 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	rbacv1 "k8s.io/api/rbac/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/discovery"
+	"k8s.io/client-go/tools/clientcmd"
+	"sigs.k8s.io/yaml"
+
+	v1 "rekey.io/rekey/api/v1alpha1"
+	"rekey.io/rekey/internal/testenv"
+)
+
+// The tests here hold the plugin to what kubectl users expect of kubectl's
+// own commands: its global flags, -o and -A, completion, version.
+
+func TestOutputFormats(t *testing.T) {
+	t.Parallel()
+	ns := namespace(t)
+	kc := in(t, ns)
+	newSet(t, ns, "orders")
+	newSet(t, ns, "payments")
+	st := idleAt(3)
+	st.LastRotationID = "r-prev"
+	status(t, ns, "orders", st)
+	want := getSet(t, ns, "orders")
+
+	check := func(format string, got *v1.CredentialSet) {
+		t.Helper()
+		if got.APIVersion != "rekey.io/v1alpha1" || got.Kind != "CredentialSet" {
+			t.Errorf("-o %s: apiVersion %q kind %q", format, got.APIVersion, got.Kind)
+		}
+		if got.Namespace != ns || got.Name != "orders" || got.UID != want.UID || got.ResourceVersion != want.ResourceVersion {
+			t.Errorf("-o %s: object %s/%s uid %s rv %s, want %s/orders uid %s rv %s", format, got.Namespace, got.Name, got.UID, got.ResourceVersion, ns, want.UID, want.ResourceVersion)
+		}
+		if got.Status.KeyGeneration != 3 || got.Status.LastRotationID != "r-prev" || got.Status.Phase != v1.PhaseIdle {
+			t.Errorf("-o %s: status %+v", format, got.Status)
+		}
+		if got.Spec.MySQL == nil || len(got.Spec.MySQL.Users) != 2 || got.Spec.MySQL.Users[1].Host != "10.%" {
+			t.Errorf("-o %s: spec.mysql %+v", format, got.Spec.MySQL)
+		}
+	}
+	r := kc.ok(t, "status", "orders", "-o", "json")
+	var fromJSON v1.CredentialSet
+	if err := json.Unmarshal([]byte(r.stdout), &fromJSON); err != nil {
+		t.Fatalf("-o json does not parse: %v\n%s", err, r)
+	}
+	check("json", &fromJSON)
+	r = kc.ok(t, "status", "orders", "--output=yaml")
+	var fromYAML v1.CredentialSet
+	if err := yaml.UnmarshalStrict([]byte(r.stdout), &fromYAML); err != nil {
+		t.Fatalf("-o yaml does not parse: %v\n%s", err, r)
+	}
+	check("yaml", &fromYAML)
+
+	// Without NAME: the list, as kubectl get -o json prints it.
+	r = kc.ok(t, "status", "-o", "json")
+	var list v1.CredentialSetList
+	if err := json.Unmarshal([]byte(r.stdout), &list); err != nil {
+		t.Fatalf("-o json (list) does not parse: %v\n%s", err, r)
+	}
+	var names []string
+	for _, cs := range list.Items {
+		names = append(names, cs.Namespace+"/"+cs.Name)
+	}
+	if !slices.Equal(names, []string{ns + "/orders", ns + "/payments"}) {
+		t.Errorf("-o json lists %v", names)
+	}
+
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"status", "orders", "-o", "jsonpath={.status.keyGeneration}"}, "3"},
+		{[]string{"status", "orders", "-o", "jsonpath={.spec.mysql.users[*].name}"}, "orders billing"},
+		{[]string{"status", "-o", "jsonpath={.items[*].metadata.name}"}, "orders payments"},
+		{[]string{"status", "-o", "name"}, "credentialset.rekey.io/orders\ncredentialset.rekey.io/payments\n"},
+		{[]string{"status", "orders", "-o", "go-template={{.status.lastRotationID}}"}, "r-prev"},
+	} {
+		if r := kc.ok(t, c.args...); r.stdout != c.want || r.stderr != "" {
+			t.Errorf("%v: stdout %q stderr %q, want stdout %q", c.args, r.stdout, r.stderr, c.want)
+		}
+	}
+
+	// -o wide: the table with the backend, discard policy and last rotation.
+	r = kc.ok(t, "status", "-o", "wide")
+	rows := cells(r.stdout)
+	if len(rows) != 3 || !slices.Equal(rows[0][len(rows[0])-3:], []string{"BACKEND", "DISCARD", "LAST ROTATION"}) {
+		t.Fatalf("-o wide header:\n%s", r.stdout)
+	}
+	if got := rows[1][len(rows[1])-3:]; rows[1][0] != "orders" || !slices.Equal(got, []string{"MySQL", "Manual", "r-prev"}) {
+		t.Errorf("-o wide row for orders ends %v, want [MySQL Manual r-prev]:\n%s", got, r.stdout)
+	}
+
+	kc.fails(t, `unknown output format "xml": use wide, `, "status", "-o", "xml")
+	kc.fails(t, "error parsing jsonpath", "status", "-o", "jsonpath={.status[")
+}
+
+func TestAllNamespaces(t *testing.T) {
+	t.Parallel()
+	a, b := namespace(t), namespace(t)
+	newSet(t, a, "orders")
+	newSet(t, b, "orders")
+	newSet(t, b, "ledger")
+	status(t, a, "orders", idleAt(2))
+	status(t, b, "orders", distributedAt(7, "r-b"))
+	kc := in(t, a)
+
+	for _, flag := range []string{"-A", "--all-namespaces"} {
+		r := kc.ok(t, "status", flag)
+		rows := cells(r.stdout)
+		if len(rows) == 0 || rows[0][0] != "NAMESPACE" || rows[0][1] != "NAME" {
+			t.Fatalf("status %s header:\n%s", flag, r.stdout)
+		}
+		found := map[string]string{} // ns/name -> phase
+		for _, row := range rows[1:] {
+			if row[0] == a || row[0] == b {
+				found[row[0]+"/"+row[1]] = row[2]
+			}
+		}
+		want := map[string]string{a + "/orders": "Idle", b + "/orders": "Distributed", b + "/ledger": "-"}
+		for k, v := range want {
+			if found[k] != v {
+				t.Errorf("status %s: %s has phase %q, want %q:\n%s", flag, k, found[k], v, r.stdout)
+			}
+		}
+		if len(found) != len(want) {
+			t.Errorf("status %s: rows of %s and %s: %v, want %v", flag, a, b, found, want)
+		}
+	}
+
+	r := kc.ok(t, "status", "-A", "-o", "json")
+	var list v1.CredentialSetList
+	if err := json.Unmarshal([]byte(r.stdout), &list); err != nil {
+		t.Fatalf("-A -o json does not parse: %v\n%s", err, r)
+	}
+	gens := map[string]int64{}
+	for _, cs := range list.Items {
+		gens[cs.Namespace+"/"+cs.Name] = cs.Status.KeyGeneration
+	}
+	if gens[a+"/orders"] != 2 || gens[b+"/orders"] != 7 {
+		t.Errorf("-A -o json: generations %v", gens)
+	}
+	kc.fails(t, "a CredentialSet cannot be named across all namespaces", "status", "-A", "orders")
+}
+
+func TestCompletion(t *testing.T) {
+	t.Parallel()
+	ns, other := namespace(t), namespace(t)
+	newSet(t, ns, "orders")
+	newSet(t, ns, "ordering")
+	newSet(t, ns, "billing")
+	newSet(t, other, "elsewhere")
+	status(t, ns, "orders", idleAt(1))
+	kc := in(t, ns)
+
+	// cobra's hidden __complete is what the shell scripts call.
+	complete := func(args ...string) (names []string, directive string) {
+		t.Helper()
+		r := kc.ok(t, append([]string{"__complete"}, args...)...)
+		ls := lines(r.stdout)
+		for _, l := range ls[:len(ls)-1] {
+			names = append(names, l)
+		}
+		return names, ls[len(ls)-1]
+	}
+	for _, cmd := range []string{"rotate", "discard", "show", "abort", "recover", "ack", "status"} {
+		names, dir := complete(cmd, "")
+		if want := []string{"billing\t-", "ordering\t-", "orders\tIdle"}; !slices.Equal(names, want) {
+			t.Errorf("complete %s: %q, want %q", cmd, names, want)
+		}
+		if dir != ":4" { // ShellCompDirectiveNoFileComp
+			t.Errorf("complete %s: directive %q, want :4", cmd, dir)
+		}
+	}
+	if names, _ := complete("rotate", "order"); !slices.Equal(names, []string{"ordering\t-", "orders\tIdle"}) {
+		t.Errorf("complete rotate order: %q", names)
+	}
+	if names, _ := complete("-n", other, "show", ""); !slices.Equal(names, []string{"elsewhere\t-"}) {
+		t.Errorf("complete -n %s show: %q", other, names)
+	}
+	if names, _ := complete("rotate", "orders", ""); len(names) != 0 {
+		t.Errorf("a second NAME was offered: %q", names)
+	}
+	if names, _ := complete("status", "-n", strings.TrimRight(other, "0123456789")); !slices.Contains(names, other) || !slices.Contains(names, ns) {
+		t.Errorf("complete -n: %q lacks %s and %s", names, ns, other)
+	}
+
+	for shell, want := range map[string]string{
+		"bash": "__start_kubectl-rekey",
+		"zsh":  "#compdef kubectl-rekey",
+		"fish": "complete -c kubectl-rekey",
+	} {
+		r := noConfig.ok(t, "completion", shell)
+		if !strings.Contains(r.stdout, want) || r.stderr != "" {
+			t.Errorf("completion %s lacks %q (stderr %q)", shell, want, r.stderr)
+		}
+	}
+}
+
+func TestVersion(t *testing.T) {
+	t.Parallel()
+	r := noConfig.ok(t, "version")
+	// The test binary is built as GOFLAGS says; this machine sets
+	// -buildvcs=false, so the commit may be unknown.
+	re := regexp.MustCompile(`^kubectl-rekey (\S+)\ncommit: ([0-9a-f]{40}( \(modified\))?|unknown)\ngo: go1\.\d+\S* [a-z0-9]+/[a-z0-9]+\n$`)
+	if !re.MatchString(r.stdout) || r.stderr != "" {
+		t.Fatalf("version output does not match %s:\n%s", re, r)
+	}
+
+	// A release sets the version at link time; with VCS stamping the
+	// commit is the checkout's.
+	env, err := testenv.Load()
+	if err != nil {
+		t.Fatal(err)
+	}
+	rel := filepath.Join(t.TempDir(), "kubectl-rekey")
+	build := exec.Command("go", "build", "-o", rel, "-buildvcs=true", "-ldflags", "-X rekey.io/rekey/internal/plugin.version=v9.8.7-test", "./cmd/kubectl-rekey")
+	build.Dir = env.RepoRoot
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	out, err := exec.Command(rel, "version").Output()
+	if err != nil || !regexp.MustCompile(`^kubectl-rekey v9\.8\.7-test\ncommit: [0-9a-f]{40}( \(modified\))?\ngo: `).Match(out) {
+		t.Errorf("release build: version printed %q (%v)", out, err)
+	}
+}
+
+// TestWaitWatches: --wait follows a watch, so it sees every state the set
+// passes through, however briefly, and returns as soon as the goal is met.
+// A poll every second would miss the Rotating state written 50 ms before
+// Distributed.
+func TestWaitWatches(t *testing.T) {
+	t.Parallel()
+	ns := namespace(t)
+	newSet(t, ns, "orders")
+	status(t, ns, "orders", idleAt(1))
+
+	run := in(t, ns).start(t, "rotate", "orders", "--wait", "--timeout", "30s")
+	id := annotationAppears(t, run, ns, "orders", "rekey.io/rotate")
+	run.printed(t, "phase Idle, generation 1")
+	for i := 0; i < 3; i++ {
+		st := idleAt(1)
+		st.Phase, st.RotationID, st.ConsumersUpdated = v1.PhaseRotating, id, []string{"0/1", "1/2", "2/3"}[i]
+		status(t, ns, "orders", st)
+		time.Sleep(50 * time.Millisecond)
+	}
+	status(t, ns, "orders", distributedAt(1, id))
+	done := time.Now()
+	r := run.finish(t)
+	if r.code != 0 {
+		t.Fatalf("want exit 0:\n%s", r)
+	}
+	for _, c := range []string{"0/1", "1/2", "2/3"} {
+		contains(t, "rotate --wait", r.stdout, "phase Rotating (rotation "+id+"), generation 1, consumers "+c+" rolled out\n")
+	}
+	// finish returns when the process exited; allow for process exit and a
+	// loaded machine, well under a second's poll plus the slack.
+	if took := time.Since(done); took > 3*time.Second {
+		t.Errorf("--wait returned %s after the goal was met", took)
+	}
+}
+
+// TestKubectlGlobalFlags: kubectl's own flags, through cli-runtime.
+func TestKubectlGlobalFlags(t *testing.T) {
+	t.Parallel()
+	a, b := namespace(t), namespace(t)
+	newSet(t, a, "alpha")
+	newSet(t, b, "beta")
+
+	// --context picks another context of the kubeconfig, with its namespace.
+	cfg, err := clientcmd.LoadFromFile(kubeconfigFor(t, a))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cur := *cfg.Contexts[cfg.CurrentContext]
+	cur.Namespace = b
+	cfg.Contexts["team-b"] = &cur
+	p := filepath.Join(t.TempDir(), "kubeconfig")
+	if err := clientcmd.WriteToFile(*cfg, p); err != nil {
+		t.Fatal(err)
+	}
+	kc := invocation{kubeconfigEnv: p}
+	if r := kc.ok(t, "status", "-o", "name"); r.stdout != "credentialset.rekey.io/alpha\n" {
+		t.Errorf("current context: %q", r.stdout)
+	}
+	if r := kc.ok(t, "--context", "team-b", "status", "-o", "name"); r.stdout != "credentialset.rekey.io/beta\n" {
+		t.Errorf("--context team-b: %q", r.stdout)
+	}
+	// --context completes from the kubeconfig.
+	if r := kc.ok(t, "__complete", "status", "--context", "team"); !strings.HasPrefix(r.stdout, "team-b\n") {
+		t.Errorf("complete --context team: %q", r.stdout)
+	}
+
+	// --as: a user without RBAC is refused by the API server, which names
+	// the user and the resource; one granted read access in b may list there.
+	kc.fails(t, `credentialsets.rekey.io is forbidden: User "rekey-nobody" cannot list resource "credentialsets" in API group "rekey.io" in the namespace "`+a+`"`,
+		"--as", "rekey-nobody", "status")
+	kc.fails(t, `User "rekey-nobody" cannot get resource "credentialsets" in API group "rekey.io" in the namespace "`+b+`"`,
+		"--as", "rekey-nobody", "--as-group", "system:authenticated", "-n", b, "rotate", "beta")
+	grantRead(t, b, "rekey-reader")
+	if r := kc.ok(t, "--as", "rekey-reader", "-n", b, "status"); len(cells(r.stdout)) != 2 || cells(r.stdout)[1][0] != "beta" {
+		t.Errorf("--as rekey-reader -n %s status:\n%s", b, r)
+	}
+	kc.fails(t, `User "rekey-reader" cannot patch resource "credentialsets"`, "--as", "rekey-reader", "-n", b, "rotate", "beta")
+	if len(getSet(t, b, "beta").Annotations) != 0 {
+		t.Error("a refused rotate annotated the set")
+	}
+
+	// --request-timeout is kubectl's, parsed by client-go.
+	kc.ok(t, "--request-timeout", "30s", "status")
+	kc.fails(t, "Invalid timeout value", "--request-timeout", "soon", "status")
+
+	// No kubeconfig at all: --server, --certificate-authority and --token
+	// say everything; the API server refuses a made-up token.
+	ca := filepath.Join(t.TempDir(), "ca.crt")
+	if err := os.WriteFile(ca, cp.Config.CAData, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	noConfig.fails(t, "the server has asked for the client to provide credentials", "--server", cp.Config.Host, "--certificate-authority", ca, "--token", "made-up-token", "-n", a, "status")
+}
+
+// grantRead lets user get, list and watch CredentialSets and Events in ns.
+func grantRead(t *testing.T, ns, user string) {
+	t.Helper()
+	ctx := context.Background()
+	role := &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "rekey-read"}, Rules: []rbacv1.PolicyRule{
+		{APIGroups: []string{"rekey.io"}, Resources: []string{"credentialsets"}, Verbs: []string{"get", "list", "watch"}},
+		{APIGroups: []string{"events.k8s.io"}, Resources: []string{"events"}, Verbs: []string{"get", "list", "watch"}},
+	}}
+	rb := &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "rekey-read"},
+		RoleRef:  rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "Role", Name: "rekey-read"},
+		Subjects: []rbacv1.Subject{{APIGroup: "rbac.authorization.k8s.io", Kind: "User", Name: user}}}
+	if err := k8s.Create(ctx, role); err != nil {
+		t.Fatal(err)
+	}
+	if err := k8s.Create(ctx, rb); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestShortNames: the CRD offers credset, and no longer cs, which is
+// componentstatuses' short name in every cluster.
+func TestShortNames(t *testing.T) {
+	t.Parallel()
+	dc, err := discovery.NewDiscoveryClientForConfig(cp.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := dc.ServerResourcesForGroupVersion(v1.GroupVersion.String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range l.APIResources {
+		if r.Name == "credentialsets" {
+			if !slices.Equal(r.ShortNames, []string{"credset"}) {
+				t.Errorf("credentialsets short names %v, want [credset]", r.ShortNames)
+			}
+			return
+		}
+	}
+	t.Fatalf("discovery lists no credentialsets in %s", v1.GroupVersion)
+}
+
+func lines(s string) []string { return strings.Split(strings.TrimRight(s, "\n"), "\n") }
+
+// TestShowOutput: show -o prints the credential as an object, kind
+// Credential, that json, yaml and jsonpath read back.
+func TestShowOutput(t *testing.T) {
+	t.Parallel()
+	ns := namespace(t)
+	kc := in(t, ns)
+	pws := newSet(t, ns, "orders")
+	status(t, ns, "orders", distributedAt(2, "r-9"))
+
+	want := map[string]any{
+		"apiVersion": "rekey.io/v1alpha1", "kind": "Credential",
+		"metadata": map[string]any{"name": "orders", "namespace": ns},
+		"backend":  "MySQL", "identity": "user billing@10.%", "rotationID": "r-9",
+		"secret": map[string]any{"namespace": ns, "name": "orders-db"},
+		"values": map[string]any{"MYSQL_USER": "billing", "MYSQL_PASSWORD": pws["BILLING_PASSWORD"]},
+	}
+	r := kc.ok(t, "show", "orders", "--user", "billing", "-o", "json")
+	var got map[string]any
+	if err := json.Unmarshal([]byte(r.stdout), &got); err != nil {
+		t.Fatalf("show -o json does not parse: %v\n%s", err, r)
+	}
+	if g, w := mustJSON(t, got), mustJSON(t, want); g != w {
+		t.Errorf("show -o json:\n got %s\nwant %s", g, w)
+	}
+	r = kc.ok(t, "show", "orders", "--user", "billing", "-o", "yaml")
+	got = nil
+	if err := yaml.Unmarshal([]byte(r.stdout), &got); err != nil {
+		t.Fatalf("show -o yaml does not parse: %v\n%s", err, r)
+	}
+	if g, w := mustJSON(t, got), mustJSON(t, want); g != w {
+		t.Errorf("show -o yaml:\n got %s\nwant %s", g, w)
+	}
+	r = kc.ok(t, "show", "orders", "--user", "orders", "-o", "jsonpath={.values.MYSQL_PASSWORD}")
+	if r.stdout != pws["ORDERS_PASSWORD"] {
+		t.Errorf("show -o jsonpath: %q, want the orders password", r.stdout)
+	}
+	kc.fails(t, "--format and -o both choose the output: use one", "show", "orders", "--user", "orders", "--format", "env", "-o", "json")
+	kc.fails(t, `unknown output format "wide"`, "show", "orders", "--user", "orders", "-o", "wide")
+}
+
+func mustJSON(t *testing.T, v any) string {
+	t.Helper()
+	b, err := json.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
