@@ -6,9 +6,14 @@ source "$(dirname "$0")/lib.sh"
 dir=$(dirname "$0")
 mkdir -p "$REKEY_CACHE"
 "$dir/rabbitmq.sh"
+# The host's apt is free once rabbitmq-server is in: oslo.messaging (mostly
+# downloads) installs beside the Kubernetes build.
+"$dir/oslo.sh" &
+oslo=$!
 "$dir/sid-chroot.sh" &
 sid=$!
 "$dir/control-plane.sh"
 "$dir/tools.sh"
 wait "$sid"
+wait "$oslo"
 log "environment ready in $REKEY_CACHE"
