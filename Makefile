@@ -2,6 +2,10 @@
 SHELL := /usr/bin/env bash
 GO ?= go
 GOTESTFLAGS ?= -count=1 -timeout 60m
+# cli-runtime (the plugin's kubectl flags and printers) pulls in kustomize,
+# whose Go-plugin loader keeps the linker from dropping unused code: the
+# tag makes kubectl-rekey 59.7 MB instead of 77.6 MB.
+BUILDTAGS ?= kustomize_disable_go_plugin_support
 
 .PHONY: all build test env demo bench reliability generate manifests vet fmt clean
 
@@ -9,7 +13,7 @@ all: build
 
 ## build: the manager and the kubectl plugin into bin/
 build:
-	$(GO) build -o bin/ ./cmd/...
+	$(GO) build -tags '$(BUILDTAGS)' -o bin/ ./cmd/...
 
 ## env: build or install what the tests run (cached in ~/.cache/rekey)
 env:
@@ -17,7 +21,7 @@ env:
 
 ## demo: rotate a live 3-instance MySQL cluster under client load with kubectl rekey
 demo: env
-	$(GO) build -o bin/ ./cmd/kubectl-rekey ./cmd/rekey-demo
+	$(GO) build -tags '$(BUILDTAGS)' -o bin/ ./cmd/kubectl-rekey ./cmd/rekey-demo
 	bin/rekey-demo --plugin bin/kubectl-rekey
 
 ## bench: speed goals as side-by-side ratios (see docs/benchmarks.md)
