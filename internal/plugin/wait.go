@@ -97,6 +97,7 @@ func (s *session) follow(ctx context.Context, name string, seen baseline, g goal
 		case err != nil && wctx.Err() == nil:
 			return nil, err
 		case reached != nil:
+			s.drainEvents(ctx, name, reached, deadline, seenEvents)
 			return reached, nil
 		case wctx.Err() != nil:
 			err := ctx.Err()
@@ -162,6 +163,19 @@ func (s *session) watchUntil(ctx context.Context, name, setRV, evRV string,
 				return nil, err
 			}
 		}
+	}
+}
+
+// drainEvents prints the Events recorded before the goal was seen that
+// the Event watch had not delivered yet: the set's and the Events' watches
+// are separate streams, so a Warning written just before the set moved on
+// can arrive after it. The goal is reached, so a refusal among them is
+// only reported; a failed read loses nothing but those lines.
+func (s *session) drainEvents(ctx context.Context, name string, cs *v1.CredentialSet, deadline time.Time, onEvents func([]eventsv1.Event) error) {
+	callCtx, cancel := context.WithDeadline(ctx, deadline.Add(callGrace))
+	defer cancel()
+	if evs, _, err := s.listEventsRV(callCtx, name); err == nil {
+		_ = onEvents(eventsAbout(evs, cs))
 	}
 }
 
