@@ -22,23 +22,9 @@ func TestApplicationUserAfterRollout(t *testing.T) {
 	c := testenv.MySQLClusterForTest(t, testenv.MySQLOptions{})
 	ns := newNamespace(t)
 	startManager(t, cp.Config)
-	prepareAdmin(t, c.Instances(), "ops-admin", "ops-admin-password-for-tests")
-	createSecret(t, ns, "ops-admin", map[string]string{"password": "ops-admin-password-for-tests"})
-	cs := &v1.CredentialSet{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "orders"},
-		Spec: v1.CredentialSetSpec{
-			MySQL: &v1.MySQLSpec{
-				Instances:      v1.MySQLInstances{Hosts: c.Addrs()},
-				Admin:          v1.MySQLAdmin{User: "ops-admin", PasswordSecretRef: &v1.SecretKeyRef{Name: "ops-admin", Key: "password"}},
-				TLSCASecretRef: mysqlCASecret(t, ns, "mysql-ca"),
-				Users: []v1.MySQLUser{{Name: "orders", Grants: []v1.MySQLGrant{
-					{Privileges: []string{"SELECT", "INSERT"}, Object: "orders.*"}}}},
-			},
-			Distribution:   []v1.SecretTarget{{Namespace: ns, Name: "orders-db"}},
-			ConsumerGroups: []v1.ConsumerGroup{ackerGroup("vm-1")},
-			Rotation:       v1.RotationSpec{DiscardPolicy: v1.DiscardAfterRollout, GracePeriod: &metav1.Duration{Duration: time.Second}},
-		},
-	}
+	cs := appUserSet(t, ns, "orders", c, v1.MySQLGrant{Privileges: []string{"SELECT", "INSERT"}, Object: "orders.*"})
+	cs.Spec.ConsumerGroups = []v1.ConsumerGroup{ackerGroup("vm-1")}
+	cs.Spec.Rotation = v1.RotationSpec{DiscardPolicy: v1.DiscardAfterRollout, GracePeriod: &metav1.Duration{Duration: time.Second}}
 	if err := k8s.Create(ctxT(t), cs); err != nil {
 		t.Fatal(err)
 	}

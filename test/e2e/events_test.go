@@ -8,7 +8,6 @@ import (
 	"time"
 
 	eventsv1 "k8s.io/api/events/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1 "rekey.io/rekey/api/v1alpha1"
@@ -24,20 +23,7 @@ func TestEventsOfEveryRotation(t *testing.T) {
 	c := testenv.MySQLClusterForTest(t, testenv.MySQLOptions{NoReplicas: true})
 	ns := newNamespace(t)
 	startManager(t, cp.Config)
-	prepareAdmin(t, c.Instances(), "ops-admin", "ops-admin-password-for-tests")
-	createSecret(t, ns, "ops-admin", map[string]string{"password": "ops-admin-password-for-tests"})
-	cs := &v1.CredentialSet{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "ledger"},
-		Spec: v1.CredentialSetSpec{
-			MySQL: &v1.MySQLSpec{
-				Instances:      v1.MySQLInstances{Hosts: c.Addrs()},
-				Admin:          v1.MySQLAdmin{User: "ops-admin", PasswordSecretRef: &v1.SecretKeyRef{Name: "ops-admin", Key: "password"}},
-				TLSCASecretRef: mysqlCASecret(t, ns, "mysql-ca"),
-				Users:          []v1.MySQLUser{{Name: "ledger"}},
-			},
-			Distribution: []v1.SecretTarget{{Namespace: ns, Name: "ledger-db"}},
-		},
-	}
+	cs := appUserSet(t, ns, "ledger", c)
 	if err := k8s.Create(ctxT(t), cs); err != nil {
 		t.Fatal(err)
 	}

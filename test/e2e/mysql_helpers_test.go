@@ -49,6 +49,27 @@ func mocoSet(t testing.TB, ns, name string, c *testenv.MySQLCluster) *v1.Credent
 // mysqlCASecret creates Secret ns/name holding the CA of the harness's
 // servers under ca.crt, and returns the reference a set verifies TLS with
 // (tls: Required is the default).
+// appUserSet is a set rotating one application user, name, through a
+// separate admin (ops-admin, which rekey never rotates), distributed to
+// <name>-db; the caller adds consumers or policy before creating it.
+func appUserSet(t testing.TB, ns, name string, c *testenv.MySQLCluster, grants ...v1.MySQLGrant) *v1.CredentialSet {
+	t.Helper()
+	prepareAdmin(t, c.Instances(), "ops-admin", "ops-admin-password-for-tests")
+	createSecret(t, ns, "ops-admin", map[string]string{"password": "ops-admin-password-for-tests"})
+	return &v1.CredentialSet{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+		Spec: v1.CredentialSetSpec{
+			MySQL: &v1.MySQLSpec{
+				Instances:      v1.MySQLInstances{Hosts: c.Addrs()},
+				Admin:          v1.MySQLAdmin{User: "ops-admin", PasswordSecretRef: &v1.SecretKeyRef{Name: "ops-admin", Key: "password"}},
+				TLSCASecretRef: mysqlCASecret(t, ns, "mysql-ca"),
+				Users:          []v1.MySQLUser{{Name: name, Grants: grants}},
+			},
+			Distribution: []v1.SecretTarget{{Namespace: ns, Name: name + "-db"}},
+		},
+	}
+}
+
 func mysqlCASecret(t testing.TB, ns, name string) *v1.SecretKeyRef {
 	t.Helper()
 	ca, err := testenv.MySQLCAPEM()

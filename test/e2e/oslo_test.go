@@ -23,24 +23,6 @@ import (
 	"rekey.io/rekey/internal/testenv"
 )
 
-// osloPython is Debian's python3 with Debian's python3-oslo.messaging
-// (hack/env/oslo.sh; a python3 earlier on PATH, e.g. pyenv's, does not see
-// it). Missing or off the pinned series fails the test: it never skips.
-func osloPython(t *testing.T) string {
-	t.Helper()
-	const py = "/usr/bin/python3"
-	out, err := exec.Command(py, "-c", `import importlib.metadata as m, oslo_messaging; print(m.version("oslo.messaging"))`).CombinedOutput()
-	if err != nil {
-		t.Fatalf("oslo.messaging is not importable by %s (run `make env`, which runs hack/env/oslo.sh): %v: %s", py, err, out)
-	}
-	v := strings.TrimSpace(string(out))
-	if want := testenv.Require(t).Versions["OSLO_MESSAGING_SERIES"]; want == "" || !strings.HasPrefix(v, want) {
-		t.Fatalf("oslo.messaging %s is not the pinned %q* (hack/env/versions.env OSLO_MESSAGING_SERIES)", v, want)
-	}
-	t.Logf("oslo.messaging %s", v)
-	return py
-}
-
 // osloService is one OpenStack service process (testdata/oslo_rpc.py): an
 // oslo.messaging RPC server and client that read the distributed Secret's
 // 01-nova.conf once, when they start, and keep it until they are stopped.
@@ -151,7 +133,7 @@ func (s *osloService) stop(t *testing.T) {
 // update does; the group is acknowledged; rekey deletes the old user. Not
 // one RPC call may fail, on either process.
 func TestOsloMessagingRPC(t *testing.T) {
-	py := osloPython(t)
+	py := testenv.OsloPython(t)
 	m := testenv.RabbitMQForTest(t)
 	t.Logf("rabbitmq-server %s", m.Version)
 	const vhost = "openstack/cell1 nova-é"

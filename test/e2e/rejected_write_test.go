@@ -27,20 +27,7 @@ func TestRejectedWriteIsReported(t *testing.T) {
 	c := testenv.MySQLClusterForTest(t, testenv.MySQLOptions{NoReplicas: true})
 	ns := newNamespace(t)
 	startManager(t, cp.Config)
-	prepareAdmin(t, c.Instances(), "ops-admin", "ops-admin-password-for-tests")
-	createSecret(t, ns, "ops-admin", map[string]string{"password": "ops-admin-password-for-tests"})
-	cs := &v1.CredentialSet{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "billing"},
-		Spec: v1.CredentialSetSpec{
-			MySQL: &v1.MySQLSpec{
-				Instances:      v1.MySQLInstances{Hosts: c.Addrs()},
-				Admin:          v1.MySQLAdmin{User: "ops-admin", PasswordSecretRef: &v1.SecretKeyRef{Name: "ops-admin", Key: "password"}},
-				TLSCASecretRef: mysqlCASecret(t, ns, "mysql-ca"),
-				Users:          []v1.MySQLUser{{Name: "billing"}},
-			},
-			Distribution: []v1.SecretTarget{{Namespace: ns, Name: "billing-db"}},
-		},
-	}
+	cs := appUserSet(t, ns, "billing", c)
 	if err := k8s.Create(ctxT(t), cs); err != nil {
 		t.Fatal(err)
 	}

@@ -13,25 +13,6 @@ import (
 	"rekey.io/rekey/internal/testenv"
 )
 
-// osloPython is Debian's python3, which sees Debian's python3-oslo.messaging
-// (hack/env/oslo.sh installs it; a python3 earlier on PATH, e.g. pyenv's,
-// would not). The test fails, never skips, when it is missing, and checks the
-// pinned series.
-func osloPython(t *testing.T) string {
-	t.Helper()
-	const py = "/usr/bin/python3"
-	out, err := exec.Command(py, "-c", `import importlib.metadata as m, oslo_messaging; print(m.version("oslo.messaging"))`).CombinedOutput()
-	if err != nil {
-		t.Fatalf("oslo.messaging is not importable by %s (run `make env`, which runs hack/env/oslo.sh): %v: %s", py, err, out)
-	}
-	v := strings.TrimSpace(string(out))
-	if want := testenv.Require(t).Versions["OSLO_MESSAGING_SERIES"]; want == "" || !strings.HasPrefix(v, want) {
-		t.Fatalf("oslo.messaging %s is not the pinned %q* (hack/env/versions.env OSLO_MESSAGING_SERIES)", v, want)
-	}
-	t.Logf("oslo.messaging %s", v)
-	return py
-}
-
 // osloParsed is what oslo_parse.py reports for one URL.
 type osloParsed struct {
 	Transport string            `json:"transport"`
@@ -58,7 +39,7 @@ type osloHost struct {
 // kombuCarries), the URL it hands kombu must hold them too: that is what
 // reaches the broker.
 func TestRenderOsloRoundTrip(t *testing.T) {
-	py := osloPython(t)
+	py := testenv.OsloPython(t)
 	type tc struct {
 		name           string
 		user, password string
