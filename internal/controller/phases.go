@@ -225,7 +225,7 @@ func (r *Reconciler) discard(ctx context.Context, cs *v1.CredentialSet, p *plan,
 		return ctrl.Result{}, nil, err
 	}
 	failpoint.Hit("discard/phase-idle")
-	metrics.Completed(cs.Namespace, cs.Name, now.Time)
+	metrics.Ended(cs.Namespace, cs.Name, metrics.ResultCompleted)
 	if distributedAt != nil {
 		metrics.PhaseEnded(string(v1.PhaseDistributed), now.Sub(distributedAt.Time))
 	}

@@ -179,11 +179,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		r.event(cs, "Warning", prob.reason, "Reconcile", "%s", prob.message)
 		metrics.Refused(cs.Namespace, cs.Name, string(prob.reason))
 	}
-	var since *time.Time
-	if cs.Status.CurrentSince != nil {
-		since = &cs.Status.CurrentSince.Time
-	}
-	metrics.Observe(cs.Namespace, cs.Name, string(cs.Status.Phase), cs.Status.KeyGeneration, since)
+	metrics.Observe(cs.Namespace, cs.Name, &cs.Status)
 	metrics.Coverage(cs.Namespace, cs.Name, cs.Status.Consumers, cs.Spec.ConsumerGroups)
 	r.noteTransport(cs, seen)
 	stuck := r.rotationStuck(cs, prob)

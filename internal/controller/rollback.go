@@ -10,6 +10,7 @@ import (
 	v1 "rekey.io/rekey/api/v1alpha1"
 	"rekey.io/rekey/internal/engine"
 	"rekey.io/rekey/internal/failpoint"
+	"rekey.io/rekey/internal/metrics"
 	"rekey.io/rekey/internal/reason"
 )
 
@@ -40,6 +41,13 @@ func (r *Reconciler) rollback(ctx context.Context, cs *v1.CredentialSet, recover
 		return ctrl.Result{}, nil, err
 	}
 	failpoint.Hit("abort/phase-idle")
+	result := metrics.ResultAborted
+	if recoverID != "" {
+		// Recovery rolls back a rotation that could not go on (its
+		// pending secrets stale, missing or rejected).
+		result = metrics.ResultFailed
+	}
+	metrics.Ended(cs.Namespace, cs.Name, result)
 	// The request that started the rolled-back rotation must not start it
 	// again (status.lastRolledBackID marks it stale should this fail).
 	if cs.Annotations[engine.RotateAnnotation] == id {

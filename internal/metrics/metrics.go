@@ -22,7 +22,7 @@ var (
 	}, []string{"namespace", "name", "phase"})
 	rotations = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "rekey_rotations_total",
-		Help: "Rotations that ended, by result (completed).",
+		Help: "Rotations that ended, by result: completed, aborted (rolled back on request), failed (rolled back by a recovery because it could not go on).",
 	}, []string{"namespace", "name", "result"})
 	refusals = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "rekey_refusals_total",
@@ -35,7 +35,7 @@ var (
 	}, []string{"phase"})
 	lastSuccess = prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "rekey_last_successful_rotation_timestamp_seconds",
-		Help: "Unix time of the last completed rotation.",
+		Help: "Unix time of the last completed rotation (from the set's status, so a restarted manager serves it again after its first reconcile; absent until a rotation completed).",
 	}, []string{"namespace", "name"})
 	generation = prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "rekey_key_generation",
@@ -67,17 +67,53 @@ func init() {
 		consumers, groupMembers, retirements, stuck)
 }
 
-// Observe records what a reconcile saw of a set.
-func Observe(namespace, name, current string, keyGeneration int64, currentSince *time.Time) {
+// Results of a rotation, the values of rekey_rotations_total's result label.
+const (
+	ResultCompleted = "completed"
+	ResultAborted   = "aborted"
+	ResultFailed    = "failed"
+)
+
+var results = []string{ResultCompleted, ResultAborted, ResultFailed}
+
+// Observe records what a reconcile saw of a set. Every gauge here is
+// derived from the set's status, not from what this process did, so a
+// restarted manager (or a new leader) serves the same values after its
+// first reconcile of the set: a staleness alert neither fires nor goes
+// absent because the manager restarted.
+func Observe(namespace, name string, st *v1.CredentialSetStatus) {
 	for _, p := range phases {
 		v := 0.0
-		if p == current || (current == "" && p == "Idle") {
+		if p == string(st.Phase) || (st.Phase == "" && p == "Idle") {
 			v = 1
 		}
 		phase.WithLabelValues(namespace, name, p).Set(v)
 	}
-	generation.WithLabelValues(namespace, name).Set(float64(keyGeneration))
-	age.set(namespace, name, currentSince)
+	generation.WithLabelValues(namespace, name).Set(float64(st.KeyGeneration))
+	var since *time.Time
+	if st.CurrentSince != nil {
+		since = &st.CurrentSince.Time
+	}
+	age.set(namespace, name, since)
+	// currentSince is set when a rotation completes (and at provisioning,
+	// when lastRotationID is still empty); a rollback leaves both alone.
+	if at, ok := LastSuccess(st); ok {
+		lastSuccess.WithLabelValues(namespace, name).Set(float64(at.Unix()))
+	}
+	// Every result exists from the start, so increase() and rate() see the
+	// first rotation that ends in it.
+	for _, r := range results {
+		rotations.WithLabelValues(namespace, name, r).Add(0)
+	}
+}
+
+// LastSuccess is when the set's last rotation completed, as its status
+// records it; false before any rotation completed.
+func LastSuccess(st *v1.CredentialSetStatus) (time.Time, bool) {
+	if st.LastRotationID == "" || st.CurrentSince == nil {
+		return time.Time{}, false
+	}
+	return st.CurrentSince.Time, true
 }
 
 // Coverage records which consumers moved, and each group's members.
@@ -125,10 +161,9 @@ func PhaseEnded(phaseName string, d time.Duration) {
 	phaseDuration.WithLabelValues(phaseName).Observe(d.Seconds())
 }
 
-// Completed counts a completed rotation.
-func Completed(namespace, name string, at time.Time) {
-	rotations.WithLabelValues(namespace, name, "completed").Inc()
-	lastSuccess.WithLabelValues(namespace, name).Set(float64(at.Unix()))
+// Ended counts a rotation that ended with result (ResultCompleted, …).
+func Ended(namespace, name, result string) {
+	rotations.WithLabelValues(namespace, name, result).Inc()
 }
 
 // Forget drops the series of a deleted set.

@@ -75,6 +75,7 @@ func TestAbortAndRecover(t *testing.T) {
 		assertDistributed(t, ns, "ab-creds", cur)
 		assertSuperReadOnly(t, c.Replicas...)
 		mk.done(t, "rolled back: only the current passwords log in, no dual password left, pending data dropped")
+		assertRotationResults(t, ns, "ab", 0, 1, 0)
 	})
 
 	t.Run("recover a dual password, then the refused rotation runs", func(t *testing.T) {
@@ -99,6 +100,8 @@ func TestAbortAndRecover(t *testing.T) {
 		loginMatrix(t, "after the recovered rotation", c.Instances(), userPasswords(sourceData(t, cs), mocoKeys, ""), cur)
 		assertNoDualPassword(t, c)
 		mk.done(t, "refused (DualPasswordExists); recover reset it and the kept request ran to Distributed, then completed")
+		// Recovering an idle set ends no rotation.
+		assertRotationResults(t, ns, "ab", 1, 1, 0)
 	})
 	p.assertNoGap(t)
 }

@@ -10,6 +10,7 @@ import (
 
 	v1 "rekey.io/rekey/api/v1alpha1"
 	"rekey.io/rekey/internal/engine"
+	"rekey.io/rekey/internal/metrics"
 	"rekey.io/rekey/internal/reason"
 	"rekey.io/rekey/internal/testenv"
 )
@@ -71,9 +72,20 @@ func TestApplicationUserAfterRollout(t *testing.T) {
 	p.assertNoGap(t)
 
 	set := map[string]string{"namespace": ns, "name": "orders"}
-	if v, ok := metricValue(t, "rekey_rotations_total", map[string]string{"namespace": ns, "name": "orders", "result": "completed"}); !ok || v != 1 {
-		t.Fatalf("rekey_rotations_total{completed} = %v (present %v), want 1", v, ok)
+	assertRotationResults(t, ns, "orders", 1, 0, 0)
+	// The last success comes from status, so a restarted manager serves it
+	// again: drop every series of the set (what a restart loses), wake the
+	// set, and the same value is back.
+	wantLast := float64(getSet(t, ns, "orders").Status.CurrentSince.Unix())
+	if v, ok := metricValue(t, "rekey_last_successful_rotation_timestamp_seconds", set); !ok || v != wantLast {
+		t.Fatalf("rekey_last_successful_rotation_timestamp_seconds = %v (present %v), want status.currentSince %v", v, ok, wantLast)
 	}
+	metrics.Forget(ns, "orders")
+	annotate(t, ns, "orders", "test.rekey.io/touch", time.Now().String())
+	eventually(t, 30*time.Second, "the last success served again after the series were dropped", func() (bool, string) {
+		v, ok := metricValue(t, "rekey_last_successful_rotation_timestamp_seconds", set)
+		return ok && v == wantLast, fmt.Sprintf("%v (present %v), want %v", v, ok, wantLast)
+	})
 	eventually(t, 30*time.Second, "metrics observe generation 2 in Idle", func() (bool, string) {
 		g, _ := metricValue(t, "rekey_key_generation", set)
 		idle, _ := metricValue(t, "rekey_credentialset_phase", map[string]string{"namespace": ns, "name": "orders", "phase": "Idle"})

@@ -1,8 +1,11 @@
 package e2e
 
 import (
+	"fmt"
+	"maps"
 	"strings"
 	"testing"
+	"time"
 
 	dto "github.com/prometheus/client_model/go"
 	crmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
@@ -64,4 +67,23 @@ func assertNoSecretInMetrics(t testing.TB, secrets ...string) {
 			t.Fatal("a secret appears in the metrics")
 		}
 	}
+}
+
+// assertRotationResults waits for rekey_rotations_total of the set to count
+// completed, aborted and failed rotations (the counter is bumped right after
+// the status write the test saw).
+func assertRotationResults(t testing.TB, ns, name string, completed, aborted, failed float64) {
+	t.Helper()
+	want := map[string]float64{"completed": completed, "aborted": aborted, "failed": failed}
+	eventually(t, 10*time.Second, "rekey_rotations_total by result", func() (bool, string) {
+		got := map[string]float64{}
+		for r := range want {
+			v, ok := metricValue(t, "rekey_rotations_total", map[string]string{"namespace": ns, "name": name, "result": r})
+			if !ok {
+				return false, fmt.Sprintf("no series for result %q", r)
+			}
+			got[r] = v
+		}
+		return maps.Equal(got, want), fmt.Sprintf("got %v, want %v", got, want)
+	})
 }

@@ -275,6 +275,8 @@ func TestPendingTampering(t *testing.T) {
 		mk.reached()
 		loginMatrix(t, "after recovery", c.Instances(), old, nil)
 		assertNoDualPassword(t, c)
+		// The rotation that could not go on ended as failed.
+		assertRotationResults(t, ns, "miss", 0, 0, 1)
 		if _, ok := sourceData(t, getSet(t, ns, "miss"))[engine.RotationIDKey]; ok {
 			t.Fatal("the source Secret still holds ROTATION_ID after recovery")
 		}
