@@ -16,4 +16,6 @@ sid=$!
 "$dir/tools.sh"
 wait "$sid"
 wait "$oslo"
+# After oslo.sh: both use the host's apt (an update takes its lists lock).
+"$dir/promtool.sh"
 log "environment ready in $REKEY_CACHE"

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -70,6 +71,24 @@ func load() (*Env, error) {
 func (e *Env) Tool(name string) (string, error) {
 	p := filepath.Join(e.ToolsDir, name)
 	return p, e.requireFile(filepath.Join(e.ToolsDir, ".complete"), name)
+}
+
+// Promtool returns the pinned promtool (taken from Debian's prometheus
+// package by hack/env/promtool.sh) and the version it reports.
+func (e *Env) Promtool() (path, version string, err error) {
+	path = filepath.Join(e.Cache, "bin", "promtool-"+e.Versions["PROMETHEUS_SERIES"], "promtool")
+	if err := e.requireFile(path, "promtool"); err != nil {
+		return "", "", err
+	}
+	out, err := exec.Command(path, "--version").CombinedOutput()
+	if err != nil {
+		return "", "", fmt.Errorf("%s --version: %v: %s", path, err, out)
+	}
+	version, _, _ = strings.Cut(strings.TrimPrefix(string(out), "promtool, version "), " ")
+	if !strings.HasPrefix(version, e.Versions["PROMETHEUS_SERIES"]) {
+		return "", "", fmt.Errorf("%s is version %q, versions.env pins %s*: run `make env`", path, version, e.Versions["PROMETHEUS_SERIES"])
+	}
+	return path, version, nil
 }
 
 func (e *Env) requireFile(path, what string) error {

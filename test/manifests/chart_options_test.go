@@ -339,6 +339,8 @@ func TestHelmChartSchema(t *testing.T) {
 		{"metrics.secure=yes", "/metrics/secure"},
 		{"metrics.monitor.kind=Probe", "/metrics/monitor/kind"},
 		{"metrics.monitor.interval=often", "/metrics/monitor/interval"},
+		{"metrics.alerts.maxCredentialAgeDays=0", "/metrics/alerts/maxCredentialAgeDays"},
+		{"metrics.alerts.refusalsFor=soon", "/metrics/alerts/refusalsFor"},
 		{"metrics.service.type=ExternalName", "/metrics/service/type"},
 		{"image.pullPolicy=Sometimes", "/image/pullPolicy"},
 		{"podSecurityContext.runAsUser=0", "/podSecurityContext/runAsUser"},
