@@ -87,6 +87,7 @@ func TestCephInPlace(t *testing.T) {
 		return cs.Status.ConsumersUpdated == "1/1", cs.Status.ConsumersUpdated
 	})
 
+	healthy := time.Now()
 	rotate(t, ns, "daemons", "r1")
 	// While the Deployment rolls (3 s per pod), it has not moved: its pods
 	// became ready before the change, which does not count.
@@ -99,6 +100,7 @@ func TestCephInPlace(t *testing.T) {
 		return st.SecretHash == cs.Status.SecretHash && !st.RolledOut, stateOf(cs)
 	})
 	cs = waitPhase(t, ns, "daemons", v1.PhaseIdle, 2)
+	assertNoWarningSince(t, ns, "daemons", healthy, "a healthy in-place rotation with a consumer")
 	if cs.Status.KeyVersion != c.Version {
 		t.Fatalf("status.keyVersion %q after rekey minted every key, want the mon's %q", cs.Status.KeyVersion, c.Version)
 	}
@@ -190,6 +192,7 @@ func TestCephOverlapping(t *testing.T) {
 		t.Fatalf("priorKeyCount %v after provisioning, want 0", p)
 	}
 
+	healthy := time.Now()
 	rotate(t, ns, "csi", "r1")
 	cs = waitPhase(t, ns, "csi", v1.PhaseDistributed, 1)
 	_, g2 := keyOf(t, sourceData(t, cs)["client.csi"+engine.PendingSuffix])
@@ -211,6 +214,7 @@ func TestCephOverlapping(t *testing.T) {
 	discard(t, ns, "csi", "r2")
 	cs = waitPhase(t, ns, "csi", v1.PhaseIdle, 3)
 	wantEntities(t, c, "client.csi.2", "client.csi.3")
+	assertNoWarningSince(t, ns, "csi", healthy, "two healthy overlapping rotations")
 	if cephAuthenticates(t, c, "client.csi.1", g1) {
 		t.Fatal("generation 1 outlived keepPriorKeyCount 1")
 	}

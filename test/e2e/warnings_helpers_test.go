@@ -30,3 +30,13 @@ func warningsSince(t testing.TB, ns, name string, since time.Time) []string {
 	}
 	return out
 }
+
+// assertNoWarningSince fails if the set got a Warning Event since since:
+// during a healthy rotation every Event is Normal (a Warning pages someone).
+func assertNoWarningSince(t testing.TB, ns, name string, since time.Time, what string) {
+	t.Helper()
+	time.Sleep(time.Second) // Events are sent asynchronously
+	if w := warningsSince(t, ns, name, since); len(w) > 0 {
+		t.Fatalf("Warning Events during %s: %v", what, w)
+	}
+}
