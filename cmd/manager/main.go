@@ -39,6 +39,7 @@ func run() error {
 		cephWorkDir, cephCLI              string
 		leaderElect                       bool
 		concurrency                       int
+		workers                           int
 		resync                            time.Duration
 		grace                             time.Duration
 		stuckAfter                        time.Duration
@@ -51,6 +52,7 @@ func run() error {
 	flag.StringVar(&probeAddr, "health-probe-bind-address", ":8081", "address of the health probes")
 	flag.BoolVar(&leaderElect, "leader-elect", false, "elect a leader, for running more than one replica")
 	flag.IntVar(&concurrency, "instance-concurrency", 8, "instances a phase works on at once (1: one after another, as seed 000)")
+	flag.IntVar(&workers, "max-concurrent-reconciles", controller.DefaultMaxConcurrentReconciles, "CredentialSets reconciled at once; sets on the same backend server (MySQL instance, Ceph monitors, RabbitMQ endpoint) still go one at a time, so the others keep moving while one waits on a server that does not answer (1: one set at a time, as before)")
 	flag.DurationVar(&resync, "resync-period", 5*time.Minute, "how often an idle set is re-checked (restores hand-edited distribution Secrets)")
 	flag.DurationVar(&grace, "default-grace-period", 5*time.Minute, "grace period of discardPolicy AfterRollout when the set gives none")
 	flag.DurationVar(&stuckAfter, "rotation-stuck-after", time.Hour, "how long a rotation may stay active before the RotationStuck condition, a Warning Event and rekey_rotation_stuck say so, when the set gives no rotation.stuckAfter (0: off)")
@@ -59,6 +61,9 @@ func run() error {
 	opts := zap.Options{}
 	opts.BindFlags(flag.CommandLine)
 	flag.Parse()
+	if workers < 1 {
+		return fmt.Errorf("--max-concurrent-reconciles=%d: want 1 or more", workers)
+	}
 	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&opts)))
 
 	scheme := runtime.NewScheme()
@@ -107,16 +112,17 @@ func run() error {
 		return err
 	}
 	r := &controller.Reconciler{
-		Client:              mgr.GetClient(),
-		APIReader:           mgr.GetAPIReader(),
-		Recorder:            mgr.GetEventRecorder("rekey"),
-		Namespace:           namespace,
-		DefaultGracePeriod:  grace,
-		DefaultStuckAfter:   stuckAfter,
-		InstanceConcurrency: concurrency,
-		ResyncPeriod:        resync,
-		CephWorkDir:         cephWorkDir,
-		CephCLI:             cephCLI,
+		Client:                  mgr.GetClient(),
+		APIReader:               mgr.GetAPIReader(),
+		Recorder:                mgr.GetEventRecorder("rekey"),
+		Namespace:               namespace,
+		DefaultGracePeriod:      grace,
+		DefaultStuckAfter:       stuckAfter,
+		InstanceConcurrency:     concurrency,
+		MaxConcurrentReconciles: workers,
+		ResyncPeriod:            resync,
+		CephWorkDir:             cephWorkDir,
+		CephCLI:                 cephCLI,
 	}
 	if err := r.SetupWithManager(mgr); err != nil {
 		return err

@@ -62,6 +62,14 @@ type Reconciler struct {
 	// spec never names a program); default "ceph" from PATH.
 	CephCLI string
 
+	// MaxConcurrentReconciles is how many sets are reconciled at once
+	// (0: DefaultMaxConcurrentReconciles); sets that share a backend never
+	// are (BackendLockKeys).
+	MaxConcurrentReconciles int
+
+	locksOnce sync.Once
+	locks     *backendLocks
+
 	// waitNoted: set UID → the rotation whose WaitingForRollout Event was
 	// emitted (once per rotation; a restarted manager emits it once more).
 	waitNoted sync.Map
@@ -138,11 +146,20 @@ type problem struct {
 func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	cs := &v1.CredentialSet{}
 	if err := r.APIReader.Get(ctx, req.NamespacedName, cs); err != nil {
+		r.lockTable().forget(req.NamespacedName)
 		if apierrors.IsNotFound(err) {
 			metrics.Forget(req.Namespace, req.Name)
 		}
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
+	// One set at a time per backend server; a set that finds its backend
+	// busy frees the worker and is woken when it is released.
+	keys := BackendLockKeys(cs)
+	if busy, ok := r.lockTable().tryLock(req.NamespacedName, keys); !ok {
+		logFrom(ctx).V(1).Info("waiting for another set on the same backend", "backend", busy)
+		return ctrl.Result{RequeueAfter: lockRecheck}, nil
+	}
+	defer r.lockTable().unlock(req.NamespacedName, keys)
 	if !cs.DeletionTimestamp.IsZero() {
 		if !slices.ContainsFunc(cs.Finalizers, isRekeyFinalizer) {
 			return ctrl.Result{}, nil

@@ -8,11 +8,14 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/util/workqueue"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	crcontroller "sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	v1 "rekey.io/rekey/api/v1alpha1"
 )
@@ -90,6 +93,21 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		Watches(&appsv1.Deployment{}, mapFor(v1.KindDeployment)).
 		Watches(&appsv1.DaemonSet{}, mapFor(v1.KindDaemonSet)).
 		Watches(&corev1.Secret{}, handler.EnqueueRequestsFromMapFunc(setOfSecret)).
+		// The keyed lock wakes a set waiting for its backend through the
+		// controller's own queue.
+		WatchesRawSource(source.Func(func(_ context.Context, q workqueue.TypedRateLimitingInterface[reconcile.Request]) error {
+			r.lockTable().setQueue(q)
+			return nil
+		})).
+		WithOptions(crcontroller.Options{MaxConcurrentReconciles: r.workers()}).
 		Named("credentialset").
 		Complete(r)
+}
+
+// workers is MaxConcurrentReconciles, or its default.
+func (r *Reconciler) workers() int {
+	if r.MaxConcurrentReconciles > 0 {
+		return r.MaxConcurrentReconciles
+	}
+	return DefaultMaxConcurrentReconciles
 }

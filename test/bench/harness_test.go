@@ -208,7 +208,7 @@ func (c *requestCounter) wrap(rt http.RoundTripper) http.RoundTripper {
 type managerOptions struct {
 	selector    map[string]string // only CredentialSets with these labels
 	concurrency int               // InstanceConcurrency
-	workers     int               // MaxConcurrentReconciles (0: controller-runtime's 1, as shipped)
+	workers     int               // MaxConcurrentReconciles (0: 1, as shipped before issue 18)
 	resync      time.Duration
 }
 
@@ -245,6 +245,7 @@ func startManager(b *testing.B, base *rest.Config, o managerOptions) *manager {
 		Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(),
 		Recorder: mgr.GetEventRecorder("rekey"), Namespace: operatorNamespace,
 		DefaultGracePeriod: 5 * time.Minute, InstanceConcurrency: o.concurrency, ResyncPeriod: o.resync,
+		MaxConcurrentReconciles: max(o.workers, 1),
 	}
 	if err := r.SetupWithManager(mgr); err != nil {
 		b.Fatal(err)

@@ -48,6 +48,27 @@ type session struct {
 // dialTimeout bounds how long an unreachable instance holds a phase.
 const dialTimeout = 5 * time.Second
 
+// connectTimeout bounds a login: the dial, the server's greeting, TLS and
+// authentication. A host that accepts the connection and never answers (a
+// black hole: a dead mysqld behind a live proxy, a firewall that drops
+// after the handshake) would otherwise hold the reconcile, its worker and
+// the keyed lock of its backend for the 30 s read timeout at each login;
+// it is unreachable after this long, and the set is retried as for any
+// unreachable instance.
+const connectTimeout = 10 * time.Second
+
+// connect bounds one login by connectTimeout: the error of a login that
+// ran out of time says so.
+func connect(ctx context.Context, login func(context.Context) error) error {
+	cctx, cancel := context.WithTimeout(ctx, connectTimeout)
+	defer cancel()
+	err := login(cctx)
+	if err != nil && ctx.Err() == nil && cctx.Err() != nil {
+		err = fmt.Errorf("no answer to the login within %s: %w", connectTimeout, err)
+	}
+	return err
+}
+
 // openSession connects as user with the first password that MySQL accepts.
 // lift says whether the session runs credential DDL (see session.lift).
 func openSession(ctx context.Context, step string, lift bool, inst Instance, t transport, user string, passwords ...string) (*session, error) {
@@ -61,7 +82,11 @@ func openSession(ctx context.Context, step string, lift bool, inst Instance, t t
 			return nil, err
 		}
 		db.SetMaxOpenConns(1)
-		conn, err := db.Conn(ctx)
+		var conn *sql.Conn
+		err = connect(ctx, func(ctx context.Context) (err error) {
+			conn, err = db.Conn(ctx)
+			return err
+		})
 		if err != nil {
 			db.Close()
 			lastErr = err
@@ -97,7 +122,7 @@ func checkLogin(ctx context.Context, t transport, inst Instance, user, password 
 		return err
 	}
 	defer db.Close()
-	if err := db.PingContext(ctx); err != nil {
+	if err := connect(ctx, db.PingContext); err != nil {
 		if isAccessDenied(err) {
 			return &loginRefused{inst: inst.Name, user: user}
 		}

@@ -1,0 +1,272 @@
+package controller
+
+import (
+	"net"
+	"net/url"
+	"regexp"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/util/workqueue"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	v1 "rekey.io/rekey/api/v1alpha1"
+)
+
+// DefaultMaxConcurrentReconciles is how many sets the manager reconciles
+// at once when --max-concurrent-reconciles is not given. Sets that share
+// a backend never run at once (BackendLockKeys), so workers only help
+// sets on different backends; four keep three of them going while one
+// waits up to its per-call deadline on a backend that does not answer, and
+// stay within what the API server and the manager's CPU serve on a small
+// control plane (each worker at most one set, one backend call per
+// instance up to --instance-concurrency).
+const DefaultMaxConcurrentReconciles = 4
+
+// lockRecheck is how soon a set that found its backend busy looks again
+// should no release wake it first (it normally does: see backendLocks).
+const lockRecheck = 30 * time.Second
+
+// lockWakeExpiry: a set woken for a free backend that has not tried it
+// within this long no longer holds back the next waiter.
+const lockWakeExpiry = 10 * time.Second
+
+// statefulSetPod matches the address of a StatefulSet's pod through its
+// headless Service, <sts>-<ordinal>.<service>.<namespace>.svc[.cluster.local]:<port>,
+// which is how mysql.instances.statefulSet reaches its instances: such a
+// host in mysql.instances.hosts is the same instance.
+var statefulSetPod = regexp.MustCompile(`^([a-z0-9]([-a-z0-9]*[a-z0-9])?)-[0-9]+\.[a-z0-9]([-a-z0-9]*[a-z0-9])?\.([a-z0-9]([-a-z0-9]*[a-z0-9])?)\.svc(\.cluster\.local)?\.?:[0-9]+$`)
+
+// BackendLockKeys names the backend servers a set's reconcile talks to,
+// sorted and without duplicates. Two sets with a key in common are never
+// reconciled at once, so that concurrent workers change nothing the engine
+// relies on: one set at a time on a MySQL instance (a session's lift and
+// restore of super_read_only on a replica is not interleaved with
+// another's DDL), one on a Ceph cluster (admin key rotation, entity
+// generations), one on a broker.
+//
+//   - MySQL: one key per instance, "mysql:<host>:<port>"; a StatefulSet is
+//     "mysql:statefulset/<namespace>/<name>" (its pods, whatever the
+//     replica count), and a host naming one of its pods through the
+//     headless Service maps to the same key.
+//   - Ceph: one key per monitor host, "ceph:<host>" (v1:/v2: prefixes and
+//     the standard ports 3300 and 6789 dropped, as one mon answers on
+//     both); a monitor on another port keeps it, "ceph:<host>:<port>".
+//     Two sets sharing any monitor share the cluster.
+//   - RabbitMQ: the management endpoint, "rabbitmq:<host>:<port>" (the
+//     scheme's port when none is given).
+//
+// Host names are compared as written, case aside: one server reached by
+// two names (an IP and a DNS name, a Service and a pod) is not recognised.
+// A spec without a backend block has no key.
+func BackendLockKeys(cs *v1.CredentialSet) []string {
+	var keys []string
+	switch {
+	case cs.Spec.MySQL != nil:
+		in := cs.Spec.MySQL.Instances
+		if in.StatefulSet != nil {
+			keys = append(keys, "mysql:statefulset/"+cs.Namespace+"/"+in.StatefulSet.Name)
+		}
+		for _, h := range in.Hosts {
+			h = strings.ToLower(h)
+			if m := statefulSetPod.FindStringSubmatch(h); m != nil {
+				keys = append(keys, "mysql:statefulset/"+m[4]+"/"+m[1])
+				continue
+			}
+			keys = append(keys, "mysql:"+h)
+		}
+	case cs.Spec.Ceph != nil:
+		for _, m := range cs.Spec.Ceph.Monitors {
+			keys = append(keys, "ceph:"+monHost(m))
+		}
+	case cs.Spec.RabbitMQ != nil:
+		keys = append(keys, "rabbitmq:"+endpointHost(cs.Spec.RabbitMQ.Endpoint))
+	}
+	slices.Sort(keys)
+	return slices.Compact(keys)
+}
+
+// monHost is a mon_host entry without its messenger prefix and standard
+// port.
+func monHost(m string) string {
+	m = strings.ToLower(m)
+	m = strings.TrimPrefix(strings.TrimPrefix(m, "v1:"), "v2:")
+	host, port, err := net.SplitHostPort(m)
+	if err != nil {
+		// No port: a host name, an IPv4 address or a bracketed IPv6 one.
+		return strings.TrimSuffix(strings.TrimPrefix(m, "["), "]")
+	}
+	if port == "3300" || port == "6789" {
+		return host
+	}
+	return net.JoinHostPort(host, port)
+}
+
+// endpointHost is host:port of a management URL, the scheme's default port
+// when it names none.
+func endpointHost(endpoint string) string {
+	u, err := url.Parse(strings.TrimSpace(endpoint))
+	if err != nil || u.Host == "" {
+		return strings.ToLower(endpoint)
+	}
+	port := u.Port()
+	if port == "" {
+		port = "80"
+		if strings.EqualFold(u.Scheme, "https") {
+			port = "443"
+		}
+	}
+	return net.JoinHostPort(strings.ToLower(u.Hostname()), port)
+}
+
+// backendLocks is the keyed lock over backends. A set takes all of its
+// keys or none (so no set holds one while it waits for another, and no
+// two sets can deadlock); one that finds a key busy does not hold a
+// worker: it is queued behind that key and its reconcile returns. Each
+// release wakes the first set queued behind the released key (one, not
+// all: a thousand sets on one instance would otherwise all be woken by
+// every release), and keeps the key for it until it comes back (or for
+// lockWakeExpiry): a set that just released a key and is requeued at once
+// by its own status write must not take it again ahead of the sets that
+// wait, or one set on a server that does not answer would keep the others
+// on it from even trying. lockRecheck requeues a waiting set in any case,
+// so a lost wake-up costs time, not progress.
+type backendLocks struct {
+	mu      sync.Mutex
+	held    map[string]types.NamespacedName
+	waiting map[string][]types.NamespacedName
+	// woken: the set woken for a free key, not yet back; while it is on
+	// its way the key is kept for it.
+	woken map[string]wakeUp
+	queue workqueue.TypedRateLimitingInterface[reconcile.Request]
+	now   func() time.Time
+}
+
+type wakeUp struct {
+	set types.NamespacedName
+	at  time.Time
+}
+
+// lockTable is the reconciler's keyed lock, made on first use.
+func (r *Reconciler) lockTable() *backendLocks {
+	r.locksOnce.Do(func() { r.locks = newBackendLocks() })
+	return r.locks
+}
+
+func newBackendLocks() *backendLocks {
+	return &backendLocks{held: map[string]types.NamespacedName{}, waiting: map[string][]types.NamespacedName{},
+		woken: map[string]wakeUp{}, now: time.Now}
+}
+
+// setQueue gives the lock the controller's queue, to wake waiting sets.
+func (l *backendLocks) setQueue(q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.queue = q
+}
+
+// tryLock takes every key for set, or none; then busy is a key another set
+// holds, and set waits behind it.
+func (l *backendLocks) tryLock(set types.NamespacedName, keys []string) (busy string, ok bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	wokenFor := l.cameBack(set)
+	for _, k := range keys {
+		if h, taken := l.held[k]; taken && h != set || l.reserved(k) {
+			busy = k
+			break
+		}
+	}
+	if busy != "" {
+		switch {
+		case slices.Contains(l.waiting[busy], set):
+		case slices.Contains(wokenFor, busy):
+			// Woken for it and overtaken: first again.
+			l.waiting[busy] = append([]types.NamespacedName{set}, l.waiting[busy]...)
+		default:
+			l.waiting[busy] = append(l.waiting[busy], set)
+		}
+		// Keys of this set that are free stay free: whoever waits
+		// there is woken (this set may have been woken for one of them).
+		for _, k := range keys {
+			l.wake(k)
+		}
+		return busy, false
+	}
+	for _, k := range keys {
+		l.held[k] = set
+		l.waiting[k] = slices.DeleteFunc(l.waiting[k], func(w types.NamespacedName) bool { return w == set })
+		if len(l.waiting[k]) == 0 {
+			delete(l.waiting, k)
+		}
+	}
+	return "", true
+}
+
+// unlock releases set's keys and wakes the next set waiting on each.
+func (l *backendLocks) unlock(set types.NamespacedName, keys []string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for _, k := range keys {
+		if l.held[k] == set {
+			delete(l.held, k)
+		}
+		l.wake(k)
+	}
+}
+
+// forget drops a set that needs no key any more (deleted, or without a
+// backend): it waits nowhere, and a wake-up it got passes on.
+func (l *backendLocks) forget(set types.NamespacedName) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for k, ws := range l.waiting {
+		if ws = slices.DeleteFunc(ws, func(w types.NamespacedName) bool { return w == set }); len(ws) == 0 {
+			delete(l.waiting, k)
+		} else {
+			l.waiting[k] = ws
+		}
+	}
+	for _, k := range l.cameBack(set) {
+		l.wake(k)
+	}
+}
+
+// cameBack clears the wake-ups of set, which is being reconciled now, and
+// returns their keys. Caller holds mu.
+func (l *backendLocks) cameBack(set types.NamespacedName) []string {
+	var keys []string
+	for k, w := range l.woken {
+		if w.set == set {
+			delete(l.woken, k)
+			keys = append(keys, k)
+		}
+	}
+	return keys
+}
+
+// reserved: a set woken for k is on its way (and has not given up on it
+// for lockWakeExpiry); nobody else takes k meanwhile. Caller holds mu.
+func (l *backendLocks) reserved(k string) bool {
+	w, ok := l.woken[k]
+	return ok && l.now().Sub(w.at) < lockWakeExpiry
+}
+
+// wake queues the first set waiting for k when k is free and nobody woken
+// for it is on the way, and keeps k for it. Caller holds mu.
+func (l *backendLocks) wake(k string) {
+	if _, taken := l.held[k]; taken || len(l.waiting[k]) == 0 || l.reserved(k) {
+		return
+	}
+	next := l.waiting[k][0]
+	if l.waiting[k] = l.waiting[k][1:]; len(l.waiting[k]) == 0 {
+		delete(l.waiting, k)
+	}
+	l.woken[k] = wakeUp{set: next, at: l.now()}
+	if l.queue != nil {
+		l.queue.Add(reconcile.Request{NamespacedName: next})
+	}
+}
