@@ -106,8 +106,5 @@ func TestApplicationUserAfterRollout(t *testing.T) {
 	since := time.Now()
 	rotate(t, ns, "orders", "orders-2")
 	waitPhase(t, ns, "orders", v1.PhaseIdle, 3)
-	time.Sleep(time.Second) // events are sent asynchronously
-	if w := warningsSince(t, ns, "orders", since); len(w) > 0 {
-		t.Fatalf("Warning events during a healthy second rotation: %v", w)
-	}
+	assertNoWarningSince(t, ns, "orders", since, "a healthy second rotation")
 }

@@ -62,7 +62,5 @@ func TestEventsOfEveryRotation(t *testing.T) {
 			return len(notes) == len(ids), fmt.Sprintf("%q", notes)
 		})
 	}
-	if w := warningsSince(t, ns, "ledger", since); len(w) > 0 {
-		t.Fatalf("Warning events during three healthy rotations: %v", w)
-	}
+	assertNoWarningSince(t, ns, "ledger", since, "three healthy rotations")
 }

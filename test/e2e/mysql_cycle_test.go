@@ -61,6 +61,7 @@ func TestMySQLFullCycle(t *testing.T) {
 	bk := matrixMark(t, p, "no fault: one full rotation, rotate to discard (baseline)")
 
 	// Phase 1.
+	healthy := time.Now()
 	rotate(t, ns, "moco", "rot-1")
 	cs = waitPhase(t, ns, "moco", v1.PhaseDistributed, 1)
 	if !cs.Status.RotateApplied || cs.Status.RotationID != "rot-1" {
@@ -110,6 +111,7 @@ func TestMySQLFullCycle(t *testing.T) {
 	assertSuperReadOnly(t, append(c.Replicas, c.Downstream)...)
 	bk.done(t, "completed; time is the whole cycle, a 1 s verification pause included")
 	p.assertNoGap(t)
+	assertNoWarningSince(t, ns, "moco", healthy, "a healthy rotation")
 
 	// Nothing travelled by binlog: not the provisioning, not the rotation.
 	if err := c.Downstream.WaitCaughtUp(c.Primary); err != nil {
