@@ -6,6 +6,7 @@ source "$(dirname "$0")/lib.sh"
 dir=$(dirname "$0")
 mkdir -p "$REKEY_CACHE"
 "$dir/rabbitmq.sh"
+"$dir/runc.sh"
 # The host's apt is free once rabbitmq-server is in: oslo.messaging (mostly
 # downloads) installs beside the Kubernetes build.
 "$dir/oslo.sh" &
