@@ -69,6 +69,9 @@ type ControlPlaneOptions struct {
 	// fake node, and turns the ServiceAccount admission plugin back on (the
 	// controller-manager creates each namespace's default ServiceAccount).
 	Full bool
+	// APIServerArgs are more kube-apiserver flags, name without "--" to
+	// value (e.g. audit-policy-file, audit-log-path).
+	APIServerArgs map[string]string
 }
 
 const (
@@ -158,6 +161,9 @@ func (c *ControlPlane) startAPIServer(opts ControlPlaneOptions) error {
 	// kubernetes Service's endpoints; a loopback address is refused there
 	// and the apiserver logs the failure every few seconds.
 	args.Set("endpoint-reconciler-type", "none")
+	for k, v := range opts.APIServerArgs {
+		args.Set(k, v)
+	}
 	if opts.Full {
 		// envtest disables ServiceAccount admission because nothing would
 		// create default ServiceAccounts; the controller-manager does.
