@@ -119,6 +119,13 @@ func (r *Reconciler) continueRotation(ctx context.Context, cs *v1.CredentialSet,
 		if err != nil {
 			return ctrl.Result{}, nil, err
 		}
+		// A StatefulSet scaled up while Apply ran has a pod Apply never
+		// saw (issue 20); without this, phase 1 was recorded and the new
+		// secrets distributed while that pod refused them, until the next
+		// reconcile's repair. Apply again, over every instance.
+		if added, err := r.instancesAdded(ctx, cs, p); err != nil || added {
+			return ctrl.Result{RequeueAfter: time.Second}, nil, err
+		}
 		if readBack && !maps.Equal(held, pending) {
 			// Read back from the backend, which minted them (rule 1): the
 			// backend's answer is the truth, also after a crash.
@@ -190,6 +197,12 @@ func (r *Reconciler) discard(ctx context.Context, cs *v1.CredentialSet, p *plan,
 		cur, _ := engine.Current(src.Data, keys)
 		if err := p.backend.Retire(ctx, cur, engine.Pending(src.Data, keys)); err != nil {
 			return ctrl.Result{}, nil, err
+		}
+		// Likewise a pod added while Retire ran would keep the old
+		// secrets valid after Idle (and refuse the next rotation's
+		// precheck with DualPasswordExists): Retire again first.
+		if added, err := r.instancesAdded(ctx, cs, p); err != nil || added {
+			return ctrl.Result{RequeueAfter: time.Second}, nil, err
 		}
 		if err := r.casStatus(ctx, cs, func(st *v1.CredentialSetStatus) { st.DiscardApplied = true }); err != nil {
 			return ctrl.Result{}, nil, err
