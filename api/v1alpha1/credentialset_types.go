@@ -30,6 +30,10 @@ type CredentialSet struct {
 //
 // +kubebuilder:validation:XValidation:rule="[has(self.mysql), has(self.ceph), has(self.rabbitmq)].filter(x, x).size() == 1",message="set exactly one backend block: spec.mysql, spec.ceph or spec.rabbitmq"
 // +kubebuilder:validation:XValidation:rule="!has(self.rotation) || !has(self.rotation.policy) || self.rotation.policy != 'WithVersionUpgrade' || !has(self.ceph) || !has(self.ceph.strategy) || self.ceph.strategy != 'Overlapping'",message="WithVersionUpgrade would rotate keys with outside consumers on an upgrade nobody planned for them (seed 001): use KeyGeneration or Schedule with strategy Overlapping"
+// +kubebuilder:validation:XValidation:rule="!has(self.distribution) || has(self.ceph) || self.distribution.all(t, !has(t.format) || t.format == 'Native')",fieldPath=".distribution",message="distribution[].format CephCSI and CephCSIWithAdmin write a cephx entity's userID and userKey, for spec.ceph sets only: remove format (Native is the default) from this set's targets"
+// +kubebuilder:validation:XValidation:rule="!has(self.distribution) || !has(self.ceph) || self.distribution.all(t, !has(t.format) || t.format == 'Native' || has(t.entity) || size(self.ceph.entities) == 1)",fieldPath=".distribution",message="a distribution target with format CephCSI or CephCSIWithAdmin holds the userID and userKey of one entity, but spec.ceph.entities has several: name the one it serves in the target's entity (e.g. entity: client.csi-rbd-node)"
+// +kubebuilder:validation:XValidation:rule="!has(self.distribution) || !has(self.ceph) || self.distribution.all(t, !has(t.entity) || self.ceph.entities.exists(e, e.name == t.entity))",fieldPath=".distribution",message="a distribution target names an entity that is not in spec.ceph.entities: name one of them"
+// +kubebuilder:validation:XValidation:rule="!has(self.distribution) || !has(self.ceph) || self.distribution.all(t, !has(t.format) || t.format == 'Native' || has(t.entity) || self.ceph.entities[0].name.startsWith('client.'))",fieldPath=".distribution",message="a CephCSI distribution target serves a client entity (ceph-csi connects as client.<userID>), but this set's only entity is not one: rotate a client.* entity"
 type CredentialSetSpec struct {
 	// MySQL rotates MySQL users with dual passwords (RETAIN CURRENT PASSWORD).
 	// +optional
@@ -75,6 +79,8 @@ type CredentialSetSpec struct {
 }
 
 // SecretTarget is a Secret rekey writes the effective credentials to.
+//
+// +kubebuilder:validation:XValidation:rule="!has(self.entity) || (has(self.format) && self.format != 'Native')",fieldPath=".entity",message="entity picks the one cephx entity a CephCSI Secret serves: set format CephCSI (or CephCSIWithAdmin), or remove entity"
 type SecretTarget struct {
 	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`
 	// +kubebuilder:validation:MaxLength=63
@@ -82,7 +88,39 @@ type SecretTarget struct {
 	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$`
 	// +kubebuilder:validation:MaxLength=253
 	Name string `json:"name"`
+	// Format is the layout of the Secret's data. Native (the default) is
+	// the backend's own: every identity of the set under its own keys.
+	// CephCSI (Ceph only) is what ceph-csi reads from its provisioner and
+	// node-stage Secrets: userID (the entity's id, without "client.", e.g.
+	// csi-rbd-node.3) and userKey (its bare base64 key), for one entity
+	// (see entity). CephCSIWithAdmin also writes the same pair as adminID
+	// and adminKey, which CephFS Secrets need for ceph-csi before 3.14.
+	// +optional
+	Format SecretFormat `json:"format,omitempty"`
+	// Entity is, with a CephCSI format, the entity of spec.ceph.entities
+	// (e.g. client.csi-rbd-node) whose current generation the Secret
+	// serves. It may be left out when the set has only one entity.
+	// +optional
+	// +kubebuilder:validation:Pattern=`^client\.[A-Za-z0-9_][-A-Za-z0-9_.]{0,62}$`
+	// +kubebuilder:validation:MaxLength=70
+	Entity string `json:"entity,omitempty"`
 }
+
+// SecretFormat is the layout of a distribution Secret's data.
+// +kubebuilder:validation:Enum=Native;CephCSI;CephCSIWithAdmin
+type SecretFormat string
+
+const (
+	// FormatNative is the backend's own layout (the default).
+	FormatNative SecretFormat = "Native"
+	// FormatCephCSI is ceph-csi's userID/userKey for one cephx entity.
+	FormatCephCSI SecretFormat = "CephCSI"
+	// FormatCephCSIWithAdmin adds adminID/adminKey (the same entity's).
+	FormatCephCSIWithAdmin SecretFormat = "CephCSIWithAdmin"
+)
+
+// CephCSI tells whether the format is one of ceph-csi's.
+func (f SecretFormat) CephCSI() bool { return f == FormatCephCSI || f == FormatCephCSIWithAdmin }
 
 // ConsumerKind is a workload kind rekey can restart and watch roll out.
 type ConsumerKind string

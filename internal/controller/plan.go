@@ -30,6 +30,9 @@ type errSpec struct{ msg string }
 func (e *errSpec) Error() string { return e.msg }
 
 func (r *Reconciler) planFor(ctx context.Context, cs *v1.CredentialSet) (*plan, error) {
+	if err := checkTargetFormats(cs); err != nil {
+		return nil, err
+	}
 	switch {
 	case cs.Spec.MySQL != nil:
 		return r.mysqlPlan(ctx, cs)

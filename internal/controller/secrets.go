@@ -107,22 +107,28 @@ func (r *Reconciler) writeSourceSecret(ctx context.Context, cs *v1.CredentialSet
 }
 
 // distribute writes what the backend renders for secrets to every target
-// Secret. Before it changes what any consumer is given, the backend must
-// accept secrets (Verify): a source Secret edited by hand is refused there,
-// while consumers keep what works (DESIGN.md rule 2).
+// Secret, in the target's format. Before it changes what any consumer is
+// given, the backend must accept secrets (Verify): a source Secret edited
+// by hand is refused there, while consumers keep what works (DESIGN.md
+// rule 2).
 func (r *Reconciler) distribute(ctx context.Context, cs *v1.CredentialSet, p *plan, secrets engine.Secrets, generation int64) error {
 	data, err := p.backend.Render(secrets)
 	if err != nil {
 		return err
 	}
 	var stale []v1.SecretTarget
+	var staleData []map[string][]byte
 	for _, t := range cs.Spec.Distribution {
-		ok, err := r.targetCurrent(ctx, cs, t, data, generation)
+		td, err := targetData(cs, t, data)
+		if err != nil {
+			return err
+		}
+		ok, err := r.targetCurrent(ctx, cs, t, td, generation)
 		if err != nil {
 			return err
 		}
 		if !ok {
-			stale = append(stale, t)
+			stale, staleData = append(stale, t), append(staleData, td)
 		}
 	}
 	if len(stale) == 0 {
@@ -131,8 +137,8 @@ func (r *Reconciler) distribute(ctx context.Context, cs *v1.CredentialSet, p *pl
 	if err := p.backend.Verify(ctx, secrets); err != nil {
 		return err
 	}
-	for _, t := range stale {
-		if err := r.writeTarget(ctx, cs, t, data, generation); err != nil {
+	for i, t := range stale {
+		if err := r.writeTarget(ctx, cs, t, staleData[i], generation); err != nil {
 			return err
 		}
 	}

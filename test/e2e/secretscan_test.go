@@ -76,7 +76,8 @@ func (s *secretSampler) sample(c client.Client) {
 // whole, cephx keys out of keyrings; names and IDs are not secret.
 func secretsIn(key, value string) []string {
 	base := strings.TrimSuffix(key, "_PENDING")
-	if base == "username" || base == "ROTATION_ID" || strings.HasSuffix(base, ".name") || strings.HasSuffix(base, ".id") {
+	if base == "username" || base == "ROTATION_ID" || strings.HasSuffix(base, ".name") || strings.HasSuffix(base, ".id") ||
+		base == "userID" || base == "adminID" { // ceph-csi's entity ids (format CephCSI)
 		return nil
 	}
 	var out []string
