@@ -98,12 +98,18 @@ func printSecretsPlan(out io.Writer, cs *v1.CredentialSet) {
 	fmt.Fprintln(out, "Secrets to update:")
 	fmt.Fprintf(out, "  source Secret %s in the operator's namespace (%s)\n", controller.SourceSecretName(cs), sourceNote(cs))
 	for _, t := range cs.Spec.Distribution {
-		fmt.Fprintf(out, "  %s/%s\n", t.Namespace, t.Name)
+		fmt.Fprintf(out, "  %s/%s%s\n", t.Namespace, t.Name, formatNote(cs, t))
 	}
 	if len(cs.Spec.Distribution) == 0 {
 		fmt.Fprintln(out, "  no distribution Secret (spec.distribution is empty)")
 	} else if keys := distributedKeys(cs); keys != "" {
-		fmt.Fprintf(out, "  each distribution Secret gets %s\n", keys)
+		if _, ok := nativeTarget(cs); ok {
+			each := "each distribution Secret gets"
+			if formatted(cs) {
+				each = "each other distribution Secret gets"
+			}
+			fmt.Fprintf(out, "  %s %s\n", each, keys)
+		}
 	}
 	if admin := cephAdminRotates(cs); admin != "" {
 		ref := cs.Spec.Ceph.Admin.KeyringSecretRef.Name

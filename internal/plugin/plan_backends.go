@@ -10,6 +10,7 @@ import (
 
 	v1 "rekey.io/rekey/api/v1alpha1"
 	"rekey.io/rekey/internal/backend/ceph"
+	"rekey.io/rekey/internal/controller"
 )
 
 // printCephPlan says where rekey runs the ceph CLI, how the strategy keeps
@@ -173,4 +174,30 @@ func printBackendThen(out io.Writer, cs *v1.CredentialSet, ns string) {
 	default:
 		fmt.Fprintf(out, "Then: %s; discard retires nothing, the old keys are already gone since rotate (InPlace).\n", when)
 	}
+}
+
+// formatNote says what a target in a ceph-csi format holds.
+func formatNote(cs *v1.CredentialSet, t v1.SecretTarget) string {
+	if !t.Format.CephCSI() {
+		return ""
+	}
+	e, err := controller.CephCSIEntity(cs, t)
+	if err != nil {
+		return " (" + err.Error() + ")"
+	}
+	keys := "userID, userKey"
+	if t.Format == v1.FormatCephCSIWithAdmin {
+		keys += ", adminID, adminKey"
+	}
+	return fmt.Sprintf(" (%s: %s of %s's current generation)", t.Format, keys, e)
+}
+
+// formatted: some target is in a ceph-csi format.
+func formatted(cs *v1.CredentialSet) bool {
+	for _, t := range cs.Spec.Distribution {
+		if t.Format.CephCSI() {
+			return true
+		}
+	}
+	return false
 }

@@ -134,7 +134,10 @@ func (s *session) show(ctx context.Context, name string, f showFlags) error {
 	if err != nil {
 		return err
 	}
-	t := cs.Spec.Distribution[0]
+	t, ok := nativeTarget(cs)
+	if !ok {
+		return fmt.Errorf("every distribution target of credentialset %q is in a ceph-csi format (userID/userKey), which show does not read: read the key with kubectl get secret -n %s %s -o jsonpath='{.data.userKey}' | base64 -d, or add a target without format to spec.distribution", cs.Name, t.Namespace, t.Name)
+	}
 	sec := &corev1.Secret{}
 	err = s.c.Get(ctx, client.ObjectKey{Namespace: t.Namespace, Name: t.Name}, sec)
 	if apierrors.IsNotFound(err) {
@@ -332,4 +335,15 @@ func credentialObject(cs *v1.CredentialSet, from v1.SecretTarget, c credential, 
 		obj["rotationID"] = st.RotationID
 	}
 	return &unstructured.Unstructured{Object: obj}
+}
+
+// nativeTarget is the first distribution target in the backend's own
+// layout, the one show reads; without one, the first target.
+func nativeTarget(cs *v1.CredentialSet) (v1.SecretTarget, bool) {
+	for _, t := range cs.Spec.Distribution {
+		if !t.Format.CephCSI() {
+			return t, true
+		}
+	}
+	return cs.Spec.Distribution[0], false
 }
