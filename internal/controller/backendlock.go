@@ -26,10 +26,6 @@ import (
 // instance up to --instance-concurrency).
 const DefaultMaxConcurrentReconciles = 4
 
-// lockRecheck is how soon a set that found its backend busy looks again
-// should no release wake it first (it normally does: see backendLocks).
-const lockRecheck = 30 * time.Second
-
 // lockWakeExpiry: a set woken for a free backend that has not tried it
 // within this long no longer holds back the next waiter.
 const lockWakeExpiry = 10 * time.Second
@@ -132,8 +128,15 @@ func endpointHost(endpoint string) string {
 // lockWakeExpiry): a set that just released a key and is requeued at once
 // by its own status write must not take it again ahead of the sets that
 // wait, or one set on a server that does not answer would keep the others
-// on it from even trying. lockRecheck requeues a waiting set in any case,
-// so a lost wake-up costs time, not progress.
+// on it from even trying.
+//
+// A waiting set is not requeued on a timer as well: every release of a key
+// with waiters wakes one, a woken set either takes the key or waits again
+// (or, deleted or moved to other servers, passes the wake-up on), and the
+// controller's queue runs every set added to it; so no waiter is left
+// behind. A timer would be worse than useless: the sets that waited
+// together would come back together, most of them to wait again, and a
+// thousand sets on one instance would keep the manager busy forever.
 type backendLocks struct {
 	mu      sync.Mutex
 	held    map[string]types.NamespacedName
@@ -194,6 +197,9 @@ func (l *backendLocks) tryLock(set types.NamespacedName, keys []string) (busy st
 		for _, k := range keys {
 			l.wake(k)
 		}
+		for _, k := range wokenFor {
+			l.wake(k)
+		}
 		return busy, false
 	}
 	for _, k := range keys {
@@ -202,6 +208,10 @@ func (l *backendLocks) tryLock(set types.NamespacedName, keys []string) (busy st
 		if len(l.waiting[k]) == 0 {
 			delete(l.waiting, k)
 		}
+	}
+	// Woken for a key it no longer needs (its spec moved): the next.
+	for _, k := range wokenFor {
+		l.wake(k)
 	}
 	return "", true
 }

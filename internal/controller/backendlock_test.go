@@ -196,3 +196,22 @@ func TestBackendLocks(t *testing.T) {
 		t.Fatal("g: woken for k3, refused")
 	}
 }
+
+// TestBackendLocksMovedSet: a set woken for a key its spec no longer names
+// passes the wake-up on.
+func TestBackendLocksMovedSet(t *testing.T) {
+	l, q, _ := newTestLocks()
+	l.tryLock(set("a"), []string{"k1"})
+	l.tryLock(set("b"), []string{"k1"})
+	l.tryLock(set("c"), []string{"k1"})
+	l.unlock(set("a"), []string{"k1"})
+	if got := queued(q); !slices.Equal(got, []string{"b"}) {
+		t.Fatalf("woken %v, want [b]", got)
+	}
+	if _, ok := l.tryLock(set("b"), []string{"k9"}); !ok {
+		t.Fatal("b: k9 is free")
+	}
+	if got := queued(q); !slices.Equal(got, []string{"c"}) {
+		t.Fatalf("woken %v, want [c]", got)
+	}
+}

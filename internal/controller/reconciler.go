@@ -153,11 +153,11 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
 	// One set at a time per backend server; a set that finds its backend
-	// busy frees the worker and is woken when it is released.
+	// busy frees the worker and is queued again when it is released.
 	keys := BackendLockKeys(cs)
 	if busy, ok := r.lockTable().tryLock(req.NamespacedName, keys); !ok {
 		logFrom(ctx).V(1).Info("waiting for another set on the same backend", "backend", busy)
-		return ctrl.Result{RequeueAfter: lockRecheck}, nil
+		return ctrl.Result{}, nil
 	}
 	defer r.lockTable().unlock(req.NamespacedName, keys)
 	if !cs.DeletionTimestamp.IsZero() {
