@@ -167,21 +167,42 @@ func (y *csiTally) ok(stage string) int {
 	return 0
 }
 
-// TestCephCSIFormat rotates the keys of Rook's four CSI users as seed 001's
-// CSI section does it: policy KeyGeneration, strategy Overlapping,
+// TestCephCSIFormat adopts Rook's four CSI users, created before rekey, and
+// rotates their keys as seed 001's CSI section does it: policy KeyGeneration, strategy Overlapping,
 // keepPriorKeyCount 1, each user distributed to its Rook Secret in
 // ceph-csi's format (userID/userKey, plus adminID/adminKey for CephFS).
 // Four plugins modelled on ceph-csi read their Secret once and log in with
 // the real ceph CLI (--id, --keyfile) continuously, before, during and
 // after two rotations; they restart only as nodes are drained, half of
 // them first, while the rotation is Distributed. None is ever refused. A
-// fifth plugin that never restarts keeps working through the first
-// rotation (keepPriorKeyCount 1) and is refused only once the second
-// rotation's discard deleted its generation.
+// fifth plugin that never restarts, on Rook's original key, keeps working
+// through the first rotation (keepPriorKeyCount 1) and is refused only
+// once the second rotation's discard deleted that adopted entity.
 func TestCephCSIFormat(t *testing.T) {
 	c := testenv.CephForTest(t)
 	startManager(t, cp.Config, withCephWorkDir(c))
 	ns := newNamespace(t)
+
+	// Rook created its CSI users before rekey (bare names, Rook's caps):
+	// rekey adopts them with their keys, so mounts made before it keep
+	// working.
+	rook := map[string]string{}
+	for _, u := range rookCSIUsers {
+		args := []string{"auth", "get-or-create", u.entity}
+		for _, cap := range [][2]string{{"mon", u.caps.Mon}, {"mgr", u.caps.MGR}, {"osd", u.caps.OSD}, {"mds", u.caps.MDS}} {
+			if cap[1] != "" {
+				args = append(args, cap[0], cap[1])
+			}
+		}
+		if _, err := c.CLI(ctxT(t), args...); err != nil {
+			t.Fatal(err)
+		}
+		k, err := c.Key(ctxT(t), u.entity)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rook[u.entity] = k
+	}
 
 	cs := cephSet(t, c, ns, "rook-csi", v1.CephOverlapping)
 	cs.Spec.Ceph.KeepPriorKeyCount = ptr.To(int32(1))
@@ -197,6 +218,9 @@ func TestCephCSIFormat(t *testing.T) {
 	cs = waitCSIPhase(t, ns, v1.PhaseIdle, 1)
 	keys := map[string]string{}
 	maps.Copy(keys, assertCSISecrets(t, c, cs, 1))
+	if !maps.Equal(keys, rook) {
+		t.Fatal("rekey did not adopt the keys of Rook's CSI users as they were")
+	}
 
 	var consumers []*csiConsumer
 	for _, u := range rookCSIUsers {
@@ -336,7 +360,8 @@ func waitCSIPhase(t testing.TB, ns string, phase v1.RotationPhase, gen int64) *v
 }
 
 // assertCSISecrets checks what each Rook CSI Secret holds at generation
-// gen: exactly userID (the generation's entity without "client.") and
+// gen: exactly userID (the generation's entity without "client.": Rook's
+// bare name at generation 1, adopted) and
 // userKey (its bare key, as the mon has it), plus the same pair as
 // adminID/adminKey for CephFS; the Native target holds the same keys. It
 // returns each generation entity's key.
@@ -357,7 +382,10 @@ func assertCSISecrets(t testing.TB, c *testenv.Ceph, cs *v1.CredentialSet, gen i
 			t.Fatalf("Secret %s holds keys %v, want %v", u.secret, got, want)
 		}
 		id, key := string(s.Data["userID"]), string(s.Data["userKey"])
-		entity := fmt.Sprintf("%s.%d", u.entity, gen)
+		entity := u.entity // generation 1: Rook's user, adopted
+		if gen > 1 {
+			entity = fmt.Sprintf("%s.%d", u.entity, gen)
+		}
 		if id != strings.TrimPrefix(entity, "client.") {
 			t.Fatalf("Secret %s: userID %q, want %q (the entity without client.)", u.secret, id, strings.TrimPrefix(entity, "client."))
 		}
