@@ -111,7 +111,10 @@ type CephEntity struct {
 	// +kubebuilder:validation:MaxLength=70
 	// +kubebuilder:validation:XValidation:rule="!self.endsWith('_PENDING')",message="entity names must not end in _PENDING: rekey uses that suffix"
 	Name string `json:"name"`
-	// Caps given when rekey creates the entity (and kept equal to these).
+	// Caps given to the entity when rekey creates it (and to each new
+	// generation under Overlapping). rekey never changes an existing
+	// entity's caps: an adopted entity keeps its own, and a difference is
+	// reported by the condition CapsMatch=False and a CapsDiffer Warning.
 	// +optional
 	Caps CephCaps `json:"caps,omitempty"`
 }

@@ -4,6 +4,10 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strings"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	v1 "rekey.io/rekey/api/v1alpha1"
 	"rekey.io/rekey/internal/backend/ceph"
@@ -43,7 +47,76 @@ func (r *Reconciler) cephPlan(ctx context.Context, cs *v1.CredentialSet) (*plan,
 	if err := r.trimPriors(ctx, cs, b); err != nil {
 		return nil, err
 	}
+	if err := r.checkCaps(ctx, cs, b); err != nil {
+		return nil, err
+	}
 	return &plan{backend: b}, nil
+}
+
+// capsCheckedAt ends the CapsMatch message: which key generation the caps
+// were compared at.
+func capsCheckedAt(keyGeneration int64) string {
+	return fmt.Sprintf("(checked at key generation %d)", keyGeneration)
+}
+
+// capsCheckDue: an idle, provisioned set whose caps were not compared yet
+// for this spec and this key generation. Comparing once per change (one
+// `ceph auth ls`) catches what a spec edit or a rotation can change;
+// caps edited in the cluster by hand are seen at the next rotation.
+func capsCheckDue(cs *v1.CredentialSet) bool {
+	st := cs.Status
+	if !cs.DeletionTimestamp.IsZero() || st.Phase != v1.PhaseIdle || st.ResetPending || st.KeyGeneration == 0 {
+		return false
+	}
+	c := meta.FindStatusCondition(st.Conditions, reason.CondCapsMatch)
+	return c == nil || c.ObservedGeneration != cs.Generation || !strings.HasSuffix(c.Message, capsCheckedAt(st.KeyGeneration))
+}
+
+// checkCaps keeps the promise of spec.ceph.entities[].caps honest: rekey
+// gives them to the entities it creates and changes no existing entity's
+// caps, so a difference (an adopted entity, caps edited in the spec after
+// creation) is reported as CapsMatch=False and a Warning, once per change.
+func (r *Reconciler) checkCaps(ctx context.Context, cs *v1.CredentialSet, b *ceph.Backend) error {
+	if !capsCheckDue(cs) {
+		return nil
+	}
+	src, err := r.getSourceSecret(ctx, cs)
+	if err != nil || src == nil {
+		return err
+	}
+	cur, missing := engine.Current(src.Data, b.Keys())
+	if len(missing) > 0 {
+		return nil // the reconcile reports the source Secret
+	}
+	drift, err := b.CapsDrift(ctx, cur)
+	if err != nil {
+		return err
+	}
+	at := capsCheckedAt(cs.Status.KeyGeneration)
+	c := metav1.Condition{Type: reason.CondCapsMatch, Status: metav1.ConditionTrue, Reason: string(reason.CapsEqual),
+		Message: "every entity's caps in the cluster are the spec's " + at, ObservedGeneration: cs.Generation}
+	if len(drift) > 0 {
+		c.Status, c.Reason = metav1.ConditionFalse, string(reason.CapsDiffer)
+		c.Message = strings.Join(drift, "; ") + ". rekey gives the spec's caps only to entities it creates and never changes an existing entity's: set them with `ceph auth caps`, or make spec.ceph.entities[].caps say what the entity has " + at
+	}
+	prev := meta.FindStatusCondition(cs.Status.Conditions, reason.CondCapsMatch)
+	// Once per difference: a rotation that changes nothing of it is quiet.
+	warn := c.Status == metav1.ConditionFalse && (prev == nil || prev.Status != metav1.ConditionFalse ||
+		withoutCheckedAt(prev.Message) != withoutCheckedAt(c.Message))
+	if err := r.casStatus(ctx, cs, func(st *v1.CredentialSetStatus) { meta.SetStatusCondition(&st.Conditions, c) }); err != nil {
+		return err
+	}
+	if warn {
+		r.event(cs, "Warning", reason.CapsDiffer, "Ceph", "%s", withoutCheckedAt(c.Message))
+	}
+	return nil
+}
+
+func withoutCheckedAt(msg string) string {
+	if i := strings.LastIndex(msg, " (checked at key generation "); i >= 0 {
+		return msg[:i]
+	}
+	return msg
 }
 
 // uniqueCephEntities refuses a set that would rotate an entity another set

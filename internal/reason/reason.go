@@ -26,6 +26,9 @@ const (
 	// ClusterUnidentified: the backend cluster cannot be identified, so
 	// nothing is retired (seed 004 edge case 2).
 	ClusterUnidentified Reason = "ClusterUnidentified"
+	// CapsDiffer: an entity's caps in the Ceph cluster are not the spec's
+	// (rekey never changes an existing entity's caps).
+	CapsDiffer Reason = "CapsDiffer"
 	// UsersInUse: a deleted set keeps its identities while a consumer
 	// still uses them.
 	UsersInUse Reason = "UsersInUse"
@@ -122,6 +125,9 @@ const (
 	// CondRotationStuck: True while a rotation has stayed active longer
 	// than rotation.stuckAfter.
 	CondRotationStuck = "RotationStuck"
+	// CondCapsMatch: every Ceph entity's caps in the cluster are the
+	// spec's (False: CapsDiffer names each difference).
+	CondCapsMatch = "CapsMatch"
 )
 
 // Condition reasons that are not also Event reasons.
@@ -135,4 +141,5 @@ const (
 	NotProvisioned  Reason = "NotProvisioned"
 	AwaitingDiscard Reason = "AwaitingDiscard"
 	Verified        Reason = "Verified"
+	CapsEqual       Reason = "CapsEqual"
 )
