@@ -52,6 +52,22 @@ func (c *Ceph) CLIAs(ctx context.Context, entity, key string, args ...string) ([
 	return c.cli(ctx, append([]string{"-n", entity, "-k", keyring}, args...), args)
 }
 
+// Authenticates reports whether the monitor accepts key for entity, by
+// running a real command as it: a command its caps refuse still proves the
+// key.
+func (c *Ceph) Authenticates(ctx context.Context, entity, key string) (bool, error) {
+	_, err := c.CLIAs(ctx, entity, key, "auth", "ls")
+	switch {
+	case err == nil:
+		return true, nil
+	case errors.Is(err, ErrCephAuth):
+		return false, nil
+	case strings.Contains(err.Error(), "EACCES") || strings.Contains(err.Error(), "access denied"):
+		return true, nil
+	}
+	return false, fmt.Errorf("ceph auth ls as %s: %w", entity, err)
+}
+
 // Key is the entity's current key, read with ceph auth get.
 func (c *Ceph) Key(ctx context.Context, entity string) (string, error) {
 	out, err := c.CLI(ctx, "auth", "get", entity, "--format", "json")

@@ -33,7 +33,7 @@ func (c *ControlPlane) startFull() error {
 	if err := os.WriteFile(caPath, api.SecureServing.CA, 0o644); err != nil {
 		return err
 	}
-	ports, err := freePorts(2)
+	ports, err := FreePorts(2)
 	if err != nil {
 		return err
 	}

@@ -105,7 +105,8 @@ func FreePort() (int, error) {
 	return l.Addr().(*net.TCPAddr).Port, nil
 }
 
-func freePorts(n int) ([]int, error) {
+// FreePorts returns n distinct free loopback ports.
+func FreePorts(n int) ([]int, error) {
 	var ls []net.Listener
 	defer func() {
 		for _, l := range ls {

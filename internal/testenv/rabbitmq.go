@@ -73,7 +73,7 @@ func (e *Env) StartRabbitMQ() (m *RabbitMQ, err error) {
 			m.stop(true) // the error names the log
 		}
 	}()
-	ports, err := freePorts(6)
+	ports, err := FreePorts(6)
 	if err != nil {
 		return m, err
 	}

@@ -48,9 +48,13 @@ func TestAdmissionCephHostileValues(t *testing.T) {
 			[]string{"spec.ceph.entities[0].caps.mds", capsMsg}},
 		{"log_file", func(cs *v1.CredentialSet) { cs.Spec.Ceph.Config = map[string]v1.CephConfigValue{"log_file": "/tmp/x"} },
 			[]string{"spec.ceph.config", "only client connection options may be set", "remove any other key"}},
-		{"admin_socket", func(cs *v1.CredentialSet) { cs.Spec.Ceph.Config = map[string]v1.CephConfigValue{"admin_socket": "/tmp/x.asok"} },
+		{"admin_socket", func(cs *v1.CredentialSet) {
+			cs.Spec.Ceph.Config = map[string]v1.CephConfigValue{"admin_socket": "/tmp/x.asok"}
+		},
 			[]string{"spec.ceph.config", "only client connection options may be set"}},
-		{"keyring", func(cs *v1.CredentialSet) { cs.Spec.Ceph.Config = map[string]v1.CephConfigValue{"keyring": "/etc/passwd"} },
+		{"keyring", func(cs *v1.CredentialSet) {
+			cs.Spec.Ceph.Config = map[string]v1.CephConfigValue{"keyring": "/etc/passwd"}
+		},
 			[]string{"spec.ceph.config", "only client connection options may be set"}},
 		// Values are short words and numbers (checked again per option by
 		// the backend before any command runs, TestHostileSpecValuesRunNothing).

@@ -52,10 +52,10 @@ type write struct {
 type raceKind int
 
 const (
-	raceNone raceKind = iota // fail with apierrors.NewConflict, nothing sent
-	raceBump                 // a concurrent write bumps resourceVersion first
-	raceWin                  // another writer makes the same write first
-	raceRequest              // a user writes a new request into the annotation being removed
+	raceNone    raceKind = iota // fail with apierrors.NewConflict, nothing sent
+	raceBump                    // a concurrent write bumps resourceVersion first
+	raceWin                     // another writer makes the same write first
+	raceRequest                 // a user writes a new request into the annotation being removed
 )
 
 // fault is one conflict, fired once at the first write it matches.
