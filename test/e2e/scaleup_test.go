@@ -38,6 +38,9 @@ import (
 //   - raised while Distributed, cloned before RETAIN, its mysqld
 //     answering only after the scale (as a new pod's does): rekey reports
 //     it unreachable, then repairs it within one reconcile of answering.
+//   - raised while the discard runs (held on db-2), cloned after RETAIN:
+//     the discard that was running listed three instances; the set must
+//     not go Idle with the old passwords still valid on the fourth.
 //
 // Consumers are pods that read the Secret at start and log in round-robin
 // over every instance that serves; the new pod serves from the moment it
@@ -212,6 +215,32 @@ func TestScaleUpMidRotation(t *testing.T) {
 		discard(t, ns, "grow", "grow-3")
 		old = completed(t, 4, old)
 		mk.done(t, fmt.Sprintf("InstanceUnreachable naming it until its mysqld answered; repaired %.1f s after it answered; completed with it", took.Seconds()))
+	})
+
+	t.Run("raised while the discard runs, cloned after RETAIN", func(t *testing.T) {
+		gen := getSet(t, ns, "grow").Status.KeyGeneration
+		rotate(t, ns, "grow", "grow-4")
+		waitPhase(t, ns, "grow", v1.PhaseDistributed, gen)
+		cloneFresh(t, "while Distributed (its users have both passwords)")
+		// The discard is held on db-2, so that the scale-up lands while
+		// it runs over the three instances it listed.
+		release := globalReadLock(t, r2)
+		discard(t, ns, "grow", "grow-4")
+		eventually(t, time.Minute, "discard running, blocked on db-2", func() (bool, string) {
+			n, _ := r2.QueryString("SELECT COUNT(*) FROM information_schema.PROCESSLIST WHERE USER='moco-admin' AND STATE LIKE '%global read lock%'")
+			cs := getSet(t, ns, "grow")
+			return n != "0" && n != "" && cs.Status.DiscardStarted, stateOf(cs)
+		})
+		mk := matrixMark(t, p, "StatefulSet scaled up while the discard runs (held on db-2), new pod cloned after RETAIN")
+		scale(t, ns, "db", 4)
+		targets.add(fresh)
+		time.Sleep(time.Second)
+		release()
+		mk.resume()
+		// Idle only with the old passwords discarded on db-3 too: the
+		// next rotation's precheck would otherwise refuse its secondary.
+		old = completed(t, gen+1, old)
+		mk.done(t, "the instance added while the discard ran had its old passwords discarded too before Idle; completed with it")
 	})
 
 	p.assertNoGap(t)
