@@ -49,20 +49,26 @@ reliability: env
 	exit $$status
 
 ## test: prepare the environment if needed, then run every test against real servers
-# Three test processes run side by side: the fault matrix, the rest of the
-# end-to-end suite, and every other package (two at a time). The two e2e
-# processes are the longest and mostly wait on real servers; each has its
-# own API server and servers, so starting both at once (instead of the
-# second waiting for a free package slot) sets the wall time.
+# Four test processes run side by side: the fault matrix, the Ceph and
+# RabbitMQ end-to-end tests, the rest of the end-to-end suite, and every
+# other package (two at a time). The end-to-end processes are the longest and
+# mostly wait on real servers (each has its own API server and servers, and
+# runs its tests one after another), so splitting them uses the cores the
+# other packages leave idle.
 E2E_PKG := ./test/e2e/
+BACKENDS_RUN := ^(TestCeph.*|TestAdmissionCeph.*|TestRabbitMQ.*|TestAdmissionRabbitMQ.*|TestOsloMessagingRPC)$$
 test: env vet
 	@mkdir -p bin; status=0; \
 	$(GO) test $(GOTESTFLAGS) $(E2E_PKG) -run '$(MATRIX_RUN)' > bin/test-matrix.log 2>&1 & matrix=$$!; \
-	$(GO) test $(GOTESTFLAGS) $(E2E_PKG) -skip '$(MATRIX_RUN)' > bin/test-e2e.log 2>&1 & e2e=$$!; \
+	$(GO) test $(GOTESTFLAGS) $(E2E_PKG) -run '$(BACKENDS_RUN)' > bin/test-e2e-backends.log 2>&1 & backends=$$!; \
+	$(GO) test $(GOTESTFLAGS) $(E2E_PKG) -skip '$(MATRIX_RUN)|$(BACKENDS_RUN)' > bin/test-e2e.log 2>&1 & e2e=$$!; \
 	$(GO) test $(GOTESTFLAGS) $$($(GO) list ./... | grep -v '/test/e2e$$') || status=1; \
 	wait $$e2e || status=1; \
-	echo "--- the end-to-end suite without the fault matrix (go test $(E2E_PKG) -skip '$(MATRIX_RUN)'):"; \
+	echo "--- the end-to-end suite but the fault matrix and the Ceph and RabbitMQ tests (go test $(E2E_PKG) -skip '$(MATRIX_RUN)|$(BACKENDS_RUN)'):"; \
 	cat bin/test-e2e.log; \
+	wait $$backends || status=1; \
+	echo "--- the Ceph and RabbitMQ end-to-end tests (go test $(E2E_PKG) -run '$(BACKENDS_RUN)'):"; \
+	cat bin/test-e2e-backends.log; \
 	wait $$matrix || status=1; \
 	echo "--- the fault matrix (go test $(E2E_PKG) -run '$(MATRIX_RUN)'):"; \
 	cat bin/test-matrix.log; \
