@@ -201,7 +201,8 @@ func (c *Ceph) start() error {
 		return err
 	}
 	c.proc = p
-	return c.waitReady(30 * time.Second)
+	// 30 s ran out at load 40 (make test's parallel processes on 2 cores).
+	return c.waitReady(90 * time.Second)
 }
 
 // waitReady waits until client.admin reads this cluster's fsid. Something

@@ -167,7 +167,9 @@ default_user_tags.administrator = true
 	}); err != nil {
 		return m, err
 	}
-	if err := m.waitManagement(3 * time.Minute); err != nil {
+	// The broker starts in seconds on an idle machine; make test runs four
+	// test processes on 2 cores, where one start took just over 3 minutes.
+	if err := m.waitManagement(6 * time.Minute); err != nil {
 		return m, err
 	}
 	if want := e.Versions["RABBITMQ_SERIES"]; !strings.HasPrefix(m.Version, want) {
