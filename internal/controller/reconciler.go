@@ -157,7 +157,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	keys := BackendLockKeys(cs)
 	if busy, ok := r.lockTable().tryLock(req.NamespacedName, keys); !ok {
 		logFrom(ctx).V(1).Info("waiting for another set on the same backend", "backend", busy)
-		return ctrl.Result{}, nil
+		// A release wakes the first waiter; the timer is a safety net
+		// should a wake-up be lost (a set must never wait forever).
+		return ctrl.Result{RequeueAfter: 30 * time.Second}, nil
 	}
 	defer r.lockTable().unlock(req.NamespacedName, keys)
 	if !cs.DeletionTimestamp.IsZero() {
