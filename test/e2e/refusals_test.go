@@ -20,9 +20,10 @@ import (
 	"rekey.io/rekey/internal/testenv"
 )
 
-// stsSet is a moco set whose instances come from StatefulSet "db" (3
-// replicas), with cluster DNS names mapped onto the test cluster.
-func stsSet(t *testing.T, ns, name string, c *testenv.MySQLCluster) *v1.CredentialSet {
+// stsManager creates StatefulSet "db" (3 replicas) and starts a manager
+// that maps its pods' cluster DNS names onto the test cluster's instances
+// (db-<n> is c.Instances()[n]).
+func stsManager(t *testing.T, ns string, c *testenv.MySQLCluster) {
 	t.Helper()
 	sts := &appsv1.StatefulSet{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "db"},
@@ -45,6 +46,13 @@ func stsSet(t *testing.T, ns, name string, c *testenv.MySQLCluster) *v1.Credenti
 	startManager(t, cp.Config, func(r *controller.Reconciler) {
 		r.AddressMap = func(a string) string { return addrs[a] }
 	})
+}
+
+// stsSet is a moco set whose instances come from StatefulSet "db" (3
+// replicas), with cluster DNS names mapped onto the test cluster.
+func stsSet(t *testing.T, ns, name string, c *testenv.MySQLCluster) *v1.CredentialSet {
+	t.Helper()
+	stsManager(t, ns, c)
 	cs := mocoSet(t, ns, name, c)
 	deployConsumers(t, cs, mocoKeys, c.Instances)
 	cs.Spec.MySQL.Instances = v1.MySQLInstances{StatefulSet: &v1.StatefulSetInstances{Name: "db"}}

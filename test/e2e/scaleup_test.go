@@ -7,13 +7,7 @@ import (
 	"testing"
 	"time"
 
-	appsv1 "k8s.io/api/apps/v1"
-	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/utils/ptr"
-
 	v1 "rekey.io/rekey/api/v1alpha1"
-	"rekey.io/rekey/internal/controller"
 	"rekey.io/rekey/internal/engine"
 	"rekey.io/rekey/internal/reason"
 	"rekey.io/rekey/internal/testenv"
@@ -59,28 +53,8 @@ func TestScaleUpMidRotation(t *testing.T) {
 	r2, fresh := c.Replicas[1], c.Replicas[2]
 	members := c.Instances()[:3]
 
-	sts := &appsv1.StatefulSet{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "db"},
-		Spec: appsv1.StatefulSetSpec{
-			Replicas: ptr.To(int32(3)), ServiceName: "db",
-			Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "db"}},
-			Template: corev1.PodTemplateSpec{
-				ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"app": "db"}},
-				Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "mysqld", Image: "mysql:9.7"}}},
-			},
-		},
-	}
-	if err := k8s.Create(ctxT(t), sts); err != nil {
-		t.Fatal(err)
-	}
-	// The pods' DNS names, mapped onto the harness's ports: db-3 is fresh.
-	addrs := map[string]string{}
-	for n, i := range c.Instances() {
-		addrs[fmt.Sprintf("db-%d.db.%s.svc:3306", n, ns)] = i.Addr()
-	}
-	startManager(t, cp.Config, func(r *controller.Reconciler) {
-		r.AddressMap = func(a string) string { return addrs[a] }
-	})
+	// db-3 is fresh: the StatefulSet starts at 3 replicas.
+	stsManager(t, ns, c)
 	targets := &probeTargets{insts: members}
 	set := mocoSet(t, ns, "grow", c)
 	set.Spec.MySQL.Instances = v1.MySQLInstances{StatefulSet: &v1.StatefulSetInstances{Name: "db"}}
