@@ -259,7 +259,7 @@ func (m *RabbitMQ) Ctl(args ...string) error {
 	if err != nil {
 		return err
 	}
-	return m.run(time.Minute, []string{
+	return m.run(3*time.Minute, []string{
 		"RABBITMQ_CTL_DIST_PORT_MIN=" + strconv.Itoa(port),
 		"RABBITMQ_CTL_DIST_PORT_MAX=" + strconv.Itoa(port),
 	}, rabbitmqBin+"/rabbitmqctl", append([]string{"-n", m.NodeName}, args...)...)
