@@ -1,11 +1,7 @@
 package controller
 
 import (
-	"net"
-	"net/url"
-	"regexp"
 	"slices"
-	"strings"
 	"sync"
 	"time"
 
@@ -14,6 +10,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	v1 "rekey.io/rekey/api/v1alpha1"
+	"rekey.io/rekey/internal/backend/registry"
 )
 
 // DefaultMaxConcurrentReconciles is how many sets the manager reconciles
@@ -30,92 +27,27 @@ const DefaultMaxConcurrentReconciles = 4
 // within this long no longer holds back the next waiter.
 const lockWakeExpiry = 10 * time.Second
 
-// statefulSetPod matches the address of a StatefulSet's pod through its
-// headless Service, <sts>-<ordinal>.<service>.<namespace>.svc[.cluster.local]:<port>,
-// which is how mysql.instances.statefulSet reaches its instances: such a
-// host in mysql.instances.hosts is the same instance.
-var statefulSetPod = regexp.MustCompile(`^([a-z0-9]([-a-z0-9]*[a-z0-9])?)-[0-9]+\.[a-z0-9]([-a-z0-9]*[a-z0-9])?\.([a-z0-9]([-a-z0-9]*[a-z0-9])?)\.svc(\.cluster\.local)?\.?:[0-9]+$`)
-
 // BackendLockKeys names the backend servers a set's reconcile talks to,
 // sorted and without duplicates. Two sets with a key in common are never
 // reconciled at once, so that concurrent workers change nothing the engine
 // relies on: one set at a time on a MySQL instance (a session's lift and
 // restore of super_read_only on a replica is not interleaved with
 // another's DDL), one on a Ceph cluster (admin key rotation, entity
-// generations), one on a broker.
-//
-//   - MySQL: one key per instance, "mysql:<host>:<port>"; a StatefulSet is
-//     "mysql:statefulset/<namespace>/<name>" (its pods, whatever the
-//     replica count), and a host naming one of its pods through the
-//     headless Service maps to the same key.
-//   - Ceph: one key per monitor host, "ceph:<host>" (v1:/v2: prefixes and
-//     the standard ports 3300 and 6789 dropped, as one mon answers on
-//     both); a monitor on another port keeps it, "ceph:<host>:<port>".
-//     Two sets sharing any monitor share the cluster.
-//   - RabbitMQ: the management endpoint, "rabbitmq:<host>:<port>" (the
-//     scheme's port when none is given).
+// generations), one on a broker. Each backend names its own keys
+// (registry.Entry.LockKeys), prefixed with its kind so that two backends
+// on one host never share one.
 //
 // Host names are compared as written, case aside: one server reached by
 // two names (an IP and a DNS name, a Service and a pod) is not recognised.
 // A spec without a backend block has no key.
 func BackendLockKeys(cs *v1.CredentialSet) []string {
-	var keys []string
-	switch {
-	case cs.Spec.MySQL != nil:
-		in := cs.Spec.MySQL.Instances
-		if in.StatefulSet != nil {
-			keys = append(keys, "mysql:statefulset/"+cs.Namespace+"/"+in.StatefulSet.Name)
-		}
-		for _, h := range in.Hosts {
-			h = strings.ToLower(h)
-			if m := statefulSetPod.FindStringSubmatch(h); m != nil {
-				keys = append(keys, "mysql:statefulset/"+m[4]+"/"+m[1])
-				continue
-			}
-			keys = append(keys, "mysql:"+h)
-		}
-	case cs.Spec.Ceph != nil:
-		for _, m := range cs.Spec.Ceph.Monitors {
-			keys = append(keys, "ceph:"+monHost(m))
-		}
-	case cs.Spec.RabbitMQ != nil:
-		keys = append(keys, "rabbitmq:"+endpointHost(cs.Spec.RabbitMQ.Endpoint))
+	e, ok := registry.For(cs)
+	if !ok || e.LockKeys == nil {
+		return nil
 	}
+	keys := e.LockKeys(cs)
 	slices.Sort(keys)
 	return slices.Compact(keys)
-}
-
-// monHost is a mon_host entry without its messenger prefix and standard
-// port.
-func monHost(m string) string {
-	m = strings.ToLower(m)
-	m = strings.TrimPrefix(strings.TrimPrefix(m, "v1:"), "v2:")
-	host, port, err := net.SplitHostPort(m)
-	if err != nil {
-		// No port: a host name, an IPv4 address or a bracketed IPv6 one.
-		return strings.TrimSuffix(strings.TrimPrefix(m, "["), "]")
-	}
-	if port == "3300" || port == "6789" {
-		return host
-	}
-	return net.JoinHostPort(host, port)
-}
-
-// endpointHost is host:port of a management URL, the scheme's default port
-// when it names none.
-func endpointHost(endpoint string) string {
-	u, err := url.Parse(strings.TrimSpace(endpoint))
-	if err != nil || u.Host == "" {
-		return strings.ToLower(endpoint)
-	}
-	port := u.Port()
-	if port == "" {
-		port = "80"
-		if strings.EqualFold(u.Scheme, "https") {
-			port = "443"
-		}
-	}
-	return net.JoinHostPort(strings.ToLower(u.Hostname()), port)
 }
 
 // backendLocks is the keyed lock over backends. A set takes all of its

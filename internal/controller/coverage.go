@@ -180,7 +180,7 @@ func (r *Reconciler) dropAck(ctx context.Context, cs *v1.CredentialSet, key stri
 // Seed 004's cross-NodeSet check exists because its node sets share one
 // user. In rekey, retirement waits for exactly the consumers that can hold
 // the retiring user: this set's own. Other sets on the same cluster hold
-// users of their own (uniqueRabbitUsers refuses two sets making the same
+// users of their own (rabbitkube refuses two sets making the same
 // users on one cluster), so one stuck set never holds back another set's
 // retirement. The one user several sets can share, an adopted one, carries
 // a mark per set; retiring it removes only this set's mark while another

@@ -240,7 +240,7 @@ func classify(err error) *problem {
 	}
 	var se *errSpec
 	if errors.As(err, &se) {
-		return &problem{reason.InvalidSpec, se.msg + "; fix the CredentialSet spec"}
+		return &problem{reason.InvalidSpec, se.Msg + "; fix the CredentialSet spec"}
 	}
 	if apierrors.IsInvalid(err) && !errors.Is(err, errStale) {
 		// Not a lost race (those are errStale): the API server refused

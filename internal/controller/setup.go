@@ -18,6 +18,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	v1 "rekey.io/rekey/api/v1alpha1"
+	"rekey.io/rekey/internal/backend/registry"
 )
 
 // consumerIndex maps a workload to the sets that consume it or run on it.
@@ -64,10 +65,12 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		for _, c := range cs.Spec.Consumers {
 			keys = append(keys, ConsumerIndexKey(c.Kind, consumerNamespace(cs, c), c.Name))
 		}
-		// A StatefulSet holding the instances wakes the set too: scaling
-		// it from 0 resumes a refused phase at once.
-		if m := cs.Spec.MySQL; m != nil && m.Instances.StatefulSet != nil {
-			keys = append(keys, ConsumerIndexKey(v1.KindStatefulSet, cs.Namespace, m.Instances.StatefulSet.Name))
+		// A StatefulSet the backend reaches its instances through wakes
+		// the set too: scaling it from 0 resumes a refused phase at once.
+		if e, ok := registry.For(cs); ok && e.StatefulSets != nil {
+			for _, name := range e.StatefulSets(cs) {
+				keys = append(keys, ConsumerIndexKey(v1.KindStatefulSet, cs.Namespace, name))
+			}
 		}
 		return keys
 	})
