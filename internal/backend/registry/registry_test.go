@@ -1,0 +1,44 @@
+package registry
+
+import (
+	"testing"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	v1 "rekey.io/rekey/api/v1alpha1"
+)
+
+// The registry's own test binary registers entries of its own: no real
+// backend is linked in.
+func TestForAndMessages(t *testing.T) {
+	byAnnot := func(kind string) Entry {
+		return Entry{Kind: kind, Field: "spec." + kind,
+			Selects: func(cs *v1.CredentialSet) bool { return cs.Annotations["kind"] == kind }}
+	}
+	Register(byAnnot("a"))
+	Register(byAnnot("b"))
+	Register(byAnnot("c"))
+	RegisterFormat(Format{Name: "Zed"})
+	RegisterFormat(Format{Name: "Alpha"})
+	for _, tc := range []struct{ kind, want string }{{"b", "b"}, {"c", "c"}, {"none", ""}} {
+		e, ok := For(&v1.CredentialSet{ObjectMeta: metav1.ObjectMeta{Annotations: map[string]string{"kind": tc.kind}}})
+		if e.Kind != tc.want || ok != (tc.want != "") {
+			t.Errorf("For(%s) = %q, %v", tc.kind, e.Kind, ok)
+		}
+	}
+	if got, want := NoBlock(), "no backend block: set spec.a, spec.b or spec.c"; got != want {
+		t.Errorf("NoBlock() = %q, want %q", got, want)
+	}
+	if got, want := FormatNames(), "Native, Alpha or Zed"; got != want {
+		t.Errorf("FormatNames() = %q, want %q", got, want)
+	}
+	if _, ok := FormatFor(v1.FormatNative); ok {
+		t.Error("Native is the backend's own rendering, never a registered format")
+	}
+	defer func() {
+		if recover() == nil {
+			t.Error("a second backend of one kind was registered")
+		}
+	}()
+	Register(byAnnot("a"))
+}
