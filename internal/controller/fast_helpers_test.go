@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -32,7 +33,9 @@ type rig struct {
 
 const fastNamespace = "rekey-system"
 
-func newRig(t *testing.T, traits engine.Traits) *rig {
+// newRig makes a set in namespace app served to Secret app/db-creds; with
+// a consumer, Deployment app/web uses it and never finishes a rollout.
+func newRig(t *testing.T, traits engine.Traits, consumer bool) *rig {
 	t.Helper()
 	scheme := runtime.NewScheme()
 	if err := clientgoscheme.AddToScheme(scheme); err != nil {
@@ -50,8 +53,14 @@ func newRig(t *testing.T, traits engine.Traits) *rig {
 			Rotation:     v1.RotationSpec{DiscardPolicy: v1.DiscardManual},
 		},
 	}
-	kc := fakeclient.NewClientBuilder().WithScheme(scheme).WithObjects(cs).
-		WithStatusSubresource(&v1.CredentialSet{}).Build()
+	objs := []client.Object{cs}
+	if consumer {
+		cs.Spec.Consumers = []v1.ConsumerRef{{Kind: v1.KindDeployment, Name: "web"}}
+		one := int32(1)
+		objs = append(objs, &appsv1.Deployment{ObjectMeta: metaOf("app", "web"), Spec: appsv1.DeploymentSpec{Replicas: &one}})
+	}
+	kc := fakeclient.NewClientBuilder().WithScheme(scheme).WithObjects(objs...).
+		WithStatusSubresource(&v1.CredentialSet{}, &appsv1.Deployment{}).Build()
 	ev := &eventLog{}
 	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	r := &Reconciler{Client: kc, APIReader: kc, Recorder: ev, Namespace: fastNamespace,

@@ -32,22 +32,40 @@ func fromDistributed(g *rig) {
 	g.settle()
 }
 
+func fromCompleted(g *rig) {
+	fromDistributed(g)
+	g.annotate(engine.DiscardAnnotation, "r2")
+	g.settle()
+}
+
+// request annotates the set and reconciles once.
+func request(annotation, value string) func(*rig) {
+	return func(g *rig) {
+		g.annotate(annotation, value)
+		if err := g.reconcile(); err != nil {
+			g.t.Fatalf("reconcile: %v", err)
+		}
+	}
+}
+
 // TestEngineActions runs each of the engine's actions through the real
 // reconciler (fake client, fake backend) and checks what users see: what
 // the distribution Secret serves, which secrets the backend accepts, the
 // phase, and the Events.
 func TestEngineActions(t *testing.T) {
 	for _, tc := range []struct {
-		name    string
-		traits  engine.Traits
-		from    func(*rig)
-		act     func(*rig)
-		phase   v1.RotationPhase
-		keyGen  int64
-		served  string
-		accepts []string
-		refuses []string
-		events  []string // recorded by act, in this order (others may come between)
+		name     string
+		traits   engine.Traits
+		consumer bool // Deployment app/web uses the set and never rolls out
+		from     func(*rig)
+		act      func(*rig)
+		phase    v1.RotationPhase
+		keyGen   int64
+		served   string
+		accepts  []string
+		refuses  []string
+		events   []string // recorded by act, in this order (others may come between)
+		gone     []string // annotations act removes
 	}{
 		{name: "provision: minted, stored, then made valid and served", traits: overlap, from: fromNew,
 			act:   func(g *rig) { g.settle() },
@@ -118,9 +136,31 @@ func TestEngineActions(t *testing.T) {
 			},
 			phase: v1.PhaseIdle, keyGen: 1, served: "", accepts: []string{g1}, refuses: []string{"forged"},
 			events: []string{"Warning " + string(reason.PendingRejected)}},
+		{name: "a served rotate request is dropped, nothing else", traits: overlap, from: fromDistributed,
+			act:   request(engine.RotateAnnotation, "r2"),
+			phase: v1.PhaseDistributed, keyGen: 1, served: g2, accepts: []string{g1, g2}, gone: []string{engine.RotateAnnotation}},
+		{name: "another rotation while one is active: refused and dropped", traits: overlap, from: fromDistributed,
+			act:   request(engine.RotateAnnotation, "r3"),
+			phase: v1.PhaseDistributed, keyGen: 1, served: g2, accepts: []string{g1, g2}, refuses: []string{fake.Secret(3)},
+			events: []string{"Warning " + string(reason.RotateRefused)}, gone: []string{engine.RotateAnnotation}},
+		{name: "a served discard request is dropped, nothing else", traits: overlap, from: fromCompleted,
+			act:   request(engine.DiscardAnnotation, "r2"),
+			phase: v1.PhaseIdle, keyGen: 2, served: g2, accepts: []string{g2}, refuses: []string{g1}, gone: []string{engine.DiscardAnnotation}},
+		{name: "recover: an idle set's backend reset to the current secrets", traits: overlap, from: fromIdle,
+			act: func(g *rig) {
+				g.store.Allow("stray")
+				g.annotate(engine.RecoverAnnotation, "rec1")
+				g.settle()
+			},
+			phase: v1.PhaseIdle, keyGen: 1, served: g1, accepts: []string{g1}, refuses: []string{"stray"},
+			events: []string{"Normal " + string(reason.RecoveryStarted)}},
+		{name: "wait: a rollback resets the backend only once consumers rolled back", traits: overlap, consumer: true, from: fromDistributed,
+			act:   func(g *rig) { g.annotate(engine.AbortAnnotation, "r2"); g.settle() },
+			phase: v1.PhaseIdle, keyGen: 1, served: g1, accepts: []string{g1, g2},
+			events: []string{"Normal RotationAborted", "Normal " + string(reason.WaitingForRollout)}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			g := newRig(t, tc.traits)
+			g := newRig(t, tc.traits, tc.consumer)
 			tc.from(g)
 			seen := len(g.ev.got)
 			tc.act(g)
@@ -139,6 +179,11 @@ func TestEngineActions(t *testing.T) {
 			for _, s := range tc.refuses {
 				if g.store.Accepts(s) {
 					t.Errorf("the backend still accepts %s", s)
+				}
+			}
+			for _, a := range tc.gone {
+				if v, ok := cs.Annotations[a]; ok {
+					t.Errorf("annotation %s=%s was not removed", a, v)
 				}
 			}
 			if got := g.events(seen); !subsequence(tc.events, got) {
