@@ -4,27 +4,8 @@ import (
 	"fmt"
 
 	v1 "rekey.io/rekey/api/v1alpha1"
-	"rekey.io/rekey/internal/backend/cephkube"
 	"rekey.io/rekey/internal/backend/registry"
 )
-
-// Keys of ceph-csi's formats and the entity a target serves, for the
-// plugin until it reads them from cephkube itself; the controller does
-// not use them.
-const (
-	CephCSIUserID   = cephkube.CSIUserID
-	CephCSIUserKey  = cephkube.CSIUserKey
-	CephCSIAdminID  = cephkube.CSIAdminID
-	CephCSIAdminKey = cephkube.CSIAdminKey
-)
-
-// CephCSIEntity: see cephkube.CSIEntity (kept for the plugin).
-func CephCSIEntity(cs *v1.CredentialSet, t v1.SecretTarget) (string, error) {
-	return cephkube.CSIEntity(cs, t)
-}
-
-// RotatorSecretName: see cephkube.RotatorSecretName (kept for the plugin).
-func RotatorSecretName(adminSecret string) string { return cephkube.RotatorSecretName(adminSecret) }
 
 // targetData is what target t holds, from data, the backend's rendering of
 // the set's secrets (Native), or a registered format's rendering of it.
