@@ -176,8 +176,12 @@ func (r *Reconciler) deprovision(ctx context.Context, cs *v1.CredentialSet) erro
 	if src != nil {
 		keys := p.backend.Keys()
 		cur, _ := engine.Current(src.Data, keys)
-		if err := p.backend.(engine.Deprovisioner).Deprovision(ctx, cur); err != nil {
-			return err
+		// The finalizer that leads here is only added for a Deprovisioner,
+		// but a finalizer left by an older manager must not panic this one.
+		if d, ok := p.backend.(engine.Deprovisioner); ok {
+			if err := d.Deprovision(ctx, cur); err != nil {
+				return err
+			}
 		}
 		// Emptied, not deleted: the manager holds no delete permission on
 		// Secrets anywhere (least privilege), and nothing secret remains.
