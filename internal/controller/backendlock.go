@@ -62,7 +62,7 @@ func BackendLockKeys(cs *v1.CredentialSet) []string {
 	var keys []string
 	switch {
 	case cs.Spec.MySQL != nil:
-		in := cs.Spec.MySQL.Instances
+		in := mysqlInstancesOf(cs)
 		if in.StatefulSet != nil {
 			keys = append(keys, "mysql:statefulset/"+cs.Namespace+"/"+in.StatefulSet.Name)
 		}

@@ -20,10 +20,10 @@ import (
 // with the spec, which the reconcile reads anew anyway.
 func (r *Reconciler) instancesAdded(ctx context.Context, cs *v1.CredentialSet, p *plan) (bool, error) {
 	b, ok := p.backend.(*mysql.Backend)
-	if !ok || cs.Spec.MySQL == nil || cs.Spec.MySQL.Instances.StatefulSet == nil {
+	if !ok || mysqlInstancesOf(cs).StatefulSet == nil {
 		return false, nil
 	}
-	now, err := r.mysqlInstances(ctx, cs.Namespace, cs.Spec.MySQL.Instances)
+	now, err := r.mysqlInstances(ctx, cs.Namespace, mysqlInstancesOf(cs))
 	if err != nil {
 		return false, err
 	}

@@ -3,6 +3,7 @@ package controller
 import (
 	"context"
 	"fmt"
+	"maps"
 	"net"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -22,6 +23,8 @@ type plan struct {
 	backend     engine.Backend
 	noInstances bool
 	adopt       engine.Secrets
+	// moco: the set's MySQLCluster, for a mysql.moco set.
+	moco *mocoTarget
 }
 
 // errSpec marks a spec problem the user must fix; it is not retried fast.
@@ -47,6 +50,13 @@ func (r *Reconciler) planFor(ctx context.Context, cs *v1.CredentialSet) (*plan, 
 
 func (r *Reconciler) mysqlPlan(ctx context.Context, cs *v1.CredentialSet) (*plan, error) {
 	spec := cs.Spec.MySQL
+	var mt *mocoTarget
+	if spec.MOCO != nil {
+		var err error
+		if spec, mt, err = r.mocoResolve(ctx, cs); err != nil {
+			return nil, err
+		}
+	}
 	instances, err := r.mysqlInstances(ctx, cs.Namespace, spec.Instances)
 	if err != nil {
 		return nil, err
@@ -104,7 +114,14 @@ func (r *Reconciler) mysqlPlan(ctx context.Context, cs *v1.CredentialSet) (*plan
 	if b.AdminKey != "" && adminPassword != "" {
 		adopt[b.AdminKey] = adminPassword
 	}
-	return &plan{backend: b, noInstances: len(instances) == 0, adopt: adopt}, nil
+	if mt != nil {
+		// All 8 from MOCO's own Secret, the admin's included.
+		if provisioning {
+			adopt = maps.Clone(mt.current)
+		}
+		b.Gate = r.mocoGate(mt)
+	}
+	return &plan{backend: b, noInstances: len(instances) == 0, adopt: adopt, moco: mt}, nil
 }
 
 // mysqlInstances lists the instances, ordinal order for a StatefulSet.

@@ -66,8 +66,8 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		}
 		// A StatefulSet holding the instances wakes the set too: scaling
 		// it from 0 resumes a refused phase at once.
-		if m := cs.Spec.MySQL; m != nil && m.Instances.StatefulSet != nil {
-			keys = append(keys, ConsumerIndexKey(v1.KindStatefulSet, cs.Namespace, m.Instances.StatefulSet.Name))
+		if in := mysqlInstancesOf(cs); in.StatefulSet != nil {
+			keys = append(keys, ConsumerIndexKey(v1.KindStatefulSet, cs.Namespace, in.StatefulSet.Name))
 		}
 		return keys
 	})
