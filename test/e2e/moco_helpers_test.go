@@ -232,6 +232,15 @@ func sameData(a, b map[string][]byte) bool {
 	return true
 }
 
+// setPrimary records a switchover in the status, as MOCO's clustering
+// loop does once it has moved the primary.
+func (f *mocoFixture) setPrimary(t testing.TB, index int64) {
+	t.Helper()
+	f.updateStatus(t, func(mc *unstructured.Unstructured) {
+		_ = unstructured.SetNestedField(mc.Object, index, "status", "currentPrimaryIndex")
+	})
+}
+
 // setHealthy sets MOCO's conditions as its clustering loop does for a
 // healthy cluster, or Healthy=False as for a degraded one.
 func (f *mocoFixture) setHealthy(t testing.TB, healthy bool) {
@@ -248,16 +257,27 @@ func (f *mocoFixture) setHealthy(t testing.TB, healthy bool) {
 	if !healthy {
 		healthReason = "Degraded"
 	}
+	f.updateStatus(t, func(mc *unstructured.Unstructured) {
+		_ = unstructured.SetNestedSlice(mc.Object, []any{cond("Initialized", true, "Initialized"), cond("Available", true, "Available"),
+			cond("Healthy", healthy, healthReason), cond("StatefulSetReady", true, "Ready"), cond("ReconcileSuccess", true, "ReconcileSuccess"),
+			cond("ReconciliationActive", true, "ReconciliationActive"), cond("ClusteringActive", true, "ClusteringActive")}, "status", "conditions")
+		if _, ok, _ := unstructured.NestedInt64(mc.Object, "status", "currentPrimaryIndex"); !ok {
+			_ = unstructured.SetNestedField(mc.Object, int64(0), "status", "currentPrimaryIndex")
+		}
+	})
+}
+
+// updateStatus changes the MySQLCluster's status from a fresh read, again
+// on a conflict.
+func (f *mocoFixture) updateStatus(t testing.TB, edit func(*unstructured.Unstructured)) {
+	t.Helper()
 	for attempt := 0; ; attempt++ {
 		mc := &unstructured.Unstructured{}
 		mc.SetGroupVersionKind(f.cluster.GroupVersionKind())
 		if err := k8s.Get(context.Background(), client.ObjectKeyFromObject(f.cluster), mc); err != nil {
 			t.Fatal(err)
 		}
-		_ = unstructured.SetNestedSlice(mc.Object, []any{cond("Initialized", true, "Initialized"), cond("Available", true, "Available"),
-			cond("Healthy", healthy, healthReason), cond("StatefulSetReady", true, "Ready"), cond("ReconcileSuccess", true, "ReconcileSuccess"),
-			cond("ReconciliationActive", true, "ReconciliationActive"), cond("ClusteringActive", true, "ClusteringActive")}, "status", "conditions")
-		_ = unstructured.SetNestedField(mc.Object, int64(0), "status", "currentPrimaryIndex")
+		edit(mc)
 		err := k8s.Status().Update(context.Background(), mc)
 		if err == nil {
 			f.cluster = mc

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
+	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
@@ -102,7 +103,34 @@ func TestMOCOSystemUsers(t *testing.T) {
 	loginMatrix(t, "Distributed: new", c.Instances(), pend, nil)
 	loginMatrix(t, "Distributed: old", c.Instances(), gen1, nil)
 
+	// A switchover as MOCO's clustering loop makes one (its steps on
+	// mysqld, then status.currentPrimaryIndex), between the phases, while
+	// every reader keeps logging in.
+	oldPrimary, newPrimary, other := c.Primary, c.Replicas[0], c.Replicas[1]
+	if err := oldPrimary.Exec("SET GLOBAL super_read_only=ON"); err != nil {
+		t.Fatal(err)
+	}
+	if err := newPrimary.Exec("STOP REPLICA", "RESET REPLICA ALL", "SET GLOBAL super_read_only=OFF", "SET GLOBAL read_only=OFF"); err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range []*testenv.MySQLInstance{oldPrimary, other} {
+		if err := r.ReplicateFrom(newPrimary); err != nil {
+			t.Fatal(err)
+		}
+	}
+	f.setPrimary(t, 1)
+
+	// A backup Job started before the rotation holds the old
+	// BACKUP_PASSWORD: the discard waits for it.
+	job := mocoBackupJob(t, ns, "shop")
 	discard(t, ns, "moco", "rot-1")
+	if msg := waitDegraded(t, ns, "moco", reason.DiscardRefused); !strings.Contains(msg, "backup Job "+ns+"/"+job.Name) {
+		t.Fatalf("the held discard does not name the backup Job: %s", msg)
+	}
+	loginMatrix(t, "discard held by a backup", c.Instances(), gen1, nil)
+	if err := k8s.Delete(ctxT(t), job, client.PropagationPolicy(metav1.DeletePropagationBackground)); err != nil {
+		t.Fatal(err)
+	}
 	cs = waitPhase(t, ns, "moco", v1.PhaseIdle, 2)
 	assertMOCOReads(t, f, pend)
 	loginMatrix(t, "Idle after discard", c.Instances(), pend, gen1)
@@ -112,6 +140,10 @@ func TestMOCOSystemUsers(t *testing.T) {
 		}
 	}
 	p.assertNoGap(t)
+	assertSuperReadOnly(t, oldPrimary, other)
+	if v, err := newPrimary.QueryString("SELECT @@GLOBAL.super_read_only"); err != nil || v != "0" {
+		t.Fatalf("the new primary is super_read_only=%q (%v) after the discard", v, err)
+	}
 	assertNoSecretLeaked(t, ns, "moco", gen1, pend)
 	t.Logf("MOCO %s: 8 system users adopted from MOCO's controller Secret, rotated and discarded; MOCO's 3 Secrets hold the new passwords in MOCO's form", moco.Version)
 }
@@ -165,4 +197,34 @@ func mocoApp(t testing.TB, ns, name, secret string) string {
 		t.Fatal(err)
 	}
 	return name
+}
+
+// mocoBackupJob is an active Job of MOCO's backup CronJob for cluster (a
+// suspended CronJob, so that only this Job exists), its pod reading
+// BACKUP_PASSWORD as MOCO's backup container does. The pod stays Pending
+// (no node matches): kwok completes a Job's pods at once, and the Job
+// counts a Pending pod as active all the same.
+func mocoBackupJob(t testing.TB, ns, cluster string) *batchv1.Job {
+	t.Helper()
+	tmpl := corev1.PodTemplateSpec{Spec: corev1.PodSpec{NodeSelector: map[string]string{"rekey.io/test": "no-such-node"}, RestartPolicy: corev1.RestartPolicyNever,
+		Containers: []corev1.Container{{Name: "backup", Image: "ghcr.io/cybozu-go/moco-backup:0.36.0", Env: []corev1.EnvVar{{Name: "MYSQL_PASSWORD",
+			ValueFrom: &corev1.EnvVarSource{SecretKeyRef: &corev1.SecretKeySelector{LocalObjectReference: corev1.LocalObjectReference{Name: "moco-" + cluster}, Key: "BACKUP_PASSWORD"}}}}}}}}
+	cj := &batchv1.CronJob{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "moco-backup-" + cluster},
+		Spec: batchv1.CronJobSpec{Schedule: "@daily", Suspend: ptr.To(true), JobTemplate: batchv1.JobTemplateSpec{Spec: batchv1.JobSpec{Template: tmpl}}}}
+	if err := k8s.Create(ctxT(t), cj); err != nil {
+		t.Fatal(err)
+	}
+	job := &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: cj.Name + "-1",
+		OwnerReferences: []metav1.OwnerReference{{APIVersion: "batch/v1", Kind: "CronJob", Name: cj.Name, UID: cj.UID, Controller: ptr.To(true)}}},
+		Spec: batchv1.JobSpec{Template: tmpl}}
+	if err := k8s.Create(ctxT(t), job); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, time.Minute, "the backup Job active", func() (bool, string) {
+		if err := k8s.Get(ctxT(t), client.ObjectKeyFromObject(job), job); err != nil {
+			return false, err.Error()
+		}
+		return job.Status.Active > 0, fmt.Sprintf("active %d", job.Status.Active)
+	})
+	return job
 }
