@@ -8,6 +8,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1 "rekey.io/rekey/api/v1alpha1"
 	"rekey.io/rekey/internal/controller"
@@ -79,18 +80,7 @@ func TestMOCOOwnRotationRefused(t *testing.T) {
 	if err := k8s.Create(ctxT(t), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: mocoSystemNS}}); err != nil && !apierrors.IsAlreadyExists(err) {
 		t.Fatal(err)
 	}
-	mc := &unstructured.Unstructured{Object: map[string]any{
-		"apiVersion": "moco.cybozu.com/v1beta2", "kind": "MySQLCluster",
-		"metadata": map[string]any{"namespace": ns, "name": "db", "annotations": map[string]any{"moco.cybozu.com/password-rotate": "a-rotation-id"}},
-		"spec": map[string]any{
-			"podTemplate": map[string]any{"spec": map[string]any{"containers": []any{map[string]any{"name": "mysqld", "image": "mysql"}}}},
-			"volumeClaimTemplates": []any{map[string]any{"metadata": map[string]any{"name": "mysql-data"},
-				"spec": map[string]any{"accessModes": []any{"ReadWriteOnce"}, "resources": map[string]any{"requests": map[string]any{"storage": "1Gi"}}}}},
-		},
-	}}
-	if err := k8s.Create(ctxT(t), mc); err != nil {
-		t.Fatal(err)
-	}
+	bareMySQLCluster(t, ns, "db", map[string]any{"moco.cybozu.com/password-rotate": "a-rotation-id"})
 	startManager(t, cp.Config, func(r *controller.Reconciler) { r.MOCONamespace = mocoSystemNS })
 	if err := k8s.Create(ctxT(t), mocoSpecSet(ns, "db")); err != nil {
 		t.Fatal(err)
@@ -114,4 +104,79 @@ func TestMOCOOwnRotationRefused(t *testing.T) {
 			t.Fatalf("rekey wrote Secret %s/%s for a cluster it must leave alone", s.Namespace, s.Name)
 		}
 	}
+}
+
+// bareMySQLCluster is a MySQLCluster with the least spec MOCO's CRD takes.
+func bareMySQLCluster(t testing.TB, ns, name string, annotations map[string]any) {
+	t.Helper()
+	mc := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "moco.cybozu.com/v1beta2", "kind": "MySQLCluster",
+		"metadata": map[string]any{"namespace": ns, "name": name, "annotations": annotations},
+		"spec": map[string]any{
+			"podTemplate": map[string]any{"spec": map[string]any{"containers": []any{map[string]any{"name": "mysqld", "image": "mysql"}}}},
+			"volumeClaimTemplates": []any{map[string]any{"metadata": map[string]any{"name": "mysql-data"},
+				"spec": map[string]any{"accessModes": []any{"ReadWriteOnce"}, "resources": map[string]any{"requests": map[string]any{"storage": "1Gi"}}}}},
+		},
+	}}
+	if err := k8s.Create(ctxT(t), mc); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestMOCOTrust: a moco set does nothing without the operator's
+// --moco-namespace (MOCONotReady), and never reads or writes a Secret in
+// MOCO's namespace that is not MOCO's controller Secret of the set's own
+// cluster (here: one whose labels name another namespace's cluster, as a
+// tenant of that namespace could not make but a mix-up could), NotOwned.
+func TestMOCOTrust(t *testing.T) {
+	installMOCOCRDs(t)
+	if err := k8s.Create(ctxT(t), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: mocoSystemNS}}); err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatal(err)
+	}
+	t.Run("no --moco-namespace", func(t *testing.T) {
+		ns := newNamespace(t)
+		bareMySQLCluster(t, ns, "db", nil)
+		startManager(t, cp.Config)
+		if err := k8s.Create(ctxT(t), mocoSpecSet(ns, "db")); err != nil {
+			t.Fatal(err)
+		}
+		if msg := waitDegraded(t, ns, "moco", reason.MOCONotReady); !strings.Contains(msg, "--moco-namespace") {
+			t.Fatalf("the refusal does not name the flag: %s", msg)
+		}
+	})
+	t.Run("not MOCO's Secret", func(t *testing.T) {
+		ns := newNamespace(t)
+		bareMySQLCluster(t, ns, "db", nil)
+		data := map[string][]byte{}
+		for _, k := range []string{"ADMIN_PASSWORD", "AGENT_PASSWORD", "REPLICATION_PASSWORD", "CLONE_DONOR_PASSWORD", "EXPORTER_PASSWORD", "BACKUP_PASSWORD", "READONLY_PASSWORD", "WRITABLE_PASSWORD"} {
+			data[k] = []byte("kept-" + strings.ToLower(k))
+		}
+		foreign := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: mocoSystemNS, Name: "mysql-" + ns + ".db",
+			Labels: map[string]string{"app.kubernetes.io/name": "mysql", "app.kubernetes.io/instance": "db",
+				"app.kubernetes.io/created-by": "moco", "app.kubernetes.io/instance-namespace": "someone-else"},
+			Annotations: map[string]string{"moco.cybozu.com/secret-version": "1"}}, Data: data}
+		if err := k8s.Create(ctxT(t), foreign); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = k8s.Delete(ctxT(t), foreign) })
+		before := foreign.ResourceVersion
+		startManager(t, cp.Config, func(r *controller.Reconciler) { r.MOCONamespace = mocoSystemNS })
+		if err := k8s.Create(ctxT(t), mocoSpecSet(ns, "db")); err != nil {
+			t.Fatal(err)
+		}
+		msg := waitDegraded(t, ns, "moco", reason.NotOwned)
+		if !strings.Contains(msg, "instance-namespace") {
+			t.Fatalf("the refusal does not say what is wrong: %s", msg)
+		}
+		after := &corev1.Secret{}
+		if err := k8s.Get(ctxT(t), client.ObjectKeyFromObject(foreign), after); err != nil {
+			t.Fatal(err)
+		}
+		if after.ResourceVersion != before || after.Annotations[controller.MOCOClaimAnnotation] != "" {
+			t.Fatal("rekey changed a Secret that is not MOCO's controller Secret of this cluster")
+		}
+		if cs := getSet(t, ns, "moco"); cs.Status.KeyGeneration != 0 {
+			t.Fatalf("the set provisioned from a Secret that is not MOCO's: %s", stateOf(cs))
+		}
+	})
 }
