@@ -2,18 +2,31 @@ package v1alpha1
 
 // MySQLSpec says how to reach one MySQL cluster and which users rotate.
 //
-// +kubebuilder:validation:XValidation:rule="has(self.preset) || (has(self.users) && size(self.users) > 0)",message="name the users to rotate: set mysql.preset, mysql.users, or both"
+// +kubebuilder:validation:XValidation:rule="has(self.moco) || has(self.preset) || (has(self.users) && size(self.users) > 0)",message="name the users to rotate: set mysql.preset, mysql.users, or both"
+// +kubebuilder:validation:XValidation:rule="has(self.moco) != has(self.instances)",message="set either mysql.instances or mysql.moco (which takes the instances from the MySQLCluster), not both and not neither"
+// +kubebuilder:validation:XValidation:rule="has(self.moco) || has(self.admin)",message="set mysql.admin, the account rekey connects as (with mysql.moco it is moco-admin and needs no setting)"
+// +kubebuilder:validation:XValidation:rule="!has(self.moco) || (!has(self.admin) && !has(self.adoptSecretRef) && !has(self.users))",message="with mysql.moco, rekey connects as moco-admin and adopts all 8 passwords from MOCO's own Secret: remove mysql.admin, mysql.adoptSecretRef and mysql.users (rotate application users in a CredentialSet of their own)"
 // +kubebuilder:validation:XValidation:rule="!has(self.tlsCASecretRef) || !has(self.tls) || self.tls == 'Required'",fieldPath=".tlsCASecretRef",message="mysql.tlsCASecretRef verifies the servers' certificates, which only tls: Required does: remove tlsCASecretRef or set mysql.tls to Required"
 // +kubebuilder:validation:XValidation:rule="!has(self.tlsServerName) || !has(self.tls) || self.tls == 'Required'",fieldPath=".tlsServerName",message="mysql.tlsServerName is the name certificates are verified for, which only tls: Required does: remove tlsServerName or set mysql.tls to Required"
 type MySQLSpec struct {
 	// Instances are the cluster's mysqld instances; every credential change
 	// is applied on each of them, because it is never written to the binlog.
-	Instances MySQLInstances `json:"instances"`
+	// Required unless moco is set.
+	// +optional
+	Instances MySQLInstances `json:"instances,omitzero"`
+
+	// MOCO names a MySQLCluster (moco.cybozu.com) in the CredentialSet's
+	// namespace whose 8 system users rotate: the instances, the admin, the
+	// users and their current passwords all come from MOCO's objects, and
+	// the new passwords go to the Secrets MOCO reads.
+	// +optional
+	MOCO *MOCOSpec `json:"moco,omitempty"`
 
 	// Admin is the account rekey connects with. It may be one of the rotated
 	// users (as moco-admin is); rekey then follows its password through the
-	// rotation.
-	Admin MySQLAdmin `json:"admin"`
+	// rotation. Required unless moco is set.
+	// +optional
+	Admin MySQLAdmin `json:"admin,omitzero"`
 
 	// Preset selects a known user list. "moco": MOCO's 8 system users and
 	// its Secret keys (ADMIN_PASSWORD ... WRITABLE_PASSWORD).

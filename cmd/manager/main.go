@@ -37,6 +37,7 @@ func run() error {
 		secretNamespaces                  string
 		metricsSecure                     bool
 		cephWorkDir, cephCLI              string
+		mocoNamespace                     string
 		leaderElect                       bool
 		concurrency                       int
 		workers                           int
@@ -57,6 +58,7 @@ func run() error {
 	flag.DurationVar(&grace, "default-grace-period", 5*time.Minute, "grace period of discardPolicy AfterRollout when the set gives none")
 	flag.DurationVar(&stuckAfter, "rotation-stuck-after", time.Hour, "how long a rotation may stay active before the RotationStuck condition, a Warning Event and rekey_rotation_stuck say so, when the set gives no rotation.stuckAfter (0: off)")
 	flag.StringVar(&cephWorkDir, "ceph-work-dir", os.TempDir(), "where ceph commands' config and keyring files are written (mode 0600, removed after each command)")
+	flag.StringVar(&mocoNamespace, "moco-namespace", "", "MOCO's namespace (moco-system in MOCO's own manifests), where MOCO keeps each MySQLCluster's controller Secret; rekey writes them for sets with mysql.moco, and needs Secrets there in its RBAC. Empty: no MOCO cluster is served")
 	flag.StringVar(&cephCLI, "ceph-cli", "ceph", "the ceph CLI the Ceph backend runs (a path, or a name looked up in PATH); a CredentialSet never names a program")
 	opts := zap.Options{}
 	opts.BindFlags(flag.CommandLine)
@@ -123,6 +125,7 @@ func run() error {
 		ResyncPeriod:            resync,
 		CephWorkDir:             cephWorkDir,
 		CephCLI:                 cephCLI,
+		MOCONamespace:           mocoNamespace,
 	}
 	if err := r.SetupWithManager(mgr); err != nil {
 		return err

@@ -17,3 +17,4 @@ SID_DIR=$REKEY_CACHE/sid
 log() { printf '[env] %s\n' "$*" >&2; }
 TOOLS_DIR=$REKEY_CACHE/bin/tools-helm-$HELM_VERSION-kustomize-$KUSTOMIZE_VERSION
 PROMTOOL_DIR=$REKEY_CACHE/bin/promtool-$PROMETHEUS_SERIES
+MOCO_DIR=$REKEY_CACHE/moco-$MOCO_VERSION

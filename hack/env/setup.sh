@@ -15,6 +15,7 @@ oslo=$!
 sid=$!
 "$dir/control-plane.sh"
 "$dir/tools.sh"
+"$dir/moco.sh"
 wait "$sid"
 wait "$oslo"
 # After oslo.sh: both use the host's apt (an update takes its lists lock).

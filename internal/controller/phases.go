@@ -157,7 +157,7 @@ func (r *Reconciler) continueRotation(ctx context.Context, cs *v1.CredentialSet,
 	if st := cs.Status.RotationStartedAt; st != nil {
 		metrics.PhaseEnded(string(v1.PhaseRotating), now.Sub(st.Time))
 	}
-	r.rotationEvent(cs, id, "Normal", reason.Distributed, "Rotate", "new secrets of rotation %s distributed to %d Secrets; consumers restart, then discard the old secrets", id, len(cs.Spec.Distribution))
+	r.rotationEvent(cs, id, "Normal", reason.Distributed, "Rotate", "new secrets of rotation %s distributed to %d Secrets; consumers restart, then discard the old secrets", id, distributionCount(cs))
 	r.dropAnnotations(ctx, cs, engine.RotateAnnotation)
 	// Restart consumers now rather than on the next event.
 	consumers, _, err := r.syncConsumers(ctx, cs)

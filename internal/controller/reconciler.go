@@ -61,6 +61,10 @@ type Reconciler struct {
 	// CephCLI is the ceph CLI the Ceph backend runs (a manager flag: a
 	// spec never names a program); default "ceph" from PATH.
 	CephCLI string
+	// MOCONamespace is MOCO's namespace, where its controller Secrets are
+	// (a manager flag: a spec never names it); empty, rekey serves no
+	// MOCO cluster.
+	MOCONamespace string
 
 	// MaxConcurrentReconciles is how many sets are reconciled at once
 	// (0: DefaultMaxConcurrentReconciles); sets that share a backend never

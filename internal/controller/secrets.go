@@ -131,11 +131,20 @@ func (r *Reconciler) distribute(ctx context.Context, cs *v1.CredentialSet, p *pl
 			stale, staleData = append(stale, t), append(staleData, td)
 		}
 	}
-	if len(stale) == 0 {
+	mocoStale, err := r.mocoStale(ctx, cs, p.moco, secrets)
+	if err != nil {
+		return err
+	}
+	if len(stale) == 0 && !mocoStale {
 		return nil
 	}
 	if err := p.backend.Verify(ctx, secrets); err != nil {
 		return err
+	}
+	if mocoStale {
+		if err := r.writeMOCO(ctx, cs, p.moco, secrets); err != nil {
+			return err
+		}
 	}
 	for i, t := range stale {
 		if err := r.writeTarget(ctx, cs, t, staleData[i], generation); err != nil {

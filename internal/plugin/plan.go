@@ -62,6 +62,7 @@ func (s *session) printPlan(ctx context.Context, cs *v1.CredentialSet) error {
 }
 
 func (s *session) printMySQLPlan(ctx context.Context, out io.Writer, cs *v1.CredentialSet) error {
+	cs = asMOCO(cs)
 	instances, note, err := s.instances(ctx, cs)
 	if err != nil {
 		return err

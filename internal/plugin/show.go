@@ -103,6 +103,7 @@ func (s *session) show(ctx context.Context, name string, f showFlags) error {
 	if err != nil {
 		return err
 	}
+	cs = asMOCO(cs)
 	if cs.Spec.MySQL == nil && cs.Spec.Ceph == nil && cs.Spec.RabbitMQ == nil {
 		return fmt.Errorf("credentialset %q has no backend block (spec.mysql, spec.ceph or spec.rabbitmq), so it has no credential to show", cs.Name)
 	}

@@ -73,6 +73,13 @@ const (
 	// writes as invalid (a validation failure, an admission policy) — not
 	// a lost race, which is retried silently.
 	WriteRejected Reason = "WriteRejected"
+	// MOCORotatesItself: the MOCO that manages the set's MySQLCluster
+	// rotates its system users itself; rekey does nothing on that cluster.
+	MOCORotatesItself Reason = "MOCORotatesItself"
+	// MOCONotReady: MOCO has not (or not yet) made what a moco set needs
+	// (the MySQLCluster, its controller Secret with all 8 passwords), or
+	// this installation of rekey does not serve MOCO clusters.
+	MOCONotReady Reason = "MOCONotReady"
 )
 
 // Progress (Normal Events).

@@ -280,6 +280,7 @@ func TestChartSetsEveryManagerFlag(t *testing.T) {
 		nil,
 		{"rbac": map[string]any{"clusterWideSecrets": false, "secretNamespaces": []any{"apps"}}},
 		{"watchNamespaces": []any{"apps"}},
+		{"moco": map[string]any{"namespace": "moco-system"}},
 	} {
 		objs, err := render(t, "rekey", "ops", values)
 		if err != nil {

@@ -39,6 +39,11 @@ type Backend struct {
 	// altered by its own statement, each a round trip (batch.go). Only
 	// this package's tests and side-by-side benchmark set it.
 	perUser bool
+	// Gate, when set, is asked before a rotation or a discard starts, after
+	// the instances' own health: an operator that manages the cluster
+	// (MOCO) may know it unfit while every instance still answers. It
+	// refuses with a *engine.Refusal; discard says which phase starts.
+	Gate func(ctx context.Context, discard bool) error
 }
 
 var _ engine.Backend = (*Backend)(nil)
@@ -230,6 +235,11 @@ func (b *Backend) Precheck(ctx context.Context, cur engine.Secrets) error {
 	}
 	if rf := decideHealth(rotationPhase, obs); rf != nil {
 		return redactRefusal(rf, b.adminPasswords(cur, nil), cur)
+	}
+	if b.Gate != nil {
+		if err := b.Gate(ctx, false); err != nil {
+			return err
+		}
 	}
 	if len(found) > 0 {
 		sort.Strings(found)

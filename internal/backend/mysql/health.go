@@ -361,6 +361,9 @@ func (b *Backend) healthGate(ctx context.Context, phase string, passwords []stri
 	if rf := decideHealth(phase, obs); rf != nil {
 		return redactRefusal(rf, passwords, secrets)
 	}
+	if b.Gate != nil {
+		return b.Gate(ctx, phase == discardPhase)
+	}
 	return nil
 }
 

@@ -5,6 +5,7 @@ import (
 	"strings"
 
 	v1 "rekey.io/rekey/api/v1alpha1"
+	"rekey.io/rekey/internal/moco"
 )
 
 // statefulSetPod matches the address of a StatefulSet's pod through its
@@ -19,7 +20,7 @@ var statefulSetPod = regexp.MustCompile(`^([a-z0-9]([-a-z0-9]*[a-z0-9])?)-[0-9]+
 // maps to the same key.
 func lockKeys(cs *v1.CredentialSet) []string {
 	var keys []string
-	in := cs.Spec.MySQL.Instances
+	in := moco.InstancesOf(cs.Spec.MySQL)
 	if in.StatefulSet != nil {
 		keys = append(keys, "mysql:statefulset/"+cs.Namespace+"/"+in.StatefulSet.Name)
 	}

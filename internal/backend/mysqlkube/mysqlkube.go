@@ -15,6 +15,7 @@ import (
 	"rekey.io/rekey/internal/backend/mysql"
 	"rekey.io/rekey/internal/backend/registry"
 	"rekey.io/rekey/internal/engine"
+	"rekey.io/rekey/internal/moco"
 )
 
 func init() { registry.Register(Entry) }
@@ -29,7 +30,7 @@ var Entry = registry.Entry{
 	// A StatefulSet holding the instances wakes the set too: scaling it
 	// from 0 resumes a refused phase at once.
 	StatefulSets: func(cs *v1.CredentialSet) []string {
-		if sts := cs.Spec.MySQL.Instances.StatefulSet; sts != nil {
+		if sts := moco.InstancesOf(cs.Spec.MySQL).StatefulSet; sts != nil {
 			return []string{sts.Name}
 		}
 		return nil
