@@ -10,15 +10,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1 "rekey.io/rekey/api/v1alpha1"
+	"rekey.io/rekey/internal/naming"
 )
-
-// rotatorKeyringKey holds client.admin-rotator's keyring in the rotator
-// Secret (seed 001's rook-ceph-admin-rotator-keyring).
-const rotatorKeyringKey = "keyring"
-
-// RotatorSecretName is where the temporary rotator's keyring lives while
-// the admin key rotates: next to the admin keyring Secret.
-func RotatorSecretName(adminSecret string) string { return adminSecret + "-rotator" }
 
 // secretKeyringStore keeps the Ceph admin keyring, and the rotator's, in
 // Secrets of the set's namespace, read live and written with optimistic
@@ -45,14 +38,14 @@ func (s *secretKeyringStore) SaveAdmin(ctx context.Context, keyring string) erro
 
 func (s *secretKeyringStore) LoadRotator(ctx context.Context) (string, bool, error) {
 	sec := &corev1.Secret{}
-	err := s.r.APIReader.Get(ctx, client.ObjectKey{Namespace: s.namespace, Name: RotatorSecretName(s.ref.Name)}, sec)
+	err := s.r.APIReader.Get(ctx, client.ObjectKey{Namespace: s.namespace, Name: naming.RotatorSecretName(s.ref.Name)}, sec)
 	if apierrors.IsNotFound(err) {
 		return "", false, nil
 	}
 	if err != nil {
 		return "", false, err
 	}
-	v := sec.Data[rotatorKeyringKey]
+	v := sec.Data[naming.RotatorKeyringKey]
 	if len(v) > 0 && !ownedBy(sec, s.set) {
 		return "", false, s.rotatorNotOwned(sec)
 	}
@@ -60,25 +53,25 @@ func (s *secretKeyringStore) LoadRotator(ctx context.Context) (string, bool, err
 }
 
 func (s *secretKeyringStore) SaveRotator(ctx context.Context, keyring string) error {
-	return s.put(ctx, RotatorSecretName(s.ref.Name), rotatorKeyringKey, keyring, true)
+	return s.put(ctx, naming.RotatorSecretName(s.ref.Name), naming.RotatorKeyringKey, keyring, true)
 }
 
 func (s *secretKeyringStore) DeleteRotator(ctx context.Context) error {
 	sec := &corev1.Secret{}
-	err := s.r.APIReader.Get(ctx, client.ObjectKey{Namespace: s.namespace, Name: RotatorSecretName(s.ref.Name)}, sec)
+	err := s.r.APIReader.Get(ctx, client.ObjectKey{Namespace: s.namespace, Name: naming.RotatorSecretName(s.ref.Name)}, sec)
 	if apierrors.IsNotFound(err) {
 		return nil
 	}
 	if err != nil {
 		return err
 	}
-	if _, ok := sec.Data[rotatorKeyringKey]; !ok {
+	if _, ok := sec.Data[naming.RotatorKeyringKey]; !ok {
 		return nil
 	}
 	if !ownedBy(sec, s.set) {
 		return s.rotatorNotOwned(sec)
 	}
-	delete(sec.Data, rotatorKeyringKey)
+	delete(sec.Data, naming.RotatorKeyringKey)
 	return s.r.Client.Update(ctx, sec)
 }
 
@@ -122,5 +115,5 @@ func (s *secretKeyringStore) put(ctx context.Context, name, key, value string, c
 func (s *secretKeyringStore) rotatorNotOwned(sec *corev1.Secret) error {
 	return notOwned(s.set, sec, "admin rotator Secret", fmt.Sprintf(
 		"it holds a keyring rekey did not write; if no admin key rotation of yours is under way, delete it (or empty its %s key); if it is this set's own from a rekey that did not record UIDs, hand it over with `kubectl annotate secret -n %s %s %s=%s`",
-		rotatorKeyringKey, sec.Namespace, sec.Name, CredentialSetUIDAnnot, s.set.UID))
+		naming.RotatorKeyringKey, sec.Namespace, sec.Name, naming.CredentialSetUIDAnnot, s.set.UID))
 }

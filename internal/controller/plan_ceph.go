@@ -16,8 +16,8 @@ import (
 )
 
 // cephPlan builds the Ceph backend. Before any other Ceph command it
-// resolves an interrupted admin key rotation (seed 001 "In CephCluster
-// startup"): until then the admin keyring Secret may hold a dead key.
+// resolves an interrupted admin key rotation, as the first thing after a
+// restart: until then the admin keyring Secret may hold a dead key.
 func (r *Reconciler) cephPlan(ctx context.Context, cs *v1.CredentialSet) (*plan, error) {
 	spec := cs.Spec.Ceph
 	store := &secretKeyringStore{r: r, namespace: cs.Namespace, ref: spec.Admin.KeyringSecretRef, set: cs}
@@ -191,7 +191,7 @@ func (r *Reconciler) trimPriors(ctx context.Context, cs *v1.CredentialSet, b *ce
 }
 
 // removeUnusedKeys deletes the listed bootstrap keys once, and records it
-// (seed 001 "Unused keys"); listing a key again later re-checks it.
+// (bootstrap keys no daemon uses); listing a key again later re-checks it.
 func (r *Reconciler) removeUnusedKeys(ctx context.Context, cs *v1.CredentialSet, b *ceph.Backend) error {
 	want := cs.Spec.Ceph.RemoveUnusedKeys
 	var todo []string
