@@ -7,13 +7,13 @@ type CephStrategy string
 const (
 	// CephInPlace rotates each entity's key with `ceph auth rotate`: the old
 	// key dies at once, so only for daemon-style keys whose every consumer
-	// rekey restarts (seed 001 "daemon keys"); live sessions carry over on
+	// rekey restarts (Ceph daemons' own keys); live sessions carry over on
 	// their service tickets.
 	CephInPlace CephStrategy = "InPlace"
 	// CephOverlapping creates a new entity per generation
 	// (client.<name>.<generation>) with the same caps and keeps prior
-	// generations until the rotation is discarded (seed 001 "Overlapping
-	// rotation"), for keys with consumers outside rekey's control.
+	// generations until the rotation is discarded, for keys with consumers
+	// outside rekey's control.
 	CephOverlapping CephStrategy = "Overlapping"
 )
 
@@ -72,7 +72,8 @@ type CephSpec struct {
 	Entities []CephEntity `json:"entities"`
 
 	// RemoveUnusedKeys lists bootstrap entities Ceph creates but nothing
-	// uses (seed 001 "Unused keys"); rekey deletes them, and reports it.
+	// uses: rotating them would serve nobody, so rekey deletes them, and
+	// reports it.
 	// +optional
 	// +listType=set
 	// +kubebuilder:validation:items:Enum=client.bootstrap-rgw;client.bootstrap-rbd;client.bootstrap-mgr;client.bootstrap-mds
@@ -89,8 +90,9 @@ type CephConfigValue string
 // CephAdmin is the identity rekey runs ceph commands as.
 type CephAdmin struct {
 	// Entity is the admin's name; default client.admin. When it is one of
-	// the set's entities, its rotation follows seed 001's admin procedure
-	// through a temporary client.admin-rotator.
+	// the set's entities, its key rotates through a temporary
+	// client.admin-rotator, stored first, so that a crash at any point
+	// leaves an admin able to finish the rotation.
 	// +optional
 	// +kubebuilder:default=client.admin
 	// +kubebuilder:validation:Pattern=`^client\.[A-Za-z0-9_][-A-Za-z0-9_.]{0,62}$`

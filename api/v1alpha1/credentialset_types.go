@@ -30,7 +30,7 @@ type CredentialSet struct {
 //
 // +kubebuilder:validation:XValidation:rule="!has(self.mysql) || !has(self.mysql.moco) || (has(self.consumers) && self.consumers.exists(c, c.kind == 'StatefulSet' && c.name == 'moco-' + self.mysql.moco.clusterName && !has(c.namespace)))",fieldPath=".consumers",message="MOCO's agents and mysqld pods read the system users' passwords when they start: add {kind: StatefulSet, name: moco-<clusterName>} to spec.consumers"
 // +kubebuilder:validation:XValidation:rule="[has(self.mysql), has(self.ceph), has(self.rabbitmq)].filter(x, x).size() == 1",message="set exactly one backend block: spec.mysql, spec.ceph or spec.rabbitmq"
-// +kubebuilder:validation:XValidation:rule="!has(self.rotation) || !has(self.rotation.policy) || self.rotation.policy != 'WithVersionUpgrade' || !has(self.ceph) || !has(self.ceph.strategy) || self.ceph.strategy != 'Overlapping'",message="WithVersionUpgrade would rotate keys with outside consumers on an upgrade nobody planned for them (seed 001): use KeyGeneration or Schedule with strategy Overlapping"
+// +kubebuilder:validation:XValidation:rule="!has(self.rotation) || !has(self.rotation.policy) || self.rotation.policy != 'WithVersionUpgrade' || !has(self.ceph) || !has(self.ceph.strategy) || self.ceph.strategy != 'Overlapping'",message="WithVersionUpgrade would rotate keys with outside consumers on an upgrade nobody planned for them: use KeyGeneration or Schedule with strategy Overlapping"
 // +kubebuilder:validation:XValidation:rule="!has(self.distribution) || has(self.ceph) || self.distribution.all(t, !has(t.format) || t.format == 'Native')",fieldPath=".distribution",message="distribution[].format CephCSI and CephCSIWithAdmin write a cephx entity's userID and userKey, for spec.ceph sets only: remove format (Native is the default) from this set's targets"
 // +kubebuilder:validation:XValidation:rule="!has(self.distribution) || !has(self.ceph) || self.distribution.all(t, !has(t.format) || t.format == 'Native' || has(t.entity) || size(self.ceph.entities) == 1)",fieldPath=".distribution",message="a distribution target with format CephCSI or CephCSIWithAdmin holds the userID and userKey of one entity, but spec.ceph.entities has several: name the one it serves in the target's entity (e.g. entity: client.csi-rbd-node)"
 // +kubebuilder:validation:XValidation:rule="!has(self.distribution) || !has(self.ceph) || self.distribution.all(t, !has(t.entity) || self.ceph.entities.exists(e, e.name == t.entity))",fieldPath=".distribution",message="a distribution target names an entity that is not in spec.ceph.entities: name one of them"
@@ -40,11 +40,11 @@ type CredentialSetSpec struct {
 	// +optional
 	MySQL *MySQLSpec `json:"mysql,omitempty"`
 
-	// Ceph rotates cephx keys, in place or overlapping (seed 001).
+	// Ceph rotates cephx keys, in place or overlapping.
 	// +optional
 	Ceph *CephSpec `json:"ceph,omitempty"`
 
-	// RabbitMQ rotates a user by creating a new one per generation (seed 004).
+	// RabbitMQ rotates a user by creating a new one per generation.
 	// +optional
 	RabbitMQ *RabbitMQSpec `json:"rabbitmq,omitempty"`
 
@@ -175,8 +175,9 @@ type ConsumerGroup struct {
 	Members []string `json:"members"`
 }
 
-// RotationPolicy says what starts a rotation besides a rotate request
-// (seed 001 keyRotationPolicy, plus Schedule).
+// RotationPolicy says what starts a rotation besides a rotate request:
+// nothing (Disabled), a raised keyGeneration, a newer backend version, or
+// the age of the current credentials (Schedule).
 // +kubebuilder:validation:Enum=Disabled;KeyGeneration;WithVersionUpgrade;Schedule
 type RotationPolicy string
 

@@ -2,7 +2,7 @@ package v1alpha1
 
 // RabbitMQSpec says how to reach one RabbitMQ cluster and which user
 // rotates. Each generation is a new user <user.base>-g<generation> with the
-// same tags and permissions (seed 004); the old one is deleted only when
+// same tags and permissions; the old one is deleted only when
 // every consumer that can hold it has moved: the set's own, and those of
 // every other set that adopted the same user (spec.rabbitmq.adopt).
 //
@@ -62,7 +62,7 @@ type RabbitMQSpec struct {
 
 	// ConfigFile, when set, also renders the transport_url inside an
 	// INI-style config file key, as consumers that read a config file
-	// (seed 004's 01-nova.conf) need.
+	// (such as an OpenStack service's nova.conf) need.
 	// +optional
 	ConfigFile *RabbitMQConfigFile `json:"configFile,omitempty"`
 }

@@ -52,7 +52,7 @@ func run() error {
 	flag.StringVar(&secretNamespaces, "secret-namespaces", "", "comma-separated namespaces where rekey watches the Secrets it wrote (to undo hand edits at once); set it where its RBAC grants Secrets only in some namespaces. Empty: every namespace, or --watch-namespaces and --namespace")
 	flag.StringVar(&probeAddr, "health-probe-bind-address", ":8081", "address of the health probes")
 	flag.BoolVar(&leaderElect, "leader-elect", false, "elect a leader, for running more than one replica")
-	flag.IntVar(&concurrency, "instance-concurrency", 8, "instances a phase works on at once (1: one after another, as seed 000)")
+	flag.IntVar(&concurrency, "instance-concurrency", 8, "instances a phase works on at once (1: one after another)")
 	flag.IntVar(&workers, "max-concurrent-reconciles", controller.DefaultMaxConcurrentReconciles, "CredentialSets reconciled at once; sets on the same backend server (MySQL instance, Ceph monitors, RabbitMQ endpoint) still go one at a time, so the others keep moving while one waits on a server that does not answer (1: one set at a time, as before)")
 	flag.DurationVar(&resync, "resync-period", 5*time.Minute, "how often an idle set is re-checked (restores hand-edited distribution Secrets)")
 	flag.DurationVar(&grace, "default-grace-period", 5*time.Minute, "grace period of discardPolicy AfterRollout when the set gives none")

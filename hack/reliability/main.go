@@ -238,11 +238,11 @@ func render(rows []row, command, commit, subject, note string, now time.Time) []
 	b.WriteString(`## Reading the table
 
 - **Verdict**: "passed" — every check of the scenario held and nobody was refused; "LOCKED OUT" — a consumer pod
-  or the prober was refused a login (rule 2), whatever else held; "FAILED" — a check failed (see the test log).
+  or the prober was refused a login (someone was locked out), whatever else held; "FAILED" — a check failed (see the test log).
 - **Observed** (the numbered list under each table): what the harness saw, not what the test's author
   wrote: each check that held between the fault and the scenario's record — the phase and generation waited for, the events and conditions seen, the
   login matrices (how many user × instance logins were accepted and refused, as required), super_read_only,
-  rule 1 at a crash point — in the order they held; "(×n)": the same check n times in a row.
+  "stored before applied" at a crash point — in the order they held; "(×n)": the same check n times in a row.
 - **Consumer logins**: logins the consumer pods made while the scenario ran, how many MySQL refused, and how
   many pods started in that time (each start reads the Secret once). A refusal is MySQL's answer (access
   denied, account locked, password expired); an instance stopped on purpose that does not answer is not one.

@@ -2,8 +2,6 @@ package controller
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"strings"
@@ -15,20 +13,9 @@ import (
 
 	v1 "rekey.io/rekey/api/v1alpha1"
 	"rekey.io/rekey/internal/engine"
+	"rekey.io/rekey/internal/naming"
 	"rekey.io/rekey/internal/reason"
 )
-
-// RestartAnnotation is the pod-template annotation that restarts a
-// consumer; one per set, so a workload can consume several sets. Keys are
-// limited to 63 characters after the prefix, hence the hash.
-func RestartAnnotation(cs *v1.CredentialSet) string {
-	sum := sha256.Sum256([]byte(setRef(cs)))
-	name := "restart-" + cs.Name
-	if len(name) > 50 {
-		name = name[:50]
-	}
-	return "rekey.io/" + name + "-" + hex.EncodeToString(sum[:])[:8]
-}
 
 func consumerNamespace(cs *v1.CredentialSet, c v1.ConsumerRef) string {
 	if c.Namespace != "" {
@@ -83,7 +70,7 @@ func rolloutOf(obj client.Object) engine.RolloutState {
 func (r *Reconciler) syncConsumers(ctx context.Context, cs *v1.CredentialSet) ([]v1.ConsumerStatus, bool, error) {
 	hash := secretHash(cs, r.servedGeneration(cs))
 	want := engine.RestartValue(cs.Status)
-	key := RestartAnnotation(cs)
+	key := naming.RestartAnnotation(cs)
 	all := true
 	var out []v1.ConsumerStatus
 	for _, c := range cs.Spec.Consumers {

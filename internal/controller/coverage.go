@@ -18,10 +18,6 @@ import (
 	"rekey.io/rekey/internal/reason"
 )
 
-// SecretHashAnnotation on distributed Secrets lets outside automation
-// record which distribution it deployed, to acknowledge exactly that.
-const SecretHashAnnotation = "rekey.io/secret-hash"
-
 // secretHash names what the distribution Secrets hold when they serve
 // generation gen: the generation and the rotation that produced it, never
 // the secret material itself.
@@ -35,7 +31,8 @@ func secretHash(cs *v1.CredentialSet, gen int64) string {
 }
 
 // noteHash records what the distribution Secrets hold now; a change
-// resets every consumer's coverage (seed 004 edge case 4).
+// resets every consumer's coverage: a consumer that rolled out during the
+// change may hold the old content.
 func (r *Reconciler) noteHash(cs *v1.CredentialSet) {
 	hash := secretHash(cs, r.servedGeneration(cs))
 	if prev := cs.Status.SecretHash; prev != "" && prev != hash && len(cs.Status.Consumers) > 0 {
@@ -55,7 +52,7 @@ func previous(cs *v1.CredentialSet, kind v1.ConsumerKind, ns, name string) *v1.C
 }
 
 // stamp records when a consumer was first seen moved for the current hash;
-// a new hash starts over (seed 004 edge case 4).
+// a new hash starts over (a rollout during the change does not count).
 func (r *Reconciler) stamp(cs *v1.CredentialSet, st *v1.ConsumerStatus, hash string) {
 	st.SecretHash = hash
 	if !st.RolledOut {
@@ -175,17 +172,17 @@ func (r *Reconciler) dropAck(ctx context.Context, cs *v1.CredentialSet, key stri
 // (status.retirementWaitsFor), for backends whose old identity is shared
 // state of a cluster, and identifies that cluster (status.cluster). It
 // returns a problem when the cluster cannot be identified: then nothing may
-// be retired (seed 004 edge case 2).
+// be retired, rather than risk retiring a user another set still serves.
 //
-// Seed 004's cross-NodeSet check exists because its node sets share one
-// user. In rekey, retirement waits for exactly the consumers that can hold
+// A cluster-wide wait (every set on the cluster moved) would only be needed
+// if sets shared one user. In rekey, retirement waits for exactly the consumers that can hold
 // the retiring user: this set's own. Other sets on the same cluster hold
 // users of their own (rabbitkube refuses two sets making the same
 // users on one cluster), so one stuck set never holds back another set's
 // retirement. The one user several sets can share, an adopted one, carries
 // a mark per set; retiring it removes only this set's mark while another
-// set holds it, and the last one deletes it — seed 004's finalizer per
-// user, kept per set instead of behind a cluster-wide wait.
+// set holds it, and the last one deletes it: a finalizer per user, kept
+// per set instead of behind a cluster-wide wait.
 func (r *Reconciler) scopeMoved(ctx context.Context, cs *v1.CredentialSet, p *plan) (waiting []string, prob *problem, err error) {
 	sc, ok := p.backend.(engine.Scoped)
 	if !ok {

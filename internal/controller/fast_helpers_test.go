@@ -18,6 +18,7 @@ import (
 	v1 "rekey.io/rekey/api/v1alpha1"
 	"rekey.io/rekey/internal/backend/fake"
 	"rekey.io/rekey/internal/engine"
+	"rekey.io/rekey/internal/naming"
 )
 
 // rig runs the real reconciler on controller-runtime's fake client and a
@@ -128,7 +129,7 @@ func (g *rig) served() string { return g.secret("app", "db-creds", fake.Key) }
 
 // stored is the current secret in the source Secret.
 func (g *rig) stored() string {
-	return g.secret(fastNamespace, SourceSecretName(g.set()), fake.Key)
+	return g.secret(fastNamespace, naming.SourceSecretName(g.set()), fake.Key)
 }
 
 // events are the recorded Events from index from on, "type reason" each.

@@ -12,6 +12,7 @@ import (
 	v1 "rekey.io/rekey/api/v1alpha1"
 	"rekey.io/rekey/internal/backend/fake"
 	"rekey.io/rekey/internal/engine"
+	"rekey.io/rekey/internal/naming"
 	"rekey.io/rekey/internal/reason"
 )
 
@@ -119,7 +120,7 @@ func TestEngineActions(t *testing.T) {
 		{name: "a source Secret edited by hand never reaches consumers", traits: overlap, from: fromIdle,
 			act: func(g *rig) {
 				src := &corev1.Secret{}
-				key := client.ObjectKey{Namespace: fastNamespace, Name: SourceSecretName(g.set())}
+				key := client.ObjectKey{Namespace: fastNamespace, Name: naming.SourceSecretName(g.set())}
 				if err := g.kc.Get(context.Background(), key, src); err != nil {
 					t.Fatal(err)
 				}

@@ -2,8 +2,6 @@ package controller
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -18,35 +16,19 @@ import (
 
 	v1 "rekey.io/rekey/api/v1alpha1"
 	"rekey.io/rekey/internal/engine"
+	"rekey.io/rekey/internal/naming"
 	"rekey.io/rekey/internal/reason"
 )
-
-// DeprovisionFinalizer keeps a set whose backend identities rekey alone
-// owns (a user per generation) until they are deleted.
-const DeprovisionFinalizer = "rekey.io/deprovision"
-
-// ConsumerFinalizer is the finalizer a consumer holds on a set whose
-// identities would be deleted with it: the set (and its users) stay while
-// the consumer may still use them. Qualified names allow 63 characters
-// after the prefix, hence the truncated name and hash.
-func ConsumerFinalizer(kind v1.ConsumerKind, namespace, name string) string {
-	sum := sha256.Sum256([]byte(string(kind) + "/" + namespace + "/" + name))
-	short := strings.ToLower(string(kind)) + "-" + name
-	if len(short) > 44 {
-		short = short[:44]
-	}
-	return "rekey.io/consumer-" + strings.TrimRight(short, "-.") + "-" + hex.EncodeToString(sum[:])[:8]
-}
 
 // consumerFinalizers maps each declared consumer's finalizer to a label.
 func consumerFinalizers(cs *v1.CredentialSet) map[string]string {
 	out := map[string]string{}
 	for _, c := range cs.Spec.Consumers {
 		ns := consumerNamespace(cs, c)
-		out[ConsumerFinalizer(c.Kind, ns, c.Name)] = fmt.Sprintf("%s %s/%s", c.Kind, ns, c.Name)
+		out[naming.ConsumerFinalizer(c.Kind, ns, c.Name)] = fmt.Sprintf("%s %s/%s", c.Kind, ns, c.Name)
 	}
 	for _, g := range cs.Spec.ConsumerGroups {
-		out[ConsumerFinalizer(v1.KindGroup, "", g.Name)] = "group " + g.Name
+		out[naming.ConsumerFinalizer(v1.KindGroup, "", g.Name)] = "group " + g.Name
 	}
 	return out
 }
@@ -57,7 +39,7 @@ func (r *Reconciler) syncFinalizers(ctx context.Context, cs *v1.CredentialSet, p
 	if _, ok := p.backend.(engine.Deprovisioner); !ok {
 		return nil
 	}
-	want := []string{DeprovisionFinalizer}
+	want := []string{naming.DeprovisionFinalizer}
 	for f := range consumerFinalizers(cs) {
 		want = append(want, f)
 	}
@@ -79,7 +61,7 @@ func (r *Reconciler) syncFinalizers(ctx context.Context, cs *v1.CredentialSet, p
 }
 
 func isRekeyFinalizer(f string) bool {
-	return f == DeprovisionFinalizer || strings.HasPrefix(f, "rekey.io/consumer-")
+	return f == naming.DeprovisionFinalizer || strings.HasPrefix(f, naming.ConsumerFinalizerPrefix)
 }
 
 func (r *Reconciler) patchFinalizers(ctx context.Context, cs *v1.CredentialSet, finalizers []string) error {
@@ -100,7 +82,7 @@ func (r *Reconciler) finalize(ctx context.Context, cs *v1.CredentialSet) (ctrl.R
 	declared := consumerFinalizers(cs)
 	var keep, inUse []string
 	for _, f := range cs.Finalizers {
-		if !strings.HasPrefix(f, "rekey.io/consumer-") {
+		if !strings.HasPrefix(f, naming.ConsumerFinalizerPrefix) {
 			keep = append(keep, f)
 			continue
 		}
@@ -127,7 +109,7 @@ func (r *Reconciler) finalize(ctx context.Context, cs *v1.CredentialSet) (ctrl.R
 		r.event(cs, "Warning", reason.UsersInUse, "Delete", "the set and its backend identities are kept because %s may still use them: delete those consumers, or remove them from spec.consumers / spec.consumerGroups, and the deletion completes", strings.Join(inUse, ", "))
 		return ctrl.Result{RequeueAfter: 30 * time.Second}, nil
 	}
-	if !slices.Contains(cs.Finalizers, DeprovisionFinalizer) {
+	if !slices.Contains(cs.Finalizers, naming.DeprovisionFinalizer) {
 		return ctrl.Result{}, nil
 	}
 	if err := r.deprovision(ctx, cs); err != nil {
@@ -142,7 +124,7 @@ func (r *Reconciler) finalize(ctx context.Context, cs *v1.CredentialSet) (ctrl.R
 		// does not block its namespace's deletion forever.
 		r.event(cs, "Warning", reason.UsersInUse, "Delete", "the set's backend identities could not be deleted and were left in place: %v; delete them by hand if no one uses them", err)
 	}
-	return ctrl.Result{}, r.patchFinalizers(ctx, cs, slices.DeleteFunc(slices.Clone(cs.Finalizers), func(f string) bool { return f == DeprovisionFinalizer }))
+	return ctrl.Result{}, r.patchFinalizers(ctx, cs, slices.DeleteFunc(slices.Clone(cs.Finalizers), func(f string) bool { return f == naming.DeprovisionFinalizer }))
 }
 
 // consumerGone: a workload that no longer exists cannot use anything; a
@@ -150,7 +132,7 @@ func (r *Reconciler) finalize(ctx context.Context, cs *v1.CredentialSet) (ctrl.R
 func (r *Reconciler) consumerGone(ctx context.Context, cs *v1.CredentialSet, finalizer string) (bool, error) {
 	for _, c := range cs.Spec.Consumers {
 		ns := consumerNamespace(cs, c)
-		if ConsumerFinalizer(c.Kind, ns, c.Name) != finalizer {
+		if naming.ConsumerFinalizer(c.Kind, ns, c.Name) != finalizer {
 			continue
 		}
 		err := r.APIReader.Get(ctx, client.ObjectKey{Namespace: ns, Name: c.Name}, newWorkload(c.Kind))
@@ -189,6 +171,6 @@ func (r *Reconciler) deprovision(ctx context.Context, cs *v1.CredentialSet) erro
 			return err
 		}
 	}
-	r.event(cs, "Normal", reason.Deprovisioned, "Delete", "the set's backend identities were deleted and its source Secret %s/%s emptied", r.Namespace, SourceSecretName(cs))
+	r.event(cs, "Normal", reason.Deprovisioned, "Delete", "the set's backend identities were deleted and its source Secret %s/%s emptied", r.Namespace, naming.SourceSecretName(cs))
 	return nil
 }

@@ -10,6 +10,7 @@ import (
 
 	v1 "rekey.io/rekey/api/v1alpha1"
 	"rekey.io/rekey/internal/engine"
+	"rekey.io/rekey/internal/naming"
 	"rekey.io/rekey/internal/reason"
 )
 
@@ -74,7 +75,7 @@ func (k *setKube) NotOwned(s *corev1.Secret, role, remedy string) error {
 }
 
 func (k *setKube) HandOver(s *corev1.Secret) string {
-	return fmt.Sprintf("`kubectl annotate secret -n %s %s %s=%s`", s.Namespace, s.Name, CredentialSetUIDAnnot, k.cs.UID)
+	return fmt.Sprintf("`kubectl annotate secret -n %s %s %s=%s`", s.Namespace, s.Name, naming.CredentialSetUIDAnnot, k.cs.UID)
 }
 
 func (k *setKube) Create(ctx context.Context, s *corev1.Secret) error {

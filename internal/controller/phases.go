@@ -60,7 +60,7 @@ func (r *Reconciler) act(ctx context.Context, cs *v1.CredentialSet, p *plan, src
 	return ctrl.Result{}, nil, nil
 }
 
-// startRotation is seed 000 Phase 1 steps 0-1: refuse on a dual password
+// startRotation is phase 1's start: refuse on a dual password
 // nobody can account for, else persist Phase=Rotating before touching the
 // backend.
 func (r *Reconciler) startRotation(ctx context.Context, cs *v1.CredentialSet, p *plan, src *corev1.Secret, id string) (ctrl.Result, *problem, error) {
@@ -91,15 +91,16 @@ func (r *Reconciler) startRotation(ctx context.Context, cs *v1.CredentialSet, p 
 	return r.continueRotation(ctx, cs, p, src)
 }
 
-// continueRotation is seed 000 Phase 1 steps 2-7.
+// continueRotation is the rest of phase 1: store the pending secrets, apply
+// them to every instance, distribute them, and record Distributed.
 func (r *Reconciler) continueRotation(ctx context.Context, cs *v1.CredentialSet, p *plan, src *corev1.Secret) (ctrl.Result, *problem, error) {
 	keys := p.backend.Keys()
 	id := cs.Status.RotationID
-	gen := targetGeneration(cs.Status)
+	gen := engine.TargetGeneration(cs.Spec.Rotation, cs.Status)
 	readBack := p.backend.Traits().ReadBack
 	cur, _ := engine.Current(src.Data, keys)
 	if !readBack && engine.InspectPending(src.Data, keys, id) == engine.PendingNone {
-		// Stored before applied (rule 1): no backend learns a secret that
+		// Stored before applied: no backend learns a secret that
 		// is not in the source Secret first.
 		fresh, err := p.backend.NewSecrets(gen)
 		if err != nil {
@@ -127,7 +128,7 @@ func (r *Reconciler) continueRotation(ctx context.Context, cs *v1.CredentialSet,
 			return ctrl.Result{RequeueAfter: time.Second}, nil, err
 		}
 		if readBack && !maps.Equal(held, pending) {
-			// Read back from the backend, which minted them (rule 1): the
+			// Read back from the backend, which minted them: the
 			// backend's answer is the truth, also after a crash.
 			if src, err = r.writeSourceSecret(ctx, cs, src, engine.WithPending(src.Data, held, id)); err != nil {
 				return ctrl.Result{}, nil, err
@@ -168,7 +169,7 @@ func (r *Reconciler) continueRotation(ctx context.Context, cs *v1.CredentialSet,
 	return ctrl.Result{RequeueAfter: engine.RequeueRollout}, nil, nil
 }
 
-// discard is seed 000 Phase 2: DISCARD everywhere (connecting with the new
+// discard is phase 2: DISCARD everywhere (connecting with the new
 // secrets), confirm pending into current, back to Idle with the next
 // generation.
 func (r *Reconciler) discard(ctx context.Context, cs *v1.CredentialSet, p *plan, src *corev1.Secret, auto bool) (ctrl.Result, *problem, error) {
@@ -220,7 +221,7 @@ func (r *Reconciler) discard(ctx context.Context, cs *v1.CredentialSet, p *plan,
 	}
 	failpoint.Hit("discard/confirmed")
 	now := metav1.NewTime(r.now())
-	gen := targetGeneration(cs.Status)
+	gen := engine.TargetGeneration(cs.Spec.Rotation, cs.Status)
 	confirmed, _ := engine.Current(engine.Confirm(src.Data, keys), keys)
 	priors, err := priorCount(ctx, p, confirmed)
 	if err != nil {

@@ -23,6 +23,7 @@ import (
 	v1 "rekey.io/rekey/api/v1alpha1"
 	"rekey.io/rekey/internal/engine"
 	"rekey.io/rekey/internal/metrics"
+	"rekey.io/rekey/internal/naming"
 	"rekey.io/rekey/internal/reason"
 )
 
@@ -288,12 +289,12 @@ func (r *Reconciler) reconcile(ctx context.Context, cs *v1.CredentialSet, seen *
 	}
 	if src == nil {
 		return ctrl.Result{}, &problem{reason.MissingRotationPending, fmt.Sprintf(
-			"source Secret %s/%s is gone, and with it the only copy of the current secrets; restore it from backup (rekey never recreates it, to avoid locking consumers out)", r.Namespace, SourceSecretName(cs))}, nil
+			"source Secret %s/%s is gone, and with it the only copy of the current secrets; restore it from backup (rekey never recreates it, to avoid locking consumers out)", r.Namespace, naming.SourceSecretName(cs))}, nil
 	}
 	cur, missing := engine.Current(src.Data, keys)
 	if len(missing) > 0 {
 		return ctrl.Result{}, &problem{reason.MissingRotationPending, fmt.Sprintf(
-			"source Secret %s/%s lacks current secrets %v; restore them from backup", r.Namespace, SourceSecretName(cs), missing)}, nil
+			"source Secret %s/%s lacks current secrets %v; restore them from backup", r.Namespace, naming.SourceSecretName(cs), missing)}, nil
 	}
 	pending := engine.InspectPending(src.Data, keys, cs.Status.RotationID)
 
@@ -412,11 +413,14 @@ func (r *Reconciler) reconcile(ctx context.Context, cs *v1.CredentialSet, seen *
 // the backend is asked (a crash may have come between the two): a current
 // secret it no longer accepts means the rotation can only complete.
 func (r *Reconciler) irreversible(ctx context.Context, cs *v1.CredentialSet, p *plan, cur engine.Secrets, pending engine.PendingState) (bool, error) {
-	st := cs.Status
-	if p.backend.Traits().Overlap || st.Phase != v1.PhaseRotating && st.Phase != v1.PhaseDistributed {
+	st, traits := cs.Status, p.backend.Traits()
+	if engine.AppliedInPlace(st, traits) {
+		return true, nil
+	}
+	if traits.Overlap || !engine.Active(st) {
 		return false, nil
 	}
-	if st.RotateApplied || pending != engine.PendingNone {
+	if pending != engine.PendingNone {
 		return true, nil
 	}
 	if cs.Annotations[engine.AbortAnnotation] == "" && cs.Annotations[engine.RecoverAnnotation] == "" {
@@ -450,7 +454,7 @@ func (r *Reconciler) policyDue(ctx context.Context, cs *v1.CredentialSet, p *pla
 // servedGeneration is the generation of what consumers are given.
 func (r *Reconciler) servedGeneration(cs *v1.CredentialSet) int64 {
 	if cs.Status.Phase != v1.PhaseIdle && cs.Status.RotateApplied {
-		return targetGeneration(cs.Status)
+		return engine.TargetGeneration(cs.Spec.Rotation, cs.Status)
 	}
 	return cs.Status.KeyGeneration
 }
@@ -460,15 +464,6 @@ func (r *Reconciler) gracePeriod(cs *v1.CredentialSet) time.Duration {
 		return g.Duration
 	}
 	return r.DefaultGracePeriod
-}
-
-// targetGeneration is the generation the active rotation produces (status
-// written before targetGeneration existed: the next one).
-func targetGeneration(st v1.CredentialSetStatus) int64 {
-	if st.TargetGeneration > st.KeyGeneration {
-		return st.TargetGeneration
-	}
-	return st.KeyGeneration + 1
 }
 
 // repairRecheck: how soon an instance that could not be checked or

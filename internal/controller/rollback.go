@@ -14,7 +14,7 @@ import (
 	"rekey.io/rekey/internal/reason"
 )
 
-// rollback undoes an active rotation in the order seed 000 proves safe:
+// rollback undoes an active rotation in the one order that locks no one out:
 // status first (Idle, so distribution serves the current secrets again and
 // consumers restart onto them), then the source Secret, then — once the
 // consumers rolled out — the backend (reset). Until that reset the backend
@@ -80,7 +80,7 @@ func (r *Reconciler) recover(ctx context.Context, cs *v1.CredentialSet, id strin
 // reset finishes a rollback. Once every consumer rolled out the current
 // secrets, the backend is reset to accept only them, and only then does the
 // source Secret drop the pending data: a secret the backend still accepts is
-// never missing from it (DESIGN.md rule 1). Each step is idempotent.
+// never missing from it (stored before applied). Each step is idempotent.
 func (r *Reconciler) reset(ctx context.Context, cs *v1.CredentialSet, p *plan, src *corev1.Secret) (ctrl.Result, *problem, error) {
 	keys := p.backend.Keys()
 	cur, _ := engine.Current(src.Data, keys)

@@ -12,25 +12,13 @@ import (
 
 	v1 "rekey.io/rekey/api/v1alpha1"
 	"rekey.io/rekey/internal/engine"
+	"rekey.io/rekey/internal/naming"
 	"rekey.io/rekey/internal/reason"
-)
-
-// Labels and annotations on the Secrets rekey writes.
-const (
-	ManagedByLabel       = "app.kubernetes.io/managed-by"
-	ManagedByValue       = "rekey"
-	CredentialSetAnnot   = "rekey.io/credential-set"
-	GenerationAnnotation = "rekey.io/key-generation"
-	// CredentialSetUIDAnnot marks a Secret as created by rekey for the set
-	// with this UID. Names can be reused (a set deleted and created again,
-	// a Secret made by someone else); a UID cannot, so it is what rekey
-	// trusts before it adopts or overwrites anything.
-	CredentialSetUIDAnnot = "rekey.io/credential-set-uid"
 )
 
 // ownedBy: rekey created s for this very set.
 func ownedBy(s *corev1.Secret, cs *v1.CredentialSet) bool {
-	return cs.UID != "" && s.Annotations[CredentialSetUIDAnnot] == string(cs.UID)
+	return cs.UID != "" && s.Annotations[naming.CredentialSetUIDAnnot] == string(cs.UID)
 }
 
 // stamp marks s as this set's.
@@ -41,31 +29,26 @@ func stamp(s *corev1.Secret, cs *v1.CredentialSet) {
 	if s.Annotations == nil {
 		s.Annotations = map[string]string{}
 	}
-	s.Labels[ManagedByLabel] = ManagedByValue
-	s.Annotations[CredentialSetAnnot] = setRef(cs)
-	s.Annotations[CredentialSetUIDAnnot] = string(cs.UID)
+	s.Labels[naming.ManagedByLabel] = naming.ManagedByValue
+	s.Annotations[naming.CredentialSetAnnot] = setRef(cs)
+	s.Annotations[naming.CredentialSetUIDAnnot] = string(cs.UID)
 }
 
 // notOwned refuses to use a Secret rekey did not create for this set.
 func notOwned(cs *v1.CredentialSet, s *corev1.Secret, role, remedy string) error {
 	return &engine.Refusal{Reason: string(reason.NotOwned), Message: fmt.Sprintf(
 		"%s %s/%s exists but was not created by rekey for this CredentialSet (its annotation %s is %q, this set's UID is %s), so rekey neither reads nor changes it: %s",
-		role, s.Namespace, s.Name, CredentialSetUIDAnnot, s.Annotations[CredentialSetUIDAnnot], cs.UID, remedy)}
-}
-
-// SourceSecretName is the source Secret of a set in the operator's
-// namespace; dots cannot occur in namespace names, so it is unambiguous.
-func SourceSecretName(cs *v1.CredentialSet) string {
-	return "rekey." + cs.Namespace + "." + cs.Name
+		role, s.Namespace, s.Name, naming.CredentialSetUIDAnnot, s.Annotations[naming.CredentialSetUIDAnnot], cs.UID, remedy)}
 }
 
 func setRef(cs *v1.CredentialSet) string { return cs.Namespace + "/" + cs.Name }
 
 // getSourceSecret reads the source Secret live, never from a cache: a stale
-// read could make rekey mint pending secrets twice (DESIGN.md rule 1).
+// read could make rekey mint pending secrets twice, and a backend could
+// then accept a secret no Secret holds.
 func (r *Reconciler) getSourceSecret(ctx context.Context, cs *v1.CredentialSet) (*corev1.Secret, error) {
 	s := &corev1.Secret{}
-	err := r.APIReader.Get(ctx, client.ObjectKey{Namespace: r.Namespace, Name: SourceSecretName(cs)}, s)
+	err := r.APIReader.Get(ctx, client.ObjectKey{Namespace: r.Namespace, Name: naming.SourceSecretName(cs)}, s)
 	if apierrors.IsNotFound(err) {
 		return nil, nil
 	}
@@ -80,7 +63,7 @@ func (r *Reconciler) getSourceSecret(ctx context.Context, cs *v1.CredentialSet) 
 		}
 		return nil, notOwned(cs, s, "source Secret", fmt.Sprintf(
 			"if it is left over from a deleted set of the same name, delete it; if it holds this set's current secrets (written by a rekey that did not record UIDs), hand it over with `kubectl annotate secret -n %s %s %s=%s`",
-			s.Namespace, s.Name, CredentialSetUIDAnnot, cs.UID))
+			s.Namespace, s.Name, naming.CredentialSetUIDAnnot, cs.UID))
 	}
 	return s, nil
 }
@@ -90,7 +73,7 @@ func (r *Reconciler) getSourceSecret(ctx context.Context, cs *v1.CredentialSet) 
 func (r *Reconciler) writeSourceSecret(ctx context.Context, cs *v1.CredentialSet, existing *corev1.Secret, data map[string][]byte) (*corev1.Secret, error) {
 	if existing == nil {
 		s := &corev1.Secret{
-			ObjectMeta: metav1.ObjectMeta{Namespace: r.Namespace, Name: SourceSecretName(cs)},
+			ObjectMeta: metav1.ObjectMeta{Namespace: r.Namespace, Name: naming.SourceSecretName(cs)},
 			Type:       corev1.SecretTypeOpaque,
 			Data:       data,
 		}
@@ -109,8 +92,8 @@ func (r *Reconciler) writeSourceSecret(ctx context.Context, cs *v1.CredentialSet
 // distribute writes what the backend renders for secrets to every target
 // Secret, in the target's format. Before it changes what any consumer is
 // given, the backend must accept secrets (Verify): a source Secret edited
-// by hand is refused there, while consumers keep what works (DESIGN.md
-// rule 2).
+// by hand is refused there, while consumers keep what works: nobody is
+// locked out by a bad edit.
 func (r *Reconciler) distribute(ctx context.Context, cs *v1.CredentialSet, p *plan, secrets engine.Secrets, generation int64) error {
 	data, err := p.backend.Render(secrets)
 	if err != nil {
@@ -165,8 +148,8 @@ func (r *Reconciler) targetCurrent(ctx context.Context, cs *v1.CredentialSet, t 
 		return false, err
 	}
 	same := maps.EqualFunc(s.Data, data, func(a, b []byte) bool { return string(a) == string(b) })
-	return same && s.Annotations[GenerationAnnotation] == fmt.Sprint(generation) &&
-		s.Annotations[SecretHashAnnotation] == secretHash(cs, generation) && ownedBy(s, cs), nil
+	return same && s.Annotations[naming.GenerationAnnotation] == fmt.Sprint(generation) &&
+		s.Annotations[naming.SecretHashAnnotation] == secretHash(cs, generation) && ownedBy(s, cs), nil
 }
 
 // distributionProblem: a race is retried quietly, a refusal or an
@@ -192,7 +175,7 @@ func (r *Reconciler) writeTarget(ctx context.Context, cs *v1.CredentialSet, t v1
 	if apierrors.IsNotFound(err) {
 		s = &corev1.Secret{
 			ObjectMeta: metav1.ObjectMeta{Namespace: t.Namespace, Name: t.Name,
-				Annotations: map[string]string{GenerationAnnotation: gen, SecretHashAnnotation: hash}},
+				Annotations: map[string]string{naming.GenerationAnnotation: gen, naming.SecretHashAnnotation: hash}},
 			Type: corev1.SecretTypeOpaque,
 			Data: data,
 		}
@@ -225,15 +208,15 @@ func (r *Reconciler) updateTarget(ctx context.Context, cs *v1.CredentialSet, s *
 		// would be handed this set's credentials, and its content lost.
 		return notOwned(cs, s, "distribution Secret", fmt.Sprintf(
 			"rekey never overwrites a Secret it does not own; delete it (rekey then creates its own), name another Secret in spec.distribution, or hand it over with `kubectl annotate secret -n %s %s %s=%s`",
-			s.Namespace, s.Name, CredentialSetUIDAnnot, cs.UID))
+			s.Namespace, s.Name, naming.CredentialSetUIDAnnot, cs.UID))
 	}
 	same := maps.EqualFunc(s.Data, data, func(a, b []byte) bool { return string(a) == string(b) })
-	if same && s.Annotations[GenerationAnnotation] == gen && s.Annotations[SecretHashAnnotation] == hash {
+	if same && s.Annotations[naming.GenerationAnnotation] == gen && s.Annotations[naming.SecretHashAnnotation] == hash {
 		return nil
 	}
 	s.Data = data
-	s.Annotations[GenerationAnnotation] = gen
-	s.Annotations[SecretHashAnnotation] = hash
+	s.Annotations[naming.GenerationAnnotation] = gen
+	s.Annotations[naming.SecretHashAnnotation] = hash
 	return r.Client.Update(ctx, s)
 }
 

@@ -19,6 +19,7 @@ import (
 
 	v1 "rekey.io/rekey/api/v1alpha1"
 	"rekey.io/rekey/internal/backend/registry"
+	"rekey.io/rekey/internal/naming"
 )
 
 // consumerIndex maps a workload to the sets that consume it or run on it.
@@ -35,7 +36,7 @@ func clientKey(cs *v1.CredentialSet) types.NamespacedName {
 // list only where rekey's RBAC grants Secrets. Reads of Secrets stay live
 // (the client does not use this cache for them).
 func CacheByObject(namespaces ...string) map[client.Object]cache.ByObject {
-	by := cache.ByObject{Label: labels.SelectorFromSet(labels.Set{ManagedByLabel: ManagedByValue})}
+	by := cache.ByObject{Label: labels.SelectorFromSet(labels.Set{naming.ManagedByLabel: naming.ManagedByValue})}
 	if len(namespaces) > 0 {
 		by.Namespaces = map[string]cache.Config{}
 		for _, ns := range namespaces {
@@ -47,7 +48,7 @@ func CacheByObject(namespaces ...string) map[client.Object]cache.ByObject {
 
 // setOfSecret maps a Secret rekey wrote back to its set.
 func setOfSecret(_ context.Context, o client.Object) []reconcile.Request {
-	ns, name, ok := strings.Cut(o.GetAnnotations()[CredentialSetAnnot], "/")
+	ns, name, ok := strings.Cut(o.GetAnnotations()[naming.CredentialSetAnnot], "/")
 	if !ok || ns == "" || name == "" {
 		return nil
 	}

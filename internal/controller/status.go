@@ -20,7 +20,7 @@ var errStale = errors.New("stale read")
 
 // casStatus writes the status mutate produces, only if (phase, rotationID)
 // are still what cs says: a JSON Patch "test" makes a write based on a stale
-// read fail instead of overwriting a newer transition (DESIGN.md rule 4).
+// read fail instead of overwriting a newer transition: status is the truth.
 func (r *Reconciler) casStatus(ctx context.Context, cs *v1.CredentialSet, mutate func(*v1.CredentialSetStatus)) error {
 	next := *cs.Status.DeepCopy()
 	mutate(&next)
@@ -58,8 +58,7 @@ func (r *Reconciler) casStatus(ctx context.Context, cs *v1.CredentialSet, mutate
 	return nil
 }
 
-// dropAnnotations removes trigger annotations, best effort (seed 000
-// "Annotation Removal"): status is the truth, a leftover is recognised as
+// dropAnnotations removes trigger annotations, best effort: status is the truth, a leftover is recognised as
 // stale next time. Each is removed only if it still holds the value this
 // reconcile read (a JSON Patch "test"): a request written meanwhile — a
 // new discard over a stale one — is a new request, and must survive.

@@ -19,7 +19,8 @@ type Traits struct {
 	// `auth rotate`, `auth get-or-create`). Apply runs before the source
 	// Secret holds them, and after a crash Apply reads them back instead of
 	// minting again. Otherwise rekey mints them (NewSecrets) and stores them
-	// before any backend learns them (DESIGN.md rule 1).
+	// before any backend learns them, so a crash never leaves a backend
+	// accepting a secret nobody can recover.
 	ReadBack bool
 	// Overlap: between Apply and Retire both the current and the pending
 	// secrets are valid. Without it (in-place rotation) Apply invalidates

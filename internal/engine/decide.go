@@ -8,7 +8,8 @@ import (
 	"rekey.io/rekey/internal/reason"
 )
 
-// Trigger annotations: one-shot requests carrying a rotation ID (seed 000).
+// Trigger annotations: one-shot requests carrying a rotation ID; status,
+// not the annotation, says whether a request was served.
 const (
 	RotateAnnotation  = "rekey.io/rotate"
 	DiscardAnnotation = "rekey.io/discard"
@@ -20,7 +21,8 @@ const (
 )
 
 // RequeueRollout is how often a held phase is re-checked even if a watch
-// event is missed (seed 000: 15 s, a requeue rather than an error).
+// event is missed: a requeue rather than an error, since waiting for a
+// rollout is not a failure.
 const RequeueRollout = 15 * time.Second
 
 // Action is what the controller should do next for a CredentialSet.
@@ -43,8 +45,9 @@ const (
 	Wait
 	// Refuse: emit the refusal; Decision says which annotations to drop.
 	Refuse
-	// Rollback: compare-and-set → Idle with resetPending (seed 000's
-	// recovery order: status, Secret, rollout, backend).
+	// Rollback: compare-and-set → Idle with resetPending, then the
+	// recovery order that locks no one out: status, Secret, rollout,
+	// backend.
 	Rollback
 	// Recover: mark an idle set resetPending.
 	Recover
@@ -101,7 +104,8 @@ type Decision struct {
 	ByPolicy      bool // StartRotation was asked for by the rotation policy
 }
 
-// Decide is the rotation state machine of seed 000 as a pure function.
+// Decide is the rotation state machine (Idle → Rotating → Distributed →
+// Idle, with rollback) as a pure function.
 // Phase 1 work always wins: rotate and discard never run in one reconcile.
 func Decide(in Input) Decision {
 	if d, ok := decideRollback(in); ok {
@@ -281,21 +285,6 @@ func RestartValue(st v1.CredentialSetStatus) string {
 // when no rotation ever completed (no earlier value to return to).
 func RollbackRestartID(id string) string { return "rollback-" + id }
 
-// Committed: the active rotation can only complete, because old secrets
-// are (or may be) refused somewhere already — discarding began, or an
-// in-place backend applied (irreversible).
-func Committed(st v1.CredentialSetStatus, irreversible bool) (bool, string) {
-	switch {
-	case st.DiscardApplied:
-		return true, fmt.Sprintf("rotation %s already discarded the old secrets everywhere", st.RotationID)
-	case st.DiscardStarted:
-		return true, fmt.Sprintf("rotation %s began discarding the old secrets, so some instances may refuse them already", st.RotationID)
-	case irreversible:
-		return true, fmt.Sprintf("rotation %s replaced the secrets in place, so the old ones no longer exist", st.RotationID)
-	}
-	return false, ""
-}
-
 // Distribution says what consumers' Secrets hold: current secrets when
 // idle, pending ones from the moment every instance accepts them, and
 // nothing (stand down) while a rotation has not yet applied them.
@@ -318,7 +307,7 @@ func Distribution(st v1.CredentialSetStatus, pending PendingState) (usePending, 
 // wrong.
 func decideRollback(in Input) (Decision, bool) {
 	st := in.Status
-	active := st.Phase == v1.PhaseRotating || st.Phase == v1.PhaseDistributed
+	active := Active(st)
 	committed, why := Committed(st, in.Irreversible)
 	if r := in.RecoverRequest; r != "" && r != st.LastRecoverID {
 		switch {

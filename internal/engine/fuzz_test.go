@@ -7,7 +7,7 @@ import (
 )
 
 // Annotations and status come from outside: whatever they hold, Decide
-// must keep seed 000's rules.
+// must keep the state machine's rules.
 func FuzzDecide(f *testing.F) {
 	f.Add(uint8(0), "", "", "", "", "", "", false, false, false, uint8(0))
 	f.Add(uint8(2), "r1", "old", "r1", "r1", "", "", true, false, true, uint8(1))

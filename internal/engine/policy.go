@@ -31,8 +31,8 @@ type PolicyDue struct {
 	NextAt *time.Time
 }
 
-// Due decides whether the rotation policy starts a rotation now (seed 001
-// keyRotationPolicy, plus Schedule). A rotation the policy asked for and an
+// Due decides whether the rotation policy starts a rotation now
+// (KeyGeneration, WithVersionUpgrade or Schedule). A rotation the policy asked for and an
 // operator aborted is not asked for again: KeyGeneration waits for a higher
 // keyGeneration, WithVersionUpgrade for a newer version, Schedule for the
 // following interval.
@@ -76,11 +76,26 @@ func Due(in PolicyInput) PolicyDue {
 	return d
 }
 
-// TargetGeneration is the generation a rotation starting now produces:
-// the next one, or the spec's keyGeneration when that is higher (values
-// may jump, seed 001).
+// TargetGeneration is the generation the active rotation produces, or,
+// with none active, the one a rotation starting now would: the next one,
+// or the spec's keyGeneration when that is higher (values may jump, as in
+// Rook's keyGeneration). The active rotation's is recorded when it starts
+// (status.targetGeneration), so a spec edited meanwhile does not move it;
+// status written before that field existed means the next one. An
+// unprovisioned set is provisioned at InitialGeneration first. Controller
+// and plugin both ask this, so they never disagree on a generation.
 func TargetGeneration(rot v1.RotationSpec, st v1.CredentialSetStatus) int64 {
-	next := st.KeyGeneration + 1
+	if Active(st) {
+		if st.TargetGeneration > st.KeyGeneration {
+			return st.TargetGeneration
+		}
+		return st.KeyGeneration + 1
+	}
+	cur := st.KeyGeneration
+	if cur == 0 {
+		cur = InitialGeneration(rot)
+	}
+	next := cur + 1
 	if rot.Policy == v1.PolicyKeyGeneration && rot.KeyGeneration != nil && *rot.KeyGeneration > next {
 		return *rot.KeyGeneration
 	}

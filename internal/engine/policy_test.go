@@ -99,19 +99,34 @@ func TestDue(t *testing.T) {
 
 func TestTargetGeneration(t *testing.T) {
 	g := func(n int64) *int64 { return &n }
+	keygen := func(n int64) v1.RotationSpec {
+		return v1.RotationSpec{Policy: v1.PolicyKeyGeneration, KeyGeneration: g(n)}
+	}
+	st := func(phase v1.RotationPhase, cur, target int64) v1.CredentialSetStatus {
+		return v1.CredentialSetStatus{Phase: phase, KeyGeneration: cur, TargetGeneration: target}
+	}
 	cases := []struct {
+		name string
 		rot  v1.RotationSpec
-		cur  int64
+		st   v1.CredentialSetStatus
 		want int64
 	}{
-		{v1.RotationSpec{}, 1, 2},
-		{v1.RotationSpec{Policy: v1.PolicyKeyGeneration, KeyGeneration: g(9)}, 1, 9},
-		{v1.RotationSpec{Policy: v1.PolicyKeyGeneration, KeyGeneration: g(2)}, 4, 5},
-		{v1.RotationSpec{Policy: v1.PolicySchedule, KeyGeneration: g(9)}, 1, 2},
+		{"idle: the next one", v1.RotationSpec{}, st(v1.PhaseIdle, 1, 0), 2},
+		{"never phased counts as idle", v1.RotationSpec{}, st("", 3, 0), 4},
+		{"keyGeneration may jump ahead", keygen(9), st(v1.PhaseIdle, 1, 0), 9},
+		{"keyGeneration below the next is ignored", keygen(2), st(v1.PhaseIdle, 4, 0), 5},
+		{"keyGeneration without its policy is ignored", v1.RotationSpec{Policy: v1.PolicySchedule, KeyGeneration: g(9)}, st(v1.PhaseIdle, 1, 0), 2},
+		{"a leftover target while idle is ignored", v1.RotationSpec{}, st(v1.PhaseIdle, 2, 8), 3},
+		{"unprovisioned: provisioned at 1 first", v1.RotationSpec{}, st("", 0, 0), 2},
+		{"unprovisioned: provisioned at keyGeneration first", keygen(5), st("", 0, 0), 6},
+		{"rotating: the recorded target", v1.RotationSpec{}, st(v1.PhaseRotating, 2, 7), 7},
+		{"distributed: the recorded target, not the edited spec", keygen(12), st(v1.PhaseDistributed, 2, 7), 7},
+		{"active, status without a target: the next one", keygen(12), st(v1.PhaseDistributed, 2, 0), 3},
+		{"active, target not above current: the next one", v1.RotationSpec{}, st(v1.PhaseRotating, 4, 4), 5},
 	}
 	for _, c := range cases {
-		if got := TargetGeneration(c.rot, v1.CredentialSetStatus{KeyGeneration: c.cur}); got != c.want {
-			t.Errorf("TargetGeneration(%+v, %d) = %d, want %d", c.rot, c.cur, got, c.want)
+		if got := TargetGeneration(c.rot, c.st); got != c.want {
+			t.Errorf("%s: TargetGeneration = %d, want %d", c.name, got, c.want)
 		}
 	}
 }

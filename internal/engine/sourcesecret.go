@@ -2,7 +2,7 @@ package engine
 
 import "sort"
 
-// Source Secret layout (seed 000 "Source Secret Layout"): current secrets
+// Source Secret layout: current secrets
 // under their keys, and during a rotation <key>_PENDING plus ROTATION_ID.
 const (
 	PendingSuffix = "_PENDING"

@@ -9,8 +9,8 @@ import (
 	"github.com/spf13/cobra"
 
 	v1 "rekey.io/rekey/api/v1alpha1"
-	"rekey.io/rekey/internal/controller"
 	"rekey.io/rekey/internal/engine"
+	"rekey.io/rekey/internal/naming"
 	"rekey.io/rekey/internal/reason"
 )
 
@@ -115,47 +115,59 @@ func (s *session) abort(ctx context.Context, name string, w waitFlags) error {
 	return nil
 }
 
-// abortable returns the rotation to abort, or why there is none; it refuses
-// what the operator would refuse (AbortSkipped).
+// abortable returns the rotation to abort, or why there is none. Whether
+// the operator rolls it back is the engine's decision on an abort request
+// for it; only the words are the plugin's.
 func abortable(cs *v1.CredentialSet) (string, error) {
 	st := cs.Status
-	switch {
-	case st.Phase != v1.PhaseRotating && st.Phase != v1.PhaseDistributed:
+	if !engine.Active(st) {
 		msg := fmt.Sprintf("credentialset %q has nothing to abort: no rotation is active (phase %s)", cs.Name, orDash(string(st.Phase)))
 		if st.ResetPending {
 			return "", fmt.Errorf("%s; a rollback is finishing: the operator resets %s to the current %s once the consumers rolled back (%s): follow it with kubectl rekey status %s",
 				msg, backendName(cs), secretWord(cs), consumerCount(cs), cs.Name)
 		}
 		return "", fmt.Errorf("%s", msg)
-	case st.DiscardApplied:
-		return "", fmt.Errorf("rotation %s of credentialset %q %s, so rolling it back would lock consumers out: it can only complete (kubectl rekey status %s)",
-			st.RotationID, cs.Name, termsFor(cs).alreadyRetired, cs.Name)
-	case st.DiscardStarted:
-		return "", fmt.Errorf("rotation %s of credentialset %q began discarding the old %s, so some instances may refuse them already and rolling it back would lock consumers out: it can only complete, which the operator does by itself (kubectl rekey status %s)",
-			st.RotationID, cs.Name, secretWord(cs), cs.Name)
-	case inPlaceApplied(cs):
-		return "", fmt.Errorf("rotation %s of credentialset %q replaced the keys in place (Ceph InPlace), so the old keys no longer exist and rolling it back would lock consumers out: it can only complete (kubectl rekey status %s)",
-			st.RotationID, cs.Name, cs.Name)
 	}
-	return st.RotationID, nil
+	irreversible := engine.AppliedInPlace(st, traits(cs))
+	d := engine.Decide(engine.Input{Status: st, AbortRequest: st.RotationID, Irreversible: irreversible})
+	if d.Action == engine.Rollback {
+		return st.RotationID, nil
+	}
+	c := engine.CommitmentOf(st, irreversible)
+	if d.Action != engine.Refuse || c == engine.Reversible {
+		// A refusal this plugin has no words for: the operator's own.
+		return "", fmt.Errorf("credentialset %q: %s", cs.Name, d.Message)
+	}
+	then := ""
+	if c == engine.Retiring {
+		then = ", which the operator does by itself"
+	}
+	return "", fmt.Errorf("rotation %s of credentialset %q %s rolling it back would lock consumers out: it can only complete%s (kubectl rekey status %s)",
+		st.RotationID, cs.Name, committedWhy(cs, c), then, cs.Name)
 }
 
-// inPlaceApplied: Ceph rotated every key of the active rotation in place,
-// so no old key is left to return to. The operator refuses a rollback
-// then (AbortSkipped); it also refuses when only some keys were rotated,
-// which status does not show.
-func inPlaceApplied(cs *v1.CredentialSet) bool {
-	return cs.Spec.Ceph != nil && !cephOverlapping(cs) && cs.Status.RotateApplied
+// committedWhy says, in the backend's words, why the active rotation can
+// only complete (engine.CommitmentOf), ending where the consequence
+// follows ("..., so" or "... and").
+func committedWhy(cs *v1.CredentialSet, c engine.Commitment) string {
+	w := secretWord(cs)
+	switch c {
+	case engine.Retired:
+		return termsFor(cs).alreadyRetired + ", so"
+	case engine.Retiring:
+		return "began discarding the old " + w + ", so some instances may refuse them already and"
+	}
+	return fmt.Sprintf("replaced the %s in place (%s InPlace), so the old %s no longer exist and", w, backendName(cs), w)
 }
 
 // activeRotation: rotation id is Rotating or Distributed.
 func activeRotation(st v1.CredentialSetStatus, id string) bool {
-	return (st.Phase == v1.PhaseRotating || st.Phase == v1.PhaseDistributed) && st.RotationID == id
+	return engine.Active(st) && st.RotationID == id
 }
 
 // sourceSecret names the operator's source Secret as plan does.
 func sourceSecret(cs *v1.CredentialSet) string {
-	return controller.SourceSecretName(cs) + " (in the operator's namespace)"
+	return naming.SourceSecretName(cs) + " (in the operator's namespace)"
 }
 
 // rollbackSteps is how the operator rolls an active rotation back

@@ -45,10 +45,10 @@ func nextStep(cs *v1.CredentialSet, now time.Time) string {
 		if !rolledOut(cs) {
 			return fmt.Sprintf("wait for consumers to roll out (%s)", consumerCount(cs)) + ackHint(cs)
 		}
-		if cs.Spec.Rotation.DiscardPolicy == v1.DiscardAfterRollout && !autoDiscards(cs) {
+		switch d := discardDecision(cs, now); {
+		case d.Action == engine.Refuse && d.Reason == reason.AutoDiscardHeld:
 			return "verify, then kubectl rekey discard " + cs.Name + " (discardPolicy AfterRollout, but no consumer is declared, so the operator does not discard by itself)"
-		}
-		if cs.Spec.Rotation.DiscardPolicy == v1.DiscardAfterRollout {
+		case d.Action == engine.Discard || d.Action == engine.Wait:
 			if cs.Spec.RabbitMQ != nil {
 				return "discard happens automatically (the old user is deleted once every consumer of this set moved)"
 			}
@@ -61,6 +61,32 @@ func nextStep(cs *v1.CredentialSet, now time.Time) string {
 	default:
 		return "wait: the operator has not picked this set up yet"
 	}
+}
+
+// discardDecision asks the engine what the operator does, without a
+// discard request, with a Distributed set whose consumers rolled out: it
+// discards by itself (Discard, or Wait for the grace period), holds an
+// AfterRollout policy it cannot honour (Refuse), or waits for a person
+// (None). The source Secret is taken to be intact: when it is not, the
+// Degraded condition says so first.
+func discardDecision(cs *v1.CredentialSet, now time.Time) engine.Decision {
+	st := cs.Status
+	in := engine.Input{
+		Status:        st,
+		Pending:       engine.PendingMatch,
+		Policy:        cs.Spec.Rotation.DiscardPolicy,
+		Consumers:     engine.DeclaredConsumers(cs.Spec),
+		RolloutDone:   true,
+		RolloutDoneAt: now,
+		Now:           now,
+	}
+	if st.RolledOutAt != nil {
+		in.RolloutDoneAt = st.RolledOutAt.Time
+	}
+	if g := cs.Spec.Rotation.GracePeriod; g != nil {
+		in.GracePeriod = g.Duration
+	}
+	return engine.Decide(in)
 }
 
 // idleStep is what an idle set waits for: a person, or its rotation
@@ -79,7 +105,9 @@ func idleStep(cs *v1.CredentialSet, now time.Time) string {
 		}
 	case v1.PolicyKeyGeneration:
 		if kg := rot.KeyGeneration; kg != nil && *kg > st.KeyGeneration {
-			if st.LastRolledBackID == fmt.Sprintf("keygeneration-%d", *kg) {
+			if engine.Due(engine.PolicyInput{Rotation: rot, Status: st, Now: now}).RotationID == "" {
+				// Above the current generation, yet not due: the policy's
+				// rotation to it was rolled back.
 				return fmt.Sprintf("rotate when needed; the rotation to spec.rotation.keyGeneration %d was rolled back: raise it to ask again", *kg)
 			}
 			return fmt.Sprintf("wait: spec.rotation.keyGeneration %d asks for a rotation; the operator starts it", *kg)
@@ -96,7 +124,7 @@ func idleStep(cs *v1.CredentialSet, now time.Time) string {
 
 // ackHint names the consumer groups whose members outside automation has
 // not acknowledged yet: nobody but a person or that automation can move
-// them on (seed 004's node coverage).
+// them on.
 func ackHint(cs *v1.CredentialSet) string {
 	var waiting []string
 	for _, g := range cs.Spec.ConsumerGroups {
@@ -131,7 +159,7 @@ func rolledOut(cs *v1.CredentialSet) bool {
 // consumerTotal counts what the operator counts in consumersUpdated:
 // workloads and consumer groups.
 func consumerTotal(cs *v1.CredentialSet) int {
-	return len(cs.Spec.Consumers) + len(cs.Spec.ConsumerGroups)
+	return engine.DeclaredConsumers(cs.Spec)
 }
 
 // consumerCount is status.consumersUpdated, or 0/m before the operator

@@ -76,6 +76,8 @@ func TestNextStepBackendsGroupsAndPolicies(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
+			// The operator records Distributed only once phase 1 applied.
+			c.st.RotateApplied = c.st.RotateApplied || c.st.Phase == v1.PhaseDistributed
 			cs := &v1.CredentialSet{ObjectMeta: metav1.ObjectMeta{Name: "nova"}, Spec: c.spec, Status: c.st}
 			if got := nextStep(cs, now); got != c.want {
 				t.Errorf("nextStep = %q\nwant        %q", got, c.want)

@@ -33,10 +33,14 @@ func TestNextStep(t *testing.T) {
 		{"rolled out, policy unset", v1.CredentialSetStatus{Phase: v1.PhaseDistributed, RolledOutAt: &at}, one, "", "verify, then kubectl rekey discard orders"},
 		{"no consumers, manual", v1.CredentialSetStatus{Phase: v1.PhaseDistributed}, nil, v1.DiscardManual, "verify, then kubectl rekey discard orders"},
 		{"rolled out, after rollout", v1.CredentialSetStatus{Phase: v1.PhaseDistributed, RolledOutAt: &at}, one, v1.DiscardAfterRollout, "discard happens automatically"},
+		// The engine finishes a discard that began, whatever the policy.
+		{"discard started, manual", v1.CredentialSetStatus{Phase: v1.PhaseDistributed, DiscardStarted: true, RolledOutAt: &at}, one, v1.DiscardManual, "discard happens automatically"},
 		{"discard applied", v1.CredentialSetStatus{Phase: v1.PhaseDistributed, DiscardApplied: true, RolledOutAt: &at}, one, "", "wait: old passwords discarded, completing the rotation"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
+			// The operator records Distributed only once phase 1 applied.
+			c.st.RotateApplied = c.st.RotateApplied || c.st.Phase == v1.PhaseDistributed
 			cs := &v1.CredentialSet{ObjectMeta: metav1.ObjectMeta{Name: "orders"}, Status: c.st,
 				Spec: v1.CredentialSetSpec{Consumers: c.consumers, Rotation: v1.RotationSpec{DiscardPolicy: c.policy}}}
 			if got := NextStep(cs); got != c.want {

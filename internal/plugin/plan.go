@@ -11,9 +11,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1 "rekey.io/rekey/api/v1alpha1"
-	"rekey.io/rekey/internal/backend/ceph"
 	"rekey.io/rekey/internal/backend/mysql"
-	"rekey.io/rekey/internal/controller"
+	"rekey.io/rekey/internal/engine"
+	"rekey.io/rekey/internal/naming"
 )
 
 // printPlan is rotate --dry-run: what a rotation would touch, read from the
@@ -27,7 +27,8 @@ func (s *session) printPlan(ctx context.Context, cs *v1.CredentialSet) error {
 	if gen := cs.Status.KeyGeneration; gen > 0 {
 		fmt.Fprintf(out, "Dry run: nothing was changed. A rotation of credentialset %s would move generation %d to %d.\n", setRef(cs), gen, targetGeneration(cs))
 	} else {
-		fmt.Fprintf(out, "Dry run: nothing was changed. Credentialset %s is not provisioned yet: the operator provisions generation 1 first, then this rotation makes generation %d.\n", setRef(cs), targetGeneration(cs))
+		fmt.Fprintf(out, "Dry run: nothing was changed. Credentialset %s is not provisioned yet: the operator provisions generation %d first, then this rotation makes generation %d.\n",
+			setRef(cs), engine.InitialGeneration(cs.Spec.Rotation), targetGeneration(cs))
 	}
 	switch {
 	case cs.Spec.Ceph != nil:
@@ -93,11 +94,11 @@ func (s *session) printMySQLPlan(ctx context.Context, out io.Writer, cs *v1.Cred
 }
 
 // printSecretsPlan lists the Secrets a rotation writes: the source Secret
-// first (rule 1: a secret is stored before any consumer is given it),
+// first (a secret is stored before any consumer is given it),
 // then the distribution targets.
 func printSecretsPlan(out io.Writer, cs *v1.CredentialSet) {
 	fmt.Fprintln(out, "Secrets to update:")
-	fmt.Fprintf(out, "  source Secret %s in the operator's namespace (%s)\n", controller.SourceSecretName(cs), sourceNote(cs))
+	fmt.Fprintf(out, "  source Secret %s in the operator's namespace (%s)\n", naming.SourceSecretName(cs), sourceNote(cs))
 	for _, t := range cs.Spec.Distribution {
 		fmt.Fprintf(out, "  %s/%s%s\n", t.Namespace, t.Name, formatNote(cs, t))
 	}
@@ -115,7 +116,7 @@ func printSecretsPlan(out io.Writer, cs *v1.CredentialSet) {
 	if admin := cephAdminRotates(cs); admin != "" {
 		ref := cs.Spec.Ceph.Admin.KeyringSecretRef.Name
 		fmt.Fprintf(out, "  admin keyring Secret %s/%s (%s is one of the entities; while it rotates, the temporary %s's keyring is kept in %s/%s)\n",
-			cs.Namespace, ref, admin, ceph.RotatorEntity, cs.Namespace, controller.RotatorSecretName(ref))
+			cs.Namespace, ref, admin, naming.CephRotatorEntity, cs.Namespace, naming.RotatorSecretName(ref))
 	}
 }
 

@@ -9,8 +9,7 @@ import (
 	"text/tabwriter"
 
 	v1 "rekey.io/rekey/api/v1alpha1"
-	"rekey.io/rekey/internal/backend/ceph"
-	"rekey.io/rekey/internal/controller"
+	"rekey.io/rekey/internal/naming"
 )
 
 // printCephPlan says where rekey runs the ceph CLI, how the strategy keeps
@@ -26,7 +25,7 @@ func printCephPlan(out io.Writer, cs *v1.CredentialSet) {
 	if cephOverlapping(cs) {
 		fmt.Fprintf(out, "Strategy Overlapping: each entity gets a new entity for generation %d with the same caps, next to the current one; both work until discard (keepPriorKeyCount %d says how many prior entities stay after it).\n", gen, keepPriorKeyCount(cs))
 	} else {
-		// The one exception to "never lock out" (DESIGN.md rule 2), so
+		// The one exception to "never lock out anyone", so
 		// it is said before anything else about the entities.
 		fmt.Fprintln(out, "Strategy InPlace: ceph auth rotate replaces each key. Unlike MySQL, the old key stops working at once, at rotate time, not at discard; the consumers restart right after, and running daemons carry on on their service tickets meanwhile.")
 	}
@@ -38,7 +37,7 @@ func printCephPlan(out io.Writer, cs *v1.CredentialSet) {
 			line += fmt.Sprintf("\tnew entity %s.%d\t%s", e.Name, gen, capsText(e.Caps))
 		}
 		if e.Name == cephAdmin(cs) {
-			line += "\t(rekey connects as this entity; its key rotates through " + ceph.RotatorEntity + ")"
+			line += "\t(rekey connects as this entity; its key rotates through " + naming.CephRotatorEntity + ")"
 		}
 		fmt.Fprintln(tw, line)
 	}
@@ -117,7 +116,8 @@ func printRabbitPlan(out io.Writer, cs *v1.CredentialSet) {
 	}
 }
 
-// sourceNote says how new secrets reach the source Secret (rule 1): a
+// sourceNote says how new secrets reach the source Secret (stored before
+// any backend accepts them): a
 // backend that keeps only hashes gets them from there; Ceph mints its keys
 // and they are read back from it.
 func sourceNote(cs *v1.CredentialSet) string {
@@ -135,9 +135,10 @@ func sourceNote(cs *v1.CredentialSet) string {
 func distributedKeys(cs *v1.CredentialSet) string {
 	switch {
 	case cs.Spec.Ceph != nil:
-		return "E.keyring, E.key, E.name and E.id for each entity E"
+		const e = "E"
+		return fmt.Sprintf("%s, %s, %s and %s for each entity %s", naming.CephKeyringKey(e), naming.CephKeyKey(e), naming.CephNameKey(e), naming.CephIDKey(e), e)
 	case cs.Spec.RabbitMQ != nil:
-		keys := []string{"username", "password"}
+		keys := []string{naming.RabbitMQUsernameKey, naming.RabbitMQPasswordKey}
 		if t := cs.Spec.RabbitMQ.TransportURL; t != nil {
 			keys = append(keys, transportKey(t))
 		}
@@ -151,7 +152,9 @@ func distributedKeys(cs *v1.CredentialSet) string {
 
 // transportKey is the Secret key of the transport_url, with the API's
 // default.
-func transportKey(t *v1.RabbitMQTransportURL) string { return cmp.Or(t.Key, "transport_url") }
+func transportKey(t *v1.RabbitMQTransportURL) string {
+	return cmp.Or(t.Key, naming.RabbitMQTransportURLKey)
+}
 
 // printBackendThen says what discard does for Ceph and RabbitMQ, which is
 // where they differ most from MySQL.
@@ -181,7 +184,7 @@ func formatNote(cs *v1.CredentialSet, t v1.SecretTarget) string {
 	if !t.Format.CephCSI() {
 		return ""
 	}
-	e, err := controller.CephCSIEntity(cs, t)
+	e, err := naming.CephCSIEntity(cs, t)
 	if err != nil {
 		return " (" + err.Error() + ")"
 	}

@@ -81,7 +81,8 @@ func (s *session) recover(ctx context.Context, name string, yes bool, w waitFlag
 		return fmt.Errorf("credentialset %q is already being reset: the operator resets %s to the current %s once the consumers rolled back (%s); follow it with kubectl rekey status %s",
 			cs.Name, backendName(cs), secretWord(cs), consumerCount(cs), cs.Name)
 	}
-	d, err := diagnose(cs)
+	id := uuid.NewString()
+	d, err := diagnose(cs, id)
 	if err != nil {
 		return err
 	}
@@ -106,7 +107,6 @@ func (s *session) recover(ctx context.Context, name string, yes bool, w waitFlag
 		return err
 	}
 	seen := newBaseline(eventsAbout(evs, cs))
-	id := uuid.NewString()
 	if err := s.annotate(ctx, cs, engine.RecoverAnnotation, id); err != nil {
 		return err
 	}
@@ -141,11 +141,11 @@ type diagnosis struct {
 	then           string   // what follows, if anything
 }
 
-// diagnose maps the Degraded condition to one of seed 000's documented
-// failures, or says why recover does not apply. What the operator does is
-// decided by the phase, as in engine.Decide: an active rotation is rolled
-// back, an idle set has its backend reset.
-func diagnose(cs *v1.CredentialSet) (diagnosis, error) {
+// diagnose maps the Degraded condition to one of the documented failures,
+// or says why recover does not apply. What the operator does is the
+// engine's decision on recover request id: an active rotation is rolled
+// back unless it can only complete, an idle set has its backend reset.
+func diagnose(cs *v1.CredentialSet, id string) (diagnosis, error) {
 	st := cs.Status
 	c := meta.FindStatusCondition(st.Conditions, reason.CondDegraded)
 	if c == nil {
@@ -155,7 +155,6 @@ func diagnose(cs *v1.CredentialSet) (diagnosis, error) {
 	if c.Status != metav1.ConditionTrue {
 		return diagnosis{}, fmt.Errorf("credentialset %q is not degraded (%s: %s), so there is nothing kubectl rekey recover handles", cs.Name, c.Reason, c.Message)
 	}
-	active := st.Phase == v1.PhaseRotating || st.Phase == v1.PhaseDistributed
 	d := diagnosis{message: c.Message}
 	switch reason.Reason(c.Reason) {
 	case reason.DualPasswordExists:
@@ -167,7 +166,7 @@ func diagnose(cs *v1.CredentialSet) (diagnosis, error) {
 	case reason.MissingRotationPending:
 		d.cause = fmt.Sprintf("the source Secret lost pending %s of the active rotation %s%s, so the rotation cannot go forward (MissingRotationPending)", secretWord(cs), st.RotationID, hashesOnly(cs))
 	case reason.PendingRejected:
-		if active {
+		if engine.Active(st) {
 			d.cause = fmt.Sprintf("%s refuses the pending %s the source Secret holds for rotation %s (edited by hand, or changed in the backend), so the rotation cannot go forward (PendingRejected)", backendName(cs), secretWord(cs), st.RotationID)
 		} else {
 			d.cause = fmt.Sprintf("%s refuses the current %s the source Secret holds, so the distribution Secrets are left as they are (PendingRejected). If the source Secret was edited by hand, do not go on: restore it from backup instead, since the reset below would make %s accept only what it holds now", backendName(cs), secretWord(cs), backendName(cs))
@@ -175,36 +174,49 @@ func diagnose(cs *v1.CredentialSet) (diagnosis, error) {
 	default:
 		return diagnosis{}, fmt.Errorf("credentialset %q is degraded for a reason kubectl rekey recover does not handle (%s): %s", cs.Name, c.Reason, c.Message)
 	}
-	switch {
-	case !active && c.Reason != string(reason.DualPasswordExists) && c.Reason != string(reason.KeyMismatch) && c.Reason != string(reason.PendingRejected):
+	irreversible := engine.AppliedInPlace(st, traits(cs))
+	switch dec := engine.Decide(engine.Input{Status: st, RecoverRequest: id, Irreversible: irreversible}); dec.Action {
+	case engine.Rollback:
+		d.intro = fmt.Sprintf("The operator rolls rotation %s back, as kubectl rekey abort does, in this order:", st.RotationID)
+		d.steps = rollbackSteps(cs)
+		return d, nil
+	case engine.Recover:
+		return resetDiagnosis(cs, c, d)
+	default:
+		co := engine.CommitmentOf(st, irreversible)
+		if dec.Action != engine.Refuse || co == engine.Reversible {
+			return diagnosis{}, fmt.Errorf("credentialset %q: the operator would not act on a recover request: %s", cs.Name, dec.Message)
+		}
+		then := ""
+		if co == engine.Retiring {
+			then = ". The operator finishes the discard by itself once it can"
+		}
+		return diagnosis{}, fmt.Errorf("rotation %s of credentialset %q %s it cannot be rolled back: it can only complete%s (%s: %s)",
+			st.RotationID, cs.Name, committedWhy(cs, co), then, c.Reason, c.Message)
+	}
+}
+
+// resetDiagnosis is recover on an idle set: the backend is reset to the
+// current secrets, which cures only the failures of those secrets.
+func resetDiagnosis(cs *v1.CredentialSet, c *metav1.Condition, d diagnosis) (diagnosis, error) {
+	st := cs.Status
+	switch r := reason.Reason(c.Reason); {
+	case r != reason.DualPasswordExists && r != reason.KeyMismatch && r != reason.PendingRejected:
 		// Missing current secrets or a missing source Secret (restore from
 		// backup) while Idle: a reset would have nothing to reset to.
 		return diagnosis{}, fmt.Errorf("credentialset %q is degraded (%s) with no rotation active, which kubectl rekey recover does not handle: %s", cs.Name, c.Reason, c.Message)
-	case active && st.DiscardApplied:
-		return diagnosis{}, fmt.Errorf("rotation %s of credentialset %q %s, so it cannot be rolled back: it can only complete (%s: %s)",
-			st.RotationID, cs.Name, termsFor(cs).alreadyRetired, c.Reason, c.Message)
-	case active && st.DiscardStarted:
-		return diagnosis{}, fmt.Errorf("rotation %s of credentialset %q began discarding the old %s, so some instances may refuse them already and it cannot be rolled back: it can only complete. The operator finishes the discard by itself once it can (%s: %s)",
-			st.RotationID, cs.Name, secretWord(cs), c.Reason, c.Message)
-	case active && inPlaceApplied(cs):
-		return diagnosis{}, fmt.Errorf("rotation %s of credentialset %q replaced the keys in place (Ceph InPlace), so the old keys no longer exist and it cannot be rolled back: it can only complete (%s: %s)",
-			st.RotationID, cs.Name, c.Reason, c.Message)
-	case !active && cs.Spec.Ceph != nil && (c.Reason == string(reason.KeyMismatch) || c.Reason == string(reason.PendingRejected)):
+	case cs.Spec.Ceph != nil && r != reason.DualPasswordExists:
 		// Ceph's reset only checks the keys (it cannot set one), so a
 		// recovery would stay resetPending; the operator's message names
 		// the fix: have rekey adopt the cluster's key.
 		return diagnosis{}, fmt.Errorf("credentialset %q is degraded (%s), which kubectl rekey recover cannot repair for Ceph: Ceph mints its keys, so rekey cannot reset one to the source Secret's. Do what the operator says: %s",
 			cs.Name, c.Reason, c.Message)
-	case active:
-		d.intro = fmt.Sprintf("The operator rolls rotation %s back, as kubectl rekey abort does, in this order:", st.RotationID)
-		d.steps = rollbackSteps(cs)
-	default:
-		d.intro = fmt.Sprintf("The operator resets %s to the current %s, in this order:", backendName(cs), secretWord(cs))
-		d.steps = append([]string{"status gets resetPending (Event RecoveryStarted); the consumers keep the current " + secretWord(cs) + ": " + consumerList(cs)}, resetSteps(cs)...)
-		if req := cs.Annotations[engine.RotateAnnotation]; req != "" && req != st.LastRotationID {
-			d.then = fmt.Sprintf("Then the refused rotation request %s (rekey.io/rotate) starts by itself; remove it first with kubectl annotate credentialset %s %s- if it should not.",
-				req, cs.Name, engine.RotateAnnotation)
-		}
+	}
+	d.intro = fmt.Sprintf("The operator resets %s to the current %s, in this order:", backendName(cs), secretWord(cs))
+	d.steps = append([]string{"status gets resetPending (Event RecoveryStarted); the consumers keep the current " + secretWord(cs) + ": " + consumerList(cs)}, resetSteps(cs)...)
+	if req := cs.Annotations[engine.RotateAnnotation]; req != "" && req != st.LastRotationID {
+		d.then = fmt.Sprintf("Then the refused rotation request %s (rekey.io/rotate) starts by itself; remove it first with kubectl annotate credentialset %s %s- if it should not.",
+			req, cs.Name, engine.RotateAnnotation)
 	}
 	return d, nil
 }

@@ -16,7 +16,7 @@ import (
 
 	v1 "rekey.io/rekey/api/v1alpha1"
 	"rekey.io/rekey/internal/backend/mysql"
-	"rekey.io/rekey/internal/backend/rabbitmq"
+	"rekey.io/rekey/internal/naming"
 )
 
 // showFlags are show's choices: which identity, and how to print it.
@@ -213,8 +213,7 @@ func mysqlCredential(cs *v1.CredentialSet, f showFlags) (credential, error) {
 	return c, nil
 }
 
-// cephCredential reads what the Ceph backend renders per entity E: E.key,
-// E.keyring, E.name (the current generation's entity) and E.id.
+// cephCredential reads what the Ceph backend renders per entity.
 func cephCredential(cs *v1.CredentialSet, f showFlags) (credential, error) {
 	var names []string
 	for _, e := range cs.Spec.Ceph.Entities {
@@ -235,13 +234,13 @@ func cephCredential(cs *v1.CredentialSet, f showFlags) (credential, error) {
 	}
 	switch f.format {
 	case "keyring":
-		c.keys = []string{e + ".keyring"}
+		c.keys = []string{naming.CephKeyringKey(e)}
 		c.render = func(v []string) (string, error) { return endLine(v[0]), nil }
 	case "env":
-		c.keys = []string{e + ".name", e + ".id", e + ".key"}
+		c.keys = []string{naming.CephNameKey(e), naming.CephIDKey(e), naming.CephKeyKey(e)}
 		c.fields = func(v []string) []string { return []string{"CEPH_NAME", v[0], "CEPH_ID", v[1], "CEPH_KEY", v[2]} }
 	default:
-		c.keys, c.render = []string{e + ".key"}, plainLine
+		c.keys, c.render = []string{naming.CephKeyKey(e)}, plainLine
 	}
 	return c, nil
 }
@@ -256,7 +255,7 @@ func rabbitCredential(cs *v1.CredentialSet, f showFlags) (credential, error) {
 		note: fmt.Sprintf("this is its new user %s (the old user works until discard)", rabbitUser(cs, targetGeneration(cs)))}
 	switch f.format {
 	case "env":
-		c.keys = []string{rabbitmq.KeyUsername, rabbitmq.KeyPassword}
+		c.keys = []string{naming.RabbitMQUsernameKey, naming.RabbitMQPasswordKey}
 		c.fields = func(v []string) []string { return []string{"RABBITMQ_USERNAME", v[0], "RABBITMQ_PASSWORD", v[1]} }
 	case "url":
 		t := cs.Spec.RabbitMQ.TransportURL
@@ -265,7 +264,7 @@ func rabbitCredential(cs *v1.CredentialSet, f showFlags) (credential, error) {
 		}
 		c.keys, c.render = []string{transportKey(t)}, plainLine
 	default:
-		c.keys, c.render = []string{rabbitmq.KeyPassword}, plainLine
+		c.keys, c.render = []string{naming.RabbitMQPasswordKey}, plainLine
 	}
 	return c, nil
 }

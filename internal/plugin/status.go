@@ -190,8 +190,7 @@ func writeTable(out io.Writer, sets []v1.CredentialSet, evs []eventsv1.Event, no
 }
 
 // consumersCell is "n/m" consumers moved; with consumer groups it adds the
-// members acknowledged across all groups, "n/m members x/y" (seed 004's
-// node coverage).
+// members acknowledged across all groups, "n/m members x/y".
 func consumersCell(cs *v1.CredentialSet) string {
 	cell := orDash(cs.Status.ConsumersUpdated)
 	moved, total := 0, 0

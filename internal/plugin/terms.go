@@ -6,6 +6,7 @@ import (
 
 	v1 "rekey.io/rekey/api/v1alpha1"
 	"rekey.io/rekey/internal/engine"
+	"rekey.io/rekey/internal/naming"
 )
 
 // terms is how messages describe a set's backend. The three backends keep
@@ -108,6 +109,13 @@ func secretWord(cs *v1.CredentialSet) string {
 	return "passwords"
 }
 
+// traits are the engine.Traits of the set's backend that the plugin's
+// questions to the engine depend on: every backend but Ceph InPlace keeps
+// the old secrets valid next to the new ones until discard (Overlap).
+func traits(cs *v1.CredentialSet) engine.Traits {
+	return engine.Traits{Overlap: cs.Spec.Ceph == nil || cephOverlapping(cs)}
+}
+
 // cephOverlapping: the set rotates by a new entity per generation; the
 // API's default strategy is InPlace.
 func cephOverlapping(cs *v1.CredentialSet) bool {
@@ -134,33 +142,23 @@ func priorEntities(keep int32) string {
 }
 
 // targetGeneration is the generation the active rotation produces, or the
-// one a rotation starting now would (engine.TargetGeneration, as the
-// operator computes it: spec.rotation.keyGeneration may jump ahead). An
-// unprovisioned set gets generation 1 first.
+// one a rotation starting now would, as the operator computes it.
 func targetGeneration(cs *v1.CredentialSet) int64 {
-	st := cs.Status
-	if st.TargetGeneration > st.KeyGeneration && (st.Phase == v1.PhaseRotating || st.Phase == v1.PhaseDistributed) {
-		return st.TargetGeneration
-	}
-	if st.KeyGeneration == 0 {
-		st.KeyGeneration = 1
-	}
-	return engine.TargetGeneration(cs.Spec.Rotation, st)
+	return engine.TargetGeneration(cs.Spec.Rotation, cs.Status)
 }
 
 // newEntities names generation targetGeneration of every Overlapping
-// entity, as the Ceph backend does (generationEntity: <name>.<gen>).
+// entity.
 func newEntities(cs *v1.CredentialSet) []string {
 	gen := targetGeneration(cs)
 	var out []string
 	for _, e := range cs.Spec.Ceph.Entities {
-		out = append(out, fmt.Sprintf("%s.%d", e.Name, gen))
+		out = append(out, naming.CephGenerationEntity(e.Name, gen))
 	}
 	return out
 }
 
-// rabbitUser names a generation's user as the RabbitMQ backend does
-// (userName: <base>-g<gen>).
+// rabbitUser names a generation's user.
 func rabbitUser(cs *v1.CredentialSet, gen int64) string {
-	return fmt.Sprintf("%s-g%d", cs.Spec.RabbitMQ.User.Base, gen)
+	return naming.RabbitMQUser(cs.Spec.RabbitMQ.User.Base, gen)
 }

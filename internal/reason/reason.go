@@ -24,7 +24,7 @@ const (
 	// one in the source Secret (changed outside rekey).
 	KeyMismatch Reason = "KeyMismatch"
 	// ClusterUnidentified: the backend cluster cannot be identified, so
-	// nothing is retired (seed 004 edge case 2).
+	// nothing is retired rather than risk retiring a user another set serves.
 	ClusterUnidentified Reason = "ClusterUnidentified"
 	// CapsDiffer: an entity's caps in the Ceph cluster are not the spec's
 	// (rekey never changes an existing entity's caps).

@@ -84,7 +84,7 @@ func TestCephSmoke(t *testing.T) {
 		}
 		// No overlap: a new authentication with the old key is refused
 		// immediately after rotate (live sessions keep their tickets until
-		// they expire, which a CLI call cannot show). This is why DESIGN.md
+		// they expire, which a CLI call cannot show). This is why rekey
 		// uses InPlace only where the operator restarts every consumer.
 		if _, err := c.CLIAs(ctx, entity, oldKey, "mon", "stat"); !errors.Is(err, ErrCephAuth) {
 			t.Fatalf("%s with the pre-rotation key: got %v, want ErrCephAuth", entity, err)

@@ -9,8 +9,8 @@ import (
 
 // MySQLCluster is a primary and its replicas with GTID replication, plus a
 // downstream instance replicating from the primary as a different cluster's
-// intermediate primary would (seed 002, seed 000 "Cross-Cluster Replication
-// Safety").
+// intermediate primary would: what proves that no credential change
+// leaves the cluster by replication.
 type MySQLCluster struct {
 	Primary    *MySQLInstance
 	Replicas   []*MySQLInstance

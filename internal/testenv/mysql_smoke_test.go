@@ -112,7 +112,7 @@ func TestMySQLSmoke(t *testing.T) {
 		if !hasDual(t, p, "smoke-dual") {
 			t.Fatal("additional_password not visible after RETAIN")
 		}
-		// A second RETAIN evicts the original password (rule 3 of DESIGN.md).
+		// A second RETAIN evicts the original password (so rekey never issues it twice).
 		if err := p.Exec("SET SESSION sql_log_bin=0", "ALTER USER 'smoke-dual'@'%' IDENTIFIED BY 'newer-pw' RETAIN CURRENT PASSWORD"); err != nil {
 			t.Fatal(err)
 		}
@@ -121,7 +121,7 @@ func TestMySQLSmoke(t *testing.T) {
 		}
 	})
 
-	t.Run("known error of seed 000: IDENTIFIED BY keeps the secondary, DISCARD clears it", func(t *testing.T) {
+	t.Run("IDENTIFIED BY keeps the secondary, DISCARD clears it", func(t *testing.T) {
 		if err := p.Exec("SET SESSION sql_log_bin=0",
 			"CREATE USER 'smoke-reset'@'%' IDENTIFIED BY 'cur'",
 			"ALTER USER 'smoke-reset'@'%' IDENTIFIED BY 'pend' RETAIN CURRENT PASSWORD",
@@ -129,7 +129,7 @@ func TestMySQLSmoke(t *testing.T) {
 			t.Fatal(err)
 		}
 		if !hasDual(t, p, "smoke-reset") {
-			t.Fatal("seed 000's claim holds on this server: IDENTIFIED BY cleared the secondary; DESIGN.md's known error needs revisiting")
+			t.Fatal("IDENTIFIED BY cleared the secondary on this server: the reset's DISCARD OLD PASSWORD step needs revisiting")
 		}
 		if err := p.Exec("SET SESSION sql_log_bin=0", "ALTER USER 'smoke-reset'@'%' DISCARD OLD PASSWORD"); err != nil {
 			t.Fatal(err)

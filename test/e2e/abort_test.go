@@ -34,9 +34,9 @@ func assertNoDualPassword(t *testing.T, c *testenv.MySQLCluster) {
 	observed(t, "no secondary password on any instance")
 }
 
-// TestAbortAndRecover: a rotation is rolled back from Distributed in seed
-// 000's safe order under a continuous prober, leaving MySQL with only the
-// current passwords (DESIGN.md's correction: IDENTIFIED BY then DISCARD);
+// TestAbortAndRecover: a rotation is rolled back from Distributed in the
+// order that locks no one out, under a continuous prober, leaving MySQL with only the
+// current passwords (IDENTIFIED BY, then DISCARD OLD PASSWORD);
 // a dual password nobody accounts for is recovered through the operator,
 // and the refused rotation then starts cleanly.
 func TestAbortAndRecover(t *testing.T) {

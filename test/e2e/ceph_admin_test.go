@@ -16,7 +16,7 @@ import (
 
 	v1 "rekey.io/rekey/api/v1alpha1"
 	"rekey.io/rekey/internal/backend/ceph"
-	"rekey.io/rekey/internal/controller"
+	"rekey.io/rekey/internal/naming"
 	"rekey.io/rekey/internal/reason"
 	"rekey.io/rekey/internal/testenv"
 )
@@ -26,10 +26,10 @@ import (
 var adminCaps = v1.CephCaps{Mon: "allow *", OSD: "allow *", MDS: "allow *", MGR: "allow *"}
 
 // TestCephAdminRotationCrash rotates the key rekey itself runs every Ceph
-// command with (seed 001 "Ceph admin key rotation"). The real manager
+// command with, through a temporary rotator entity. The real manager
 // binary is SIGKILLed after each of the procedure's steps 1 to 9 and after
 // each of the engine's writes that follow (the read-back keys into the
-// source Secret, then status: the seed's step 10). At every
+// source Secret, then status: the procedure's step 10). At every
 // kill some keyring stored in the API server still administers the real
 // mon; a fresh manager then finishes the rotation with no rotator left
 // behind, the admin keyring Secret, the source Secret and the mon agreeing,
@@ -69,7 +69,7 @@ func TestCephAdminRotationCrash(t *testing.T) {
 		waitEvent(t, ns, name, string(reason.AdminKeyRotated))
 		keys = assertAdminRotated(t, c, ns, name, adminSecret, before)
 		// It went through the rotator: its Secret was written, then emptied.
-		rotator := client.ObjectKey{Namespace: ns, Name: controller.RotatorSecretName(adminSecret)}
+		rotator := client.ObjectKey{Namespace: ns, Name: naming.RotatorSecretName(adminSecret)}
 		if err := k8s.Get(ctxT(t), rotator, &corev1.Secret{}); err != nil {
 			t.Fatalf("the rotator's Secret was never written: %v", err)
 		}
@@ -86,7 +86,7 @@ func TestCephAdminRotationCrash(t *testing.T) {
 		// adminDead: killed between ROTATE (step 4) and the admin Secret's
 		// update (step 7), the stored admin key no longer works and the
 		// rotator's keyring alone can finish: the kills that really
-		// exercise the seed's recovery. Anywhere else the stored admin
+		// exercise the procedure's recovery. Anywhere else the stored admin
 		// key works.
 		adminDead bool
 		// recovers: a rotator is left (in the mon, the store or both) that
@@ -108,7 +108,7 @@ func TestCephAdminRotationCrash(t *testing.T) {
 		killedAt := time.Now()
 		which := storedKeyringAdministers(t, c, ns, adminSecret)
 		if rescued := which == ceph.RotatorEntity; rescued != p.adminDead {
-			t.Fatalf("killed at %s, the stored admin key works=%v: the seed's procedure has it dead exactly between ROTATE and the Secret update", p.fp, !rescued)
+			t.Fatalf("killed at %s, the stored admin key works=%v: the procedure has it dead exactly between ROTATE and the Secret update", p.fp, !rescued)
 		}
 
 		m := startManagerProcessWith(t, "", flags...)
@@ -141,7 +141,7 @@ func storedKeyringAdministers(t testing.TB, c *testenv.Ceph, ns, adminSecret str
 			return entity
 		}
 	}
-	t.Fatalf("no stored keyring administers the cluster: neither the admin Secret %s nor %s", adminSecret, controller.RotatorSecretName(adminSecret))
+	t.Fatalf("no stored keyring administers the cluster: neither the admin Secret %s nor %s", adminSecret, naming.RotatorSecretName(adminSecret))
 	return ""
 }
 
@@ -158,7 +158,7 @@ func administers(t testing.TB, c *testenv.Ceph, entity, key string) bool {
 func rotatorKeyring(t testing.TB, ns, adminSecret string) []byte {
 	t.Helper()
 	s := &corev1.Secret{}
-	err := k8s.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: controller.RotatorSecretName(adminSecret)}, s)
+	err := k8s.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: naming.RotatorSecretName(adminSecret)}, s)
 	if apierrors.IsNotFound(err) {
 		return nil
 	}
@@ -208,7 +208,7 @@ func assertAdminRotated(t testing.TB, c *testenv.Ceph, ns, name, adminSecret str
 		t.Fatal("the admin keyring Secret's key does not administer the cluster")
 	}
 	if kr := rotatorKeyring(t, ns, adminSecret); len(kr) > 0 {
-		t.Fatalf("Secret %s still holds a keyring after the rotation", controller.RotatorSecretName(adminSecret))
+		t.Fatalf("Secret %s still holds a keyring after the rotation", naming.RotatorSecretName(adminSecret))
 	}
 	return now
 }

@@ -11,7 +11,7 @@ import (
 
 // TestCephInPlaceCrashThenAbort kills the real manager right after `ceph
 // auth rotate`, before the new key is stored anywhere: the key is then only
-// in the mon, which is where rekey reads it back from (rule 1). An abort
+// in the mon, which is where rekey reads it back from. An abort
 // asked for at that moment must be refused — status does not know the
 // rotation applied, so rekey asks the mon — because rolling back would hand
 // consumers a key that no longer exists.

@@ -20,7 +20,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1 "rekey.io/rekey/api/v1alpha1"
-	"rekey.io/rekey/internal/controller"
+	"rekey.io/rekey/internal/naming"
 	"rekey.io/rekey/internal/testenv"
 )
 
@@ -168,7 +168,7 @@ func (y *csiTally) ok(stage string) int {
 }
 
 // TestCephCSIFormat adopts Rook's four CSI users, created before rekey, and
-// rotates their keys as seed 001's CSI section does it: policy KeyGeneration, strategy Overlapping,
+// rotates their keys as Rook rotates CSI keys: policy KeyGeneration, strategy Overlapping,
 // keepPriorKeyCount 1, each user distributed to its Rook Secret in
 // ceph-csi's format (userID/userKey, plus adminID/adminKey for CephFS).
 // Four plugins modelled on ceph-csi read their Secret once and log in with
@@ -224,10 +224,10 @@ func TestCephCSIFormat(t *testing.T) {
 
 	var consumers []*csiConsumer
 	for _, u := range rookCSIUsers {
-		k := &csiConsumer{name: u.secret, ns: ns, secret: u.secret, idField: controller.CephCSIUserID, keyField: controller.CephCSIUserKey}
+		k := &csiConsumer{name: u.secret, ns: ns, secret: u.secret, idField: naming.CephCSIUserID, keyField: naming.CephCSIUserKey}
 		if u.format == v1.FormatCephCSIWithAdmin {
 			// An older ceph-csi's CephFS plugin reads the admin pair.
-			k.idField, k.keyField = controller.CephCSIAdminID, controller.CephCSIAdminKey
+			k.idField, k.keyField = naming.CephCSIAdminID, naming.CephCSIAdminKey
 		}
 		k.start(t, c)
 		consumers = append(consumers, k)
@@ -402,8 +402,8 @@ func assertCSISecrets(t testing.TB, c *testenv.Ceph, cs *v1.CredentialSet, gen i
 		if u.format == v1.FormatCephCSIWithAdmin && (string(s.Data["adminID"]) != id || string(s.Data["adminKey"]) != key) {
 			t.Fatalf("Secret %s: adminID/adminKey differ from userID/userKey", u.secret)
 		}
-		if g := s.Annotations[controller.GenerationAnnotation]; g != fmt.Sprint(gen) {
-			t.Fatalf("Secret %s: annotation %s %q, want %d", u.secret, controller.GenerationAnnotation, g, gen)
+		if g := s.Annotations[naming.GenerationAnnotation]; g != fmt.Sprint(gen) {
+			t.Fatalf("Secret %s: annotation %s %q, want %d", u.secret, naming.GenerationAnnotation, g, gen)
 		}
 		if string(native[u.entity+".key"]) != key || string(native[u.entity+".id"]) != id {
 			t.Fatalf("the Native target does not hold %s's generation %d", u.entity, gen)

@@ -26,7 +26,7 @@ import (
 const quiet = 4 * time.Second
 
 // TestCephRotationPolicies shows, on the real mon, that each rotation
-// policy (seed 001 keyRotationPolicy, plus Schedule) starts a rotation
+// policy (KeyGeneration, WithVersionUpgrade, Schedule) starts a rotation
 // exactly when it should and at no other time: the mon's key changes (the
 // old one refused) when it fires and stays when it does not, and status
 // reports the generation and the version that minted the keys whatever the
@@ -54,7 +54,7 @@ func TestCephRotationPolicies(t *testing.T) {
 		if cs.Spec.Rotation.Policy != v1.PolicyDisabled {
 			t.Fatalf("an unset policy defaulted to %q, want Disabled", cs.Spec.Rotation.Policy)
 		}
-		// Seed 001 "Status reporting": filled when keys are first created,
+		// keyGeneration and keyVersion are filled when keys are first created,
 		// even with rotation disabled.
 		if cs.Status.KeyGeneration != 1 || cs.Status.KeyVersion != c.Version {
 			t.Fatalf("after provisioning keyGeneration %d keyVersion %q, want 1 and the mon's %q", cs.Status.KeyGeneration, cs.Status.KeyVersion, c.Version)

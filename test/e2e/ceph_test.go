@@ -12,8 +12,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1 "rekey.io/rekey/api/v1alpha1"
-	"rekey.io/rekey/internal/controller"
 	"rekey.io/rekey/internal/engine"
+	"rekey.io/rekey/internal/naming"
 	"rekey.io/rekey/internal/reason"
 	"rekey.io/rekey/internal/testenv"
 )
@@ -121,7 +121,7 @@ func TestCephInPlace(t *testing.T) {
 	if err := kc.Get(ctxT(t), client.ObjectKey{Namespace: ns, Name: "rgw"}, d); err != nil {
 		t.Fatal(err)
 	}
-	if got := d.Spec.Template.Annotations[controller.RestartAnnotation(cs)]; got != "r1" {
+	if got := d.Spec.Template.Annotations[naming.RestartAnnotation(cs)]; got != "r1" {
 		t.Fatalf("the consumer's template carries restart value %q, want r1", got)
 	}
 	if ro := engine.DeploymentRollout(d); !ro.Done {

@@ -15,8 +15,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1 "rekey.io/rekey/api/v1alpha1"
-	"rekey.io/rekey/internal/controller"
 	"rekey.io/rekey/internal/engine"
+	"rekey.io/rekey/internal/naming"
 	"rekey.io/rekey/internal/testenv"
 )
 
@@ -258,7 +258,7 @@ func closeOnce(c chan struct{}) {
 }
 
 func (h *conflictHarness) hasSource() bool {
-	name := controller.SourceSecretName(&v1.CredentialSet{ObjectMeta: metav1.ObjectMeta{Namespace: h.ns, Name: h.name}})
+	name := naming.SourceSecretName(&v1.CredentialSet{ObjectMeta: metav1.ObjectMeta{Namespace: h.ns, Name: h.name}})
 	return k8s.Get(context.Background(), client.ObjectKey{Namespace: OperatorNamespace, Name: name}, &corev1.Secret{}) == nil
 }
 
@@ -312,7 +312,7 @@ func (h *conflictHarness) rotation(f *fault) (string, string) {
 	assertDistributed(t, h.ns, "cf-creds", pend)
 	h.settled(f)
 	return fmt.Sprintf("completed, generation %d", h.gen),
-		"completed; old and new log in while Distributed, only the new after; rule 1 at the conflict and after"
+		"completed; old and new log in while Distributed, only the new after; stored before applied at the conflict and after"
 }
 
 // staleDiscard rotates while a discard request of the previous rotation

@@ -98,7 +98,7 @@ func tail(s string, n int) string {
 	return s
 }
 
-// assertRecoverable checks rule 1 at a crash point: on every instance,
+// assertRecoverable checks "stored before applied" at a crash point: on every instance,
 // every user accepts a password the source Secret holds, and where MySQL
 // holds a dual password, the source Secret holds the pending one.
 func assertRecoverable(t testing.TB, when string, c *testenv.MySQLCluster, cs *v1.CredentialSet) {
@@ -116,7 +116,7 @@ func assertRecoverable(t testing.TB, when string, c *testenv.MySQLCluster, cs *v
 			okPend := pend[u] != "" && i.CanLogin(u, pend[u]) == nil
 			// Mid-reset, IDENTIFIED BY <cur> has made cur the primary while
 			// MySQL keeps the secondary, which RETAIN had made cur too (the
-			// known error of seed 000): both slots hold cur, so pending no
+			// MySQL behaviour older recovery procedures overlook): both slots hold cur, so pending no
 			// longer logs in. Anywhere else a secondary must be the pending
 			// password the source Secret holds.
 			midReset := cs.Status.ResetPending && okCur
@@ -128,7 +128,7 @@ func assertRecoverable(t testing.TB, when string, c *testenv.MySQLCluster, cs *v
 			}
 		}
 	}
-	observed(t, "%s: every account accepts a password the source Secret holds (rule 1)", when)
+	observed(t, "%s: every account accepts a password the source Secret holds (stored before applied)", when)
 }
 
 // TestCrashSafety kills the real manager after every persisted step of

@@ -15,8 +15,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1 "rekey.io/rekey/api/v1alpha1"
-	"rekey.io/rekey/internal/controller"
 	"rekey.io/rekey/internal/engine"
+	"rekey.io/rekey/internal/naming"
 	"rekey.io/rekey/internal/testenv"
 )
 
@@ -131,7 +131,7 @@ func secretData(t testing.TB, ns, name string) map[string][]byte {
 }
 
 func sourceData(t testing.TB, cs *v1.CredentialSet) map[string][]byte {
-	return secretData(t, OperatorNamespace, controller.SourceSecretName(cs))
+	return secretData(t, OperatorNamespace, naming.SourceSecretName(cs))
 }
 
 // waitEvent waits for an Event with reason about the set and returns its note.

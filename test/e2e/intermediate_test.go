@@ -12,7 +12,7 @@ import (
 )
 
 // TestIntermediatePrimaryRotation (issue 20 item 3): the set's cluster B
-// has an intermediate primary (seed 002): B's primary replicates from the
+// has an intermediate primary: B's primary replicates from the
 // primary of another cluster A and is itself the source of B's replicas;
 // it is read-only (super_read_only=ON) like them, and nothing in B is
 // writable. rekey rotates B's users: it must lift super_read_only on B's

@@ -35,7 +35,7 @@ import (
 // pods (podconsumer_test.go) with how many of them restarted. Logins are
 // counted between mark and record; time to recover runs from the fault (or
 // from resume) to reached (default: the record). A scenario in which the
-// prober or a consumer pod saw a refused login fails its test (rule 2); one
+// prober or a consumer pod saw a refused login fails its test (never lock out); one
 // whose test failed before its record is written as FAILED.
 const matrixEnv = "REKEY_MATRIX_OUT"
 
@@ -178,7 +178,7 @@ func (m *scenarioMark) write(t testing.TB, expected string, ttr *float64) {
 		if row.Verdict == verdictPassed {
 			row.Verdict = verdictLockedOut
 		}
-		t.Errorf("%s: locked out (rule 2):\n%s", m.scenario, strings.Join(locked, "\n"))
+		t.Errorf("%s: locked out:\n%s", m.scenario, strings.Join(locked, "\n"))
 	}
 	t.Logf("matrix: %s: %s; observed: %s (prober logins %d/%d failed; consumer logins %d/%d failed, %d pod starts)",
 		row.Scenario, row.Verdict, strings.Join(row.Observed, "; "), row.LoginsFailed, row.LoginsTotal,

@@ -12,6 +12,7 @@ import (
 
 	v1 "rekey.io/rekey/api/v1alpha1"
 	"rekey.io/rekey/internal/controller"
+	"rekey.io/rekey/internal/naming"
 	"rekey.io/rekey/internal/reason"
 )
 
@@ -100,7 +101,7 @@ func TestMOCOOwnRotationRefused(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, s := range list.Items {
-		if s.Annotations[controller.CredentialSetAnnot] == ns+"/moco" || s.Annotations[controller.MOCOClaimAnnotation] != "" {
+		if s.Annotations[naming.CredentialSetAnnot] == ns+"/moco" || s.Annotations[controller.MOCOClaimAnnotation] != "" {
 			t.Fatalf("rekey wrote Secret %s/%s for a cluster it must leave alone", s.Namespace, s.Name)
 		}
 	}

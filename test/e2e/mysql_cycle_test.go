@@ -18,7 +18,7 @@ import (
 	"rekey.io/rekey/internal/testenv"
 )
 
-// TestMySQLFullCycle walks seed 000's whole cycle for the moco preset and
+// TestMySQLFullCycle walks the whole rotation cycle for the moco preset and
 // checks, at every phase boundary, who can log in with which password, what
 // the Secrets hold, and that nothing travelled by binlog.
 func TestMySQLFullCycle(t *testing.T) {
@@ -160,7 +160,7 @@ func TestMySQLFullCycle(t *testing.T) {
 }
 
 // assertNoSecretLeaked scans what the operator produced — its log, the
-// set's events and status — for any password (DESIGN.md rule 6).
+// set's events and status — for any password (no secret outside Secrets).
 func assertNoSecretLeaked(t testing.TB, ns, name string, passwords ...map[string]string) {
 	t.Helper()
 	var hay strings.Builder

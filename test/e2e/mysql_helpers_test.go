@@ -18,7 +18,7 @@ import (
 	"rekey.io/rekey/internal/testenv"
 )
 
-// mocoKeys maps MOCO's Secret keys to its users (seed 000).
+// mocoKeys maps MOCO's Secret keys to its users.
 var mocoKeys = map[string]string{
 	"ADMIN_PASSWORD": "moco-admin", "AGENT_PASSWORD": "moco-agent", "REPLICATION_PASSWORD": "moco-repl",
 	"CLONE_DONOR_PASSWORD": "moco-clone-donor", "EXPORTER_PASSWORD": "moco-exporter", "BACKUP_PASSWORD": "moco-backup",

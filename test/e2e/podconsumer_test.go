@@ -24,7 +24,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1 "rekey.io/rekey/api/v1alpha1"
-	"rekey.io/rekey/internal/controller"
+	"rekey.io/rekey/internal/naming"
 	"rekey.io/rekey/internal/testenv"
 )
 
@@ -308,7 +308,7 @@ func (pc *podConsumers) run(sp *simPod, secret string) {
 	for _, k := range pc.keys {
 		creds[k] = string(s.Data[k])
 	}
-	sp.generation, sp.hash = s.Annotations[controller.GenerationAnnotation], s.Annotations[controller.SecretHashAnnotation]
+	sp.generation, sp.hash = s.Annotations[naming.GenerationAnnotation], s.Annotations[naming.SecretHashAnnotation]
 	pc.starts.Add(1)
 	pc.t.Logf("consumer pod %s started: read Secret %s at generation %s (secret-hash %s)", sp.name, secret, sp.generation, sp.hash)
 
@@ -462,7 +462,7 @@ var rolloutCP *testenv.ControlPlane
 // manager, scheduler, kwok) on which the Deployment consumers really roll
 // out. The suite's shared API server has no controllers. Until the test
 // ends, cp and k8s are that control plane (as TestRolloutGate does), and
-// its Secrets are sampled and scanned for leaks like the suite's (rule 6).
+// its Secrets are sampled and scanned for leaks like the suite's.
 func matrixCluster(t *testing.T, opts testenv.MySQLOptions) *testenv.MySQLCluster {
 	t.Helper()
 	type started struct {
@@ -545,7 +545,7 @@ func TestPodConsumersSeeLockouts(t *testing.T) {
 		onEachInstance(t, c.Instances(), fmt.Sprintf("CREATE USER '%s'@'%%' IDENTIFIED BY '%s'", u, pw(1)[k]))
 	}
 	s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "app-creds",
-		Annotations: map[string]string{controller.GenerationAnnotation: "1"}}, StringData: pw(1)}
+		Annotations: map[string]string{naming.GenerationAnnotation: "1"}}, StringData: pw(1)}
 	if err := k8s.Create(ctxT(t), s); err != nil {
 		t.Fatal(err)
 	}
@@ -590,7 +590,7 @@ func TestPodConsumersSeeLockouts(t *testing.T) {
 		t.Fatal(err)
 	}
 	s.Data["APP_PASSWORD"] = []byte(pw(2)["APP_PASSWORD"])
-	s.Annotations[controller.GenerationAnnotation] = "2"
+	s.Annotations[naming.GenerationAnnotation] = "2"
 	if err := k8s.Update(ctxT(t), s); err != nil {
 		t.Fatal(err)
 	}

@@ -16,7 +16,7 @@ import (
 
 	v1 "rekey.io/rekey/api/v1alpha1"
 	"rekey.io/rekey/internal/backend/rabbitmq"
-	"rekey.io/rekey/internal/controller"
+	"rekey.io/rekey/internal/naming"
 	"rekey.io/rekey/internal/reason"
 	"rekey.io/rekey/internal/testenv"
 )
@@ -178,7 +178,7 @@ func testRabbitMQSameUsers(t *testing.T, m *testenv.RabbitMQ, ns string) {
 func sourceHoldsData(t testing.TB, cs *v1.CredentialSet) bool {
 	t.Helper()
 	s := &corev1.Secret{}
-	err := k8s.Get(ctxT(t), client.ObjectKey{Namespace: OperatorNamespace, Name: controller.SourceSecretName(cs)}, s)
+	err := k8s.Get(ctxT(t), client.ObjectKey{Namespace: OperatorNamespace, Name: naming.SourceSecretName(cs)}, s)
 	if apierrors.IsNotFound(err) {
 		return false
 	}

@@ -14,8 +14,8 @@ import (
 
 // TestRabbitMQCrashSafety kills the real manager after every persisted step
 // of provisioning, rotation and retirement. After each kill no user exists
-// whose password the source Secret lacks (rule 1), a member that keeps
-// logging in never fails (rule 2), and a fresh manager completes the cycle;
+// whose password the source Secret lacks (stored before applied), a member that keeps
+// logging in never fails (never lock out), and a fresh manager completes the cycle;
 // a user orphaned by a lost rotation is found in the broker and removed.
 func TestRabbitMQCrashSafety(t *testing.T) {
 	m := testenv.RabbitMQForTest(t)

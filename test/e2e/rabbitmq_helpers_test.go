@@ -15,14 +15,14 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1 "rekey.io/rekey/api/v1alpha1"
-	"rekey.io/rekey/internal/controller"
 	"rekey.io/rekey/internal/engine"
+	"rekey.io/rekey/internal/naming"
 	"rekey.io/rekey/internal/plugin"
 	"rekey.io/rekey/internal/testenv"
 )
 
-// rabbitSet is a RabbitMQ set whose consumers are external groups, as seed
-// 004's compute nodes are; old users retire by themselves once every
+// rabbitSet is a RabbitMQ set whose consumers are external groups, as
+// OpenStack's compute nodes are; old users retire by themselves once every
 // member of every set on the broker moved.
 func rabbitSet(t testing.TB, ns, name string, m *testenv.RabbitMQ, groups ...v1.ConsumerGroup) *v1.CredentialSet {
 	t.Helper()
@@ -55,7 +55,7 @@ func rabbitSet(t testing.TB, ns, name string, m *testenv.RabbitMQ, groups ...v1.
 
 // fleet plays the members of consumer groups: each holds the credentials
 // it was last deployed with and logs in with them continuously, as a
-// compute node's service does. Not one login may fail (DESIGN.md rule 2).
+// compute node's service does. Not one login may fail.
 type fleet struct {
 	m       *testenv.RabbitMQ
 	mu      sync.Mutex
@@ -121,7 +121,7 @@ func (f *fleet) deploy(t testing.TB, ns, secret string, members ...string) strin
 	for _, mb := range members {
 		f.creds[mb] = [2]string{string(s.Data["username"]), string(s.Data["password"])}
 	}
-	return s.Annotations[controller.SecretHashAnnotation]
+	return s.Annotations[naming.SecretHashAnnotation]
 }
 
 func (f *fleet) assertNoGap(t testing.TB) {
@@ -179,7 +179,7 @@ func groupCoverage(cs *v1.CredentialSet, g string) string {
 	return ""
 }
 
-// assertStoredUsers is rule 1 for RabbitMQ: every user of base the broker
+// assertStoredUsers is "stored before applied" for RabbitMQ: every user of base the broker
 // has accepts a password the source Secret holds for that user name.
 func assertStoredUsers(t testing.TB, when string, m *testenv.RabbitMQ, cs *v1.CredentialSet) {
 	t.Helper()

@@ -15,12 +15,12 @@ import (
 
 	v1 "rekey.io/rekey/api/v1alpha1"
 	"rekey.io/rekey/internal/backend/rabbitmq"
-	"rekey.io/rekey/internal/controller"
+	"rekey.io/rekey/internal/naming"
 	"rekey.io/rekey/internal/reason"
 	"rekey.io/rekey/internal/testenv"
 )
 
-// TestRabbitMQCoverage is seed 004's scenario on a real broker: two sets
+// TestRabbitMQCoverage is the per-user coverage scenario on a real broker: two sets
 // share one RabbitMQ cluster, their consumer groups are updated in
 // batches, and the old user of a rotated set is deleted only after the last
 // batch of its group — never while any member could still hold it, and
@@ -90,7 +90,7 @@ func TestRabbitMQCoverage(t *testing.T) {
 		return ok1 && ok2 && moved == 1 && waiting == 2, fmt.Sprintf("moved %v waiting %v", moved, waiting)
 	})
 	// compute-b acknowledges its current distribution in part; then
-	// neutron rotates, which resets its coverage (seed 004 edge case 4).
+	// neutron rotates, which resets its coverage.
 	if _, err := ack(t, ns, "neutron", "compute-b", hB1, "b0"); err != nil {
 		t.Fatal(err)
 	}
@@ -209,7 +209,7 @@ func waitHash(t testing.TB, ns, set string) string {
 		if err := k8s.Get(ctxT(t), client.ObjectKey{Namespace: ns, Name: cs.Spec.Distribution[0].Name}, s); err != nil {
 			return false, err.Error()
 		}
-		return h != "" && h == s.Annotations[controller.SecretHashAnnotation], h + " vs " + s.Annotations[controller.SecretHashAnnotation]
+		return h != "" && h == s.Annotations[naming.SecretHashAnnotation], h + " vs " + s.Annotations[naming.SecretHashAnnotation]
 	})
 	return h
 }

@@ -16,6 +16,7 @@ import (
 	v1 "rekey.io/rekey/api/v1alpha1"
 	"rekey.io/rekey/internal/controller"
 	"rekey.io/rekey/internal/engine"
+	"rekey.io/rekey/internal/naming"
 	"rekey.io/rekey/internal/reason"
 	"rekey.io/rekey/internal/testenv"
 )
@@ -106,7 +107,7 @@ func mustContain(t *testing.T, what, s string, parts ...string) {
 	observed(t, "%s names %q", what, parts)
 }
 
-// TestRefusalsAndHealthGate: every refusal of seed 000 that a live cluster
+// TestRefusalsAndHealthGate: every documented MySQL refusal that a live cluster
 // can reach, each with its Warning Event and Degraded condition, and the
 // health gate holding and resuming a phase.
 func TestRefusalsAndHealthGate(t *testing.T) {
@@ -141,7 +142,7 @@ func TestRefusalsAndHealthGate(t *testing.T) {
 		if cs := getSet(t, ns, "ref"); cs.Status.Phase != v1.PhaseIdle {
 			t.Fatalf("refused rotation left phase %s", cs.Status.Phase)
 		}
-		// The documented reset (DESIGN.md's correction of seed 000), then retry.
+		// The documented reset (IDENTIFIED BY, then DISCARD OLD PASSWORD), then retry.
 		onEachInstance(t, []*testenv.MySQLInstance{r1},
 			fmt.Sprintf("ALTER USER 'moco-readonly'@'%%' IDENTIFIED BY '%s'", gen1["moco-readonly"]),
 			"ALTER USER 'moco-readonly'@'%' DISCARD OLD PASSWORD")
@@ -338,7 +339,7 @@ func TestPendingAltered(t *testing.T) {
 func editSource(t *testing.T, cs *v1.CredentialSet, edit func(map[string][]byte)) {
 	t.Helper()
 	s := &corev1.Secret{}
-	if err := k8s.Get(context.Background(), client.ObjectKey{Namespace: OperatorNamespace, Name: controller.SourceSecretName(cs)}, s); err != nil {
+	if err := k8s.Get(context.Background(), client.ObjectKey{Namespace: OperatorNamespace, Name: naming.SourceSecretName(cs)}, s); err != nil {
 		t.Fatal(err)
 	}
 	edit(s.Data)

@@ -21,7 +21,7 @@ import (
 
 // TestReinitReplicaMidRotation: a replica loses its data directory mid-
 // rotation and is rebuilt (issue 5's fault matrix). rekey's credential DDL
-// never reaches a binlog (rule 5), so a replica rebuilt empty replays the
+// never reaches a binlog (no propagation), so a replica rebuilt empty replays the
 // primary's history without rekey's users; one rebuilt by CLONE has the
 // donor's rows. Either way the rotation completes, every instance ends
 // accepting exactly the new passwords, the rebuilt replica is
@@ -36,7 +36,7 @@ import (
 // holds at each moment, on every instance consumers can use: all of them
 // until the fault, the others while the replica is being rebuilt, and the
 // rebuilt one again from the moment rekey has repaired it (when phase 1
-// reaches it, at discard — DESIGN.md: "re-checked before discard" — or at
+// reaches it, at discard, which re-checks every instance first, or at
 // once after a CLONE, which brings the donor's accounts). Every failed
 // login counts: none of those instances is ever stopped.
 func TestReinitReplicaMidRotation(t *testing.T) {

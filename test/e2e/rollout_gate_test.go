@@ -12,8 +12,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1 "rekey.io/rekey/api/v1alpha1"
-	"rekey.io/rekey/internal/controller"
 	"rekey.io/rekey/internal/engine"
+	"rekey.io/rekey/internal/naming"
 	"rekey.io/rekey/internal/reason"
 	"rekey.io/rekey/internal/testenv"
 )
@@ -78,7 +78,7 @@ func TestRolloutGate(t *testing.T) {
 
 	// The restart annotation reaches the pod template, and while the real
 	// StatefulSet controller rolls it through, discard is held.
-	key := controller.RestartAnnotation(cs)
+	key := naming.RestartAnnotation(cs)
 	sawHeld := false
 	eventually(t, 2*time.Minute, "rollout of the restart annotation", func() (bool, string) {
 		s := getSTS(t, kc)

@@ -15,10 +15,10 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1 "rekey.io/rekey/api/v1alpha1"
-	"rekey.io/rekey/internal/controller"
+	"rekey.io/rekey/internal/naming"
 )
 
-// The suite-wide secret scan (DESIGN.md rule 6): while the suite runs, a
+// The suite-wide secret scan (no secret outside Secrets): while the suite runs, a
 // sampler records every secret value any rekey-managed Secret holds — every
 // generation of every set, since rotations take seconds and it samples
 // four times a second. At the end, everything the operator produced (the
@@ -56,7 +56,7 @@ func startSecretSampler(c client.Client) *secretSampler {
 
 func (s *secretSampler) sample(c client.Client) {
 	var list corev1.SecretList
-	if err := c.List(context.Background(), &list, client.MatchingLabels{controller.ManagedByLabel: controller.ManagedByValue}); err != nil {
+	if err := c.List(context.Background(), &list, client.MatchingLabels{naming.ManagedByLabel: naming.ManagedByValue}); err != nil {
 		return
 	}
 	s.mu.Lock()

@@ -9,7 +9,7 @@ import (
 )
 
 // TestSwitchoverMidRotation: the primary moves to a replica between the
-// two phases (seed 002's switchover). Roles are read live, so discard
+// two phases (a planned switchover). Roles are read live, so discard
 // lifts super_read_only on the old primary — now a replica — and leaves
 // the new primary writable.
 func TestSwitchoverMidRotation(t *testing.T) {

@@ -23,7 +23,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1 "rekey.io/rekey/api/v1alpha1"
-	"rekey.io/rekey/internal/controller"
+	"rekey.io/rekey/internal/naming"
 	"rekey.io/rekey/internal/reason"
 	"rekey.io/rekey/internal/tenancy"
 	"rekey.io/rekey/internal/testenv"
@@ -204,7 +204,7 @@ func TestHostileTenant(t *testing.T) {
 		if !ok {
 			t.Errorf("%s: %s does not hold", a.attack, evidence)
 		}
-		if !secretAbsent(t, OperatorNamespace, controller.SourceSecretName(cs)) {
+		if !secretAbsent(t, OperatorNamespace, naming.SourceSecretName(cs)) {
 			t.Errorf("%s: the set was provisioned (its source Secret exists) though it is refused", a.attack)
 		}
 		row(a.attack, "manager: Degraded/NamespaceNotAllowed: "+firstLine(msg), evidence+"; nothing provisioned")
@@ -329,7 +329,7 @@ func TestHostileTenant(t *testing.T) {
 	// 11 a planted source Secret: written before the set exists (as the
 	// distribution attack above would have), it must not be adopted.
 	planted := mocoSet(t, ns, "planted", c)
-	plantedName := controller.SourceSecretName(planted)
+	plantedName := naming.SourceSecretName(planted)
 	before := map[string]string{}
 	for k := range mocoKeys {
 		before[k] = "Planted" + strings.Repeat("p", 30)

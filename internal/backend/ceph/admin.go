@@ -7,16 +7,15 @@ import (
 
 	"rekey.io/rekey/internal/engine"
 	"rekey.io/rekey/internal/failpoint"
+	"rekey.io/rekey/internal/naming"
 	"rekey.io/rekey/internal/reason"
 )
 
-// RotatorEntity is the temporary admin that rotates the admin's key (seed
-// 001 "Ceph admin key rotation"): the admin cannot rotate its own key and
-// store the result atomically, so the rotator, stored first, stays able to
-// finish the job whatever happens in between.
-const RotatorEntity = "client.admin-rotator"
+// RotatorEntity is the temporary admin that rotates the admin's key.
+const RotatorEntity = naming.CephRotatorEntity
 
-// rotatorCaps are the admin permissions the seed gives the rotator.
+// rotatorCaps are the admin permissions the rotator needs to rotate the
+// admin's key and delete itself afterwards: all of them.
 var rotatorCaps = []string{"mon", "allow *", "osd", "allow *", "mds", "allow *", "mgr", "allow *"}
 
 // KeyringStore is where the keyrings rekey itself runs with live (Secrets,
@@ -33,7 +32,7 @@ type KeyringStore interface {
 	DeleteRotator(ctx context.Context) error
 }
 
-// rotateAdmin is the seed's procedure, steps 1 to 9; step 10 (status) is
+// rotateAdmin is Rook's admin key rotation procedure, steps 1 to 9; step 10 (status) is
 // the engine's. It returns the admin's new key. A failpoint follows every
 // step so that crash tests can stop the process after any of them.
 func (b *Backend) rotateAdmin(ctx context.Context, s *session) (string, error) {
@@ -109,15 +108,14 @@ func (b *Backend) cleanup(ctx context.Context) error {
 	return nil
 }
 
-// RecoverAdmin finishes an interrupted admin key rotation (seed 001 "In
-// CephCluster startup"). The controller runs it before any other Ceph
+// RecoverAdmin finishes an interrupted admin key rotation. The controller runs it before any other Ceph
 // command of a set whose admin it may rotate: until it succeeds, the
 // stored admin keyring may be one the cluster no longer accepts.
 //
 // With a rotator keyring stored: if the admin lists the auth database and
 // the rotator is gone, only step 9 was missing (CLEANUP); otherwise,
 // whether or not the admin's key still works, the rotator rotates it again
-// from step 3 (ROTATE). Beyond the seed: a rotator entity in the cluster
+// from step 3 (ROTATE). Beyond Rook's procedure: a rotator entity in the cluster
 // that no keyring was stored for (a crash between steps 1 and 2) is
 // deleted, since its key is lost and it holds admin caps.
 func (b *Backend) RecoverAdmin(ctx context.Context) (recovered bool, err error) {

@@ -96,7 +96,7 @@ func (s *session) remove(ctx context.Context, entity string) error {
 }
 
 // list reads the whole auth database: the truth about which generations
-// exist (DESIGN.md rule 3), whatever status says.
+// exist, whatever status says (which a crash may have left behind).
 func (s *session) list(ctx context.Context) (authDump, error) {
 	out, err := s.run(ctx, "auth", "ls", "--format", "json")
 	if err != nil {

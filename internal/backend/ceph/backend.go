@@ -1,4 +1,4 @@
-// Package ceph is rekey's Ceph backend (seed 001): cephx keys rotated in
+// Package ceph is rekey's Ceph backend: cephx keys rotated in
 // place with `ceph auth rotate`, or overlapping through one entity per
 // generation, and the admin key rotated through a temporary
 // client.admin-rotator. It talks to the cluster only through the ceph CLI,
@@ -15,6 +15,7 @@ import (
 
 	v1 "rekey.io/rekey/api/v1alpha1"
 	"rekey.io/rekey/internal/engine"
+	"rekey.io/rekey/internal/naming"
 	"rekey.io/rekey/internal/reason"
 )
 
@@ -179,10 +180,10 @@ func (b *Backend) Render(s engine.Secrets) (map[string][]byte, error) {
 		if err != nil {
 			return nil, fmt.Errorf("render %s: %w", k, err)
 		}
-		out[k+".keyring"] = []byte(kr.String())
-		out[k+".key"] = []byte(kr.Key)
-		out[k+".name"] = []byte(kr.Entity)
-		out[k+".id"] = []byte(entityID(kr.Entity))
+		out[naming.CephKeyringKey(k)] = []byte(kr.String())
+		out[naming.CephKeyKey(k)] = []byte(kr.Key)
+		out[naming.CephNameKey(k)] = []byte(kr.Entity)
+		out[naming.CephIDKey(k)] = []byte(entityID(kr.Entity))
 	}
 	return out, nil
 }

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+
+	"rekey.io/rekey/internal/naming"
 )
 
 // Keyring is one entity's cephx key in the keyring file format the ceph
@@ -153,9 +155,4 @@ func generationOf(base, entity string) (int64, bool) {
 }
 
 // generationEntity names generation gen of base.
-func generationEntity(base string, gen int64) string {
-	if gen == 0 {
-		return base
-	}
-	return fmt.Sprintf("%s.%d", base, gen)
-}
+func generationEntity(base string, gen int64) string { return naming.CephGenerationEntity(base, gen) }

@@ -5,8 +5,8 @@ import (
 	"fmt"
 )
 
-// unusedKeys are the bootstrap entities Ceph creates and nothing uses (seed
-// 001 "Unused keys"), the only ones RemoveUnusedKeys deletes: the CRD
+// unusedKeys are the bootstrap entities Ceph creates and nothing uses, the
+// only ones RemoveUnusedKeys deletes: the CRD
 // enforces the same list, this guards callers that bypass it.
 var unusedKeys = map[string]bool{
 	"client.bootstrap-rgw": true,

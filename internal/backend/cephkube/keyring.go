@@ -10,15 +10,8 @@ import (
 
 	v1 "rekey.io/rekey/api/v1alpha1"
 	"rekey.io/rekey/internal/backend/registry"
+	"rekey.io/rekey/internal/naming"
 )
-
-// RotatorKeyringKey holds client.admin-rotator's keyring in the rotator
-// Secret (Rook's rook-ceph-admin-rotator-keyring).
-const RotatorKeyringKey = "keyring"
-
-// RotatorSecretName is where the temporary rotator's keyring lives while
-// the admin key rotates: next to the admin keyring Secret.
-func RotatorSecretName(adminSecret string) string { return adminSecret + "-rotator" }
 
 // keyringStore keeps the Ceph admin keyring, and the rotator's, in Secrets
 // of the set's namespace, read live and written with optimistic locking.
@@ -43,14 +36,14 @@ func (s *keyringStore) SaveAdmin(ctx context.Context, keyring string) error {
 }
 
 func (s *keyringStore) LoadRotator(ctx context.Context) (string, bool, error) {
-	sec, err := s.k.Secret(ctx, RotatorSecretName(s.ref.Name))
+	sec, err := s.k.Secret(ctx, naming.RotatorSecretName(s.ref.Name))
 	if apierrors.IsNotFound(err) {
 		return "", false, nil
 	}
 	if err != nil {
 		return "", false, err
 	}
-	v := sec.Data[RotatorKeyringKey]
+	v := sec.Data[naming.RotatorKeyringKey]
 	if len(v) > 0 && !s.k.Owned(sec) {
 		return "", false, s.rotatorNotOwned(sec)
 	}
@@ -58,24 +51,24 @@ func (s *keyringStore) LoadRotator(ctx context.Context) (string, bool, error) {
 }
 
 func (s *keyringStore) SaveRotator(ctx context.Context, keyring string) error {
-	return s.put(ctx, RotatorSecretName(s.ref.Name), RotatorKeyringKey, keyring, true)
+	return s.put(ctx, naming.RotatorSecretName(s.ref.Name), naming.RotatorKeyringKey, keyring, true)
 }
 
 func (s *keyringStore) DeleteRotator(ctx context.Context) error {
-	sec, err := s.k.Secret(ctx, RotatorSecretName(s.ref.Name))
+	sec, err := s.k.Secret(ctx, naming.RotatorSecretName(s.ref.Name))
 	if apierrors.IsNotFound(err) {
 		return nil
 	}
 	if err != nil {
 		return err
 	}
-	if _, ok := sec.Data[RotatorKeyringKey]; !ok {
+	if _, ok := sec.Data[naming.RotatorKeyringKey]; !ok {
 		return nil
 	}
 	if !s.k.Owned(sec) {
 		return s.rotatorNotOwned(sec)
 	}
-	delete(sec.Data, RotatorKeyringKey)
+	delete(sec.Data, naming.RotatorKeyringKey)
 	return s.k.Update(ctx, sec)
 }
 
@@ -118,5 +111,5 @@ func (s *keyringStore) put(ctx context.Context, name, key, value string, create 
 func (s *keyringStore) rotatorNotOwned(sec *corev1.Secret) error {
 	return s.k.NotOwned(sec, "admin rotator Secret", fmt.Sprintf(
 		"it holds a keyring rekey did not write; if no admin key rotation of yours is under way, delete it (or empty its %s key); if it is this set's own from a rekey that did not record UIDs, hand it over with %s",
-		RotatorKeyringKey, s.k.HandOver(sec)))
+		naming.RotatorKeyringKey, s.k.HandOver(sec)))
 }

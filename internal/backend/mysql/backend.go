@@ -1,6 +1,7 @@
-// Package mysql is rekey's MySQL backend: dual-password rotation (seed 000)
-// applied on every instance of a cluster with sql_log_bin=0, the instance's
-// role read live (seed 002).
+// Package mysql is rekey's MySQL backend: dual-password rotation (RETAIN
+// CURRENT PASSWORD, then DISCARD OLD PASSWORD) applied on every instance of
+// a cluster with sql_log_bin=0, the instance's role (primary, replica,
+// super_read_only) read live.
 package mysql
 
 import (
@@ -33,7 +34,7 @@ type Backend struct {
 	// explicitly opts out.
 	transport transport
 	// Concurrency bounds how many instances are worked on at once; 1 is
-	// the sequential baseline of seed 000.
+	// one instance after another, the most cautious.
 	Concurrency int
 	// perUser selects the design before issue 18: each user read and
 	// altered by its own statement, each a round trip (batch.go). Only
@@ -205,8 +206,7 @@ func (b *Backend) Provision(ctx context.Context, cur engine.Secrets) (engine.Pro
 // Precheck implements engine.Backend. A rotation starts only on a healthy
 // cluster (the health gate, health.go) and only when no user has a dual
 // password: one that exists before rotation starts is indistinguishable
-// from one rekey set, and would make RETAIN be skipped (seed 000
-// "Assumptions"). A missing user has none: Apply creates it. Nothing here
+// from one rekey set, and would make RETAIN be skipped. A missing user has none: Apply creates it. Nothing here
 // writes, so super_read_only is left alone.
 func (b *Backend) Precheck(ctx context.Context, cur engine.Secrets) error {
 	var (
@@ -250,7 +250,7 @@ func (b *Backend) Precheck(ctx context.Context, cur engine.Secrets) error {
 	return nil
 }
 
-// Apply implements engine.Backend (seed 000 Phase 1 step 3): on every
+// Apply implements engine.Backend (phase 1's change to MySQL): on every
 // instance, RETAIN CURRENT PASSWORD for each user that has no secondary yet.
 // A second RETAIN would evict the original password, so MySQL is asked
 // first, every time. A user missing on an instance (re-initialised) is
@@ -271,7 +271,7 @@ func (b *Backend) Apply(ctx context.Context, cur, pending engine.Secrets, _ int6
 	})
 }
 
-// Retire implements engine.Backend (seed 000 Phase 2 step 1): DISCARD OLD
+// Retire implements engine.Backend (phase 2's change to MySQL): DISCARD OLD
 // PASSWORD everywhere, connecting with the pending admin password — which
 // also proves it was applied. Every user is checked before anything is
 // discarded on an instance: the pending password in the source Secret must
@@ -362,9 +362,9 @@ func (b *Backend) Retire(ctx context.Context, cur, pending engine.Secrets) error
 	})
 }
 
-// Reset implements engine.Backend: the corrected form of seed 000's
-// recovery (DESIGN.md "Known error"). IDENTIFIED BY alone keeps the
-// secondary password, so DISCARD OLD PASSWORD follows it. Connecting with
+// Reset implements engine.Backend. IDENTIFIED BY alone keeps the
+// secondary password (verified on MySQL 9.7, whatever older recovery
+// procedures claim), so DISCARD OLD PASSWORD follows it. Connecting with
 // cur works whether it is the primary or the secondary password. A missing
 // user (a re-initialised instance) is created accepting cur.
 func (b *Backend) Reset(ctx context.Context, cur engine.Secrets) error {

@@ -16,7 +16,7 @@ import (
 	"rekey.io/rekey/internal/reason"
 )
 
-// The health gate (seed 002): a phase that changes users on every instance
+// The health gate: a phase that changes users on every instance
 // does not start while the cluster is not healthy. Reachability alone is
 // not enough: a replica whose replication stopped, one that is being
 // CLONEd, or one that replicates from somewhere other than the primary may

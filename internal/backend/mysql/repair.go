@@ -9,8 +9,8 @@ import (
 
 // An instance re-initialised from an empty data directory lacks rekey's
 // users: rekey runs its credential DDL with sql_log_bin=0, so a rebuilt
-// replica replaying the primary's binary logs never sees them (DESIGN.md
-// rule 5). Each phase repairs such an instance with the secrets the source
+// replica replaying the primary's binary logs never sees them (no
+// credential change propagates by replication). Each phase repairs such an instance with the secrets the source
 // Secret holds for that phase, so it ends like every other instance:
 //
 //   - Provision and Reset create a missing user accepting cur;
@@ -25,7 +25,7 @@ import (
 // GRANTs are separate statements, and a crash between them must not leave
 // a user without grants that a re-run takes for a finished one. The mark
 // lives in mysql.user (User_attributes.metadata), so MySQL, not rekey's
-// memory, says that the creation is unfinished (DESIGN.md rule 3).
+// memory, says that the creation is unfinished, also after a crash.
 const (
 	creatingAttribute = `'{"rekey": "creating"}'`
 	createdAttribute  = `'{"rekey": null}'` // null removes the key
@@ -51,7 +51,8 @@ type account struct {
 func (a account) needsCreate() bool { return !a.exists || a.creating }
 
 // account reads u's row: MySQL is the truth about whether RETAIN already
-// ran (seed 000 "Why HasDualPassword is used") and whether the user exists.
+// ran (a second RETAIN would evict the original password) and whether the
+// user exists.
 func (s *session) account(ctx context.Context, u User) (account, error) {
 	var dual sql.NullInt64
 	var mark sql.NullString

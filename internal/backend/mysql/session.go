@@ -25,8 +25,9 @@ type Instance struct {
 }
 
 // session is one dedicated connection to an instance, prepared for
-// credential DDL: sql_log_bin=0 so nothing reaches any binlog (seed 000
-// "Cross-Cluster Replication Safety"), and super_read_only lifted when the
+// credential DDL: sql_log_bin=0 so nothing reaches any binlog (a cluster
+// replicating from this one, even across clusters, must never receive a
+// credential change), and super_read_only lifted when the
 // instance has it on — the role is read live, never assumed.
 type session struct {
 	inst Instance
@@ -181,7 +182,7 @@ func (s *session) prepare(ctx context.Context) error {
 // instance, and turning super_read_only back on would make the new primary
 // refuse every write. Should the restore fail (a crash, a lost
 // connection), the cluster manager's loop restores it on replicas, as
-// MOCO's clustering loop does (seed 000).
+// MOCO's clustering loop does.
 func (s *session) close(ctx context.Context) error {
 	var err error
 	if s.liftedSRO {

@@ -34,7 +34,7 @@ var (
 	keyPattern  = regexp.MustCompile(`^[A-Z][A-Z0-9_]{0,62}$`)
 )
 
-// MOCO's system users (seed 000) and the Secret keys MOCO stores them under.
+// MOCO's system users and the Secret keys MOCO stores them under.
 var mocoUsers = []struct{ name, key string }{
 	{"moco-admin", "ADMIN_PASSWORD"},
 	{"moco-agent", "AGENT_PASSWORD"},

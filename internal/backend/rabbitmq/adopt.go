@@ -130,8 +130,8 @@ func (b *Backend) resetAdopted(ctx context.Context, name, password string) error
 // when the set is deleted before retiring it (the user existed before
 // rekey and services may still use it), and when retiring a user other
 // sets still hold (their consumers may still log in as it; the last of
-// them deletes it once its own consumers moved — seed 004's per-user
-// finalizer, one per set).
+// them deletes it once its own consumers moved: a finalizer per user, one
+// per set).
 func (b *Backend) release(ctx context.Context, name string) error {
 	if name == b.adminUser {
 		return nil

@@ -1,4 +1,4 @@
-// Package rabbitmq is rekey's RabbitMQ backend (seed 004): every generation
+// Package rabbitmq is rekey's RabbitMQ backend: every generation
 // is a new user <base>-g<N> with the same tags and permissions, made through
 // the management HTTP API; the old user is deleted only on Retire, which the
 // controller holds back until every consumer on the cluster has moved.
@@ -13,13 +13,14 @@ import (
 
 	v1 "rekey.io/rekey/api/v1alpha1"
 	"rekey.io/rekey/internal/engine"
+	"rekey.io/rekey/internal/naming"
 )
 
 // Source Secret keys: a generation is a user name and its password, both
 // needed by a consumer to log in.
 const (
-	KeyUsername = "username"
-	KeyPassword = "password"
+	KeyUsername = naming.RabbitMQUsernameKey
+	KeyPassword = naming.RabbitMQPasswordKey
 )
 
 // DefaultTimeout bounds one management API request, so that a broker that

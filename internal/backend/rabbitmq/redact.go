@@ -7,7 +7,7 @@ import (
 	"rekey.io/rekey/internal/engine"
 )
 
-// redact is the last line of rule 6 (no secret in any message): the
+// redact is the last line of defence for "no secret in any message": the
 // broker and the HTTP stack have no reason to echo a password, but an
 // error that did would reach Events and conditions. The error's kind
 // survives, since the controller acts on it.

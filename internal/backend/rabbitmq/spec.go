@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	v1 "rekey.io/rekey/api/v1alpha1"
+	"rekey.io/rekey/internal/naming"
 )
 
 // parseEndpoint returns the management API base URL without a trailing
@@ -136,7 +137,7 @@ func resolveTransport(spec *v1.RabbitMQSpec) (*transportSpec, error) {
 	if len(t.Hosts) == 0 {
 		return nil, errors.New("rabbitmq.transportURL.hosts is empty: list the AMQP listeners as host:port")
 	}
-	ts := &transportSpec{scheme: or(t.Scheme, "rabbit"), hosts: t.Hosts, vhost: t.Vhost, query: t.Query, key: or(t.Key, "transport_url")}
+	ts := &transportSpec{scheme: or(t.Scheme, "rabbit"), hosts: t.Hosts, vhost: t.Vhost, query: t.Query, key: or(t.Key, naming.RabbitMQTransportURLKey)}
 	if err := checkTransportScheme(ts.scheme, ts.query); err != nil {
 		return nil, err
 	}

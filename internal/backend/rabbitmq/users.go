@@ -12,10 +12,11 @@ import (
 	v1 "rekey.io/rekey/api/v1alpha1"
 	"rekey.io/rekey/internal/engine"
 	"rekey.io/rekey/internal/failpoint"
+	"rekey.io/rekey/internal/naming"
 	"rekey.io/rekey/internal/reason"
 )
 
-func userName(base string, gen int64) string { return base + "-g" + strconv.FormatInt(gen, 10) }
+func userName(base string, gen int64) string { return naming.RabbitMQUser(base, gen) }
 
 // generationOf returns N when name is exactly what userName(base, N) makes.
 // Anything else (leading zeros, g0, another base that shares a prefix) is
