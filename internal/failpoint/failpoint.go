@@ -11,7 +11,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 )
 
 var (
@@ -46,7 +45,11 @@ func Hit(name string) {
 	mu.Unlock()
 	if n == target {
 		os.Stderr.WriteString("failpoint " + name + " hit: killing the process\n")
-		syscall.Kill(os.Getpid(), syscall.SIGKILL)
+		// os.Process.Kill is SIGKILL on Unix (and builds for the plugin's
+		// other platforms, which import this package through the engine).
+		if p, err := os.FindProcess(os.Getpid()); err == nil {
+			p.Kill()
+		}
 		select {} // SIGKILL is not deliverable late, but never continue
 	}
 }
