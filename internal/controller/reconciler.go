@@ -154,6 +154,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		}
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
+	ctx = withSetView(ctx, cs)
 	// One set at a time per backend server; a set that finds its backend
 	// busy frees the worker and is queued again when it is released.
 	keys := BackendLockKeys(cs)
@@ -272,7 +273,7 @@ func (r *Reconciler) reconcile(ctx context.Context, cs *v1.CredentialSet, seen *
 		// Consent is granted on the Namespace, which rekey does not watch.
 		return ctrl.Result{RequeueAfter: consentRecheck}, prob, err
 	}
-	p, err := r.planFor(ctx, cs)
+	p, err := r.planFor(withSecretMemo(ctx), cs)
 	if err != nil {
 		return ctrl.Result{}, nil, err
 	}
