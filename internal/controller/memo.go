@@ -16,10 +16,11 @@ import (
 type secretMemoKey struct{}
 
 // withSecretMemo makes readSecretKey remember the Secrets it read under
-// ctx. Only for building a plan: the Secrets a spec references (admin
-// password and CA, often one Secret) are read there, and none is written
-// before the plan is built; a backend that writes one later (the Ceph
-// admin keyring) reads it again with its own context.
+// ctx: for building a plan that writes no Secret (MySQL, RabbitMQ), where
+// the Secrets a spec references (admin password and CA, often one Secret)
+// are read. Never around code that writes one: the Ceph plan finishes an
+// interrupted admin key rotation, which rewrites the admin keyring Secret
+// that its next command reads again.
 func withSecretMemo(ctx context.Context) context.Context {
 	return context.WithValue(ctx, secretMemoKey{}, map[types.NamespacedName]*corev1.Secret{})
 }

@@ -46,6 +46,7 @@ func (r *Reconciler) planFor(ctx context.Context, cs *v1.CredentialSet) (*plan, 
 }
 
 func (r *Reconciler) mysqlPlan(ctx context.Context, cs *v1.CredentialSet) (*plan, error) {
+	ctx = withSecretMemo(ctx) // writes no Secret: each read once
 	spec := cs.Spec.MySQL
 	instances, err := r.mysqlInstances(ctx, cs.Namespace, spec.Instances)
 	if err != nil {

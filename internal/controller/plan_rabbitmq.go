@@ -12,6 +12,7 @@ import (
 
 // rabbitPlan builds the RabbitMQ backend from the admin Secret.
 func (r *Reconciler) rabbitPlan(ctx context.Context, cs *v1.CredentialSet) (*plan, error) {
+	ctx = withSecretMemo(ctx) // writes no Secret: each read once
 	spec := cs.Spec.RabbitMQ
 	ref := spec.Admin
 	userKey, pwKey := ref.UsernameKey, ref.PasswordKey

@@ -273,7 +273,7 @@ func (r *Reconciler) reconcile(ctx context.Context, cs *v1.CredentialSet, seen *
 		// Consent is granted on the Namespace, which rekey does not watch.
 		return ctrl.Result{RequeueAfter: consentRecheck}, prob, err
 	}
-	p, err := r.planFor(withSecretMemo(ctx), cs)
+	p, err := r.planFor(ctx, cs)
 	if err != nil {
 		return ctrl.Result{}, nil, err
 	}
