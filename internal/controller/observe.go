@@ -16,9 +16,15 @@ import (
 // observe writes what this reconcile saw — consumers, conditions — with
 // the same compare-and-set as every transition, and only when it changed.
 func (r *Reconciler) observe(ctx context.Context, cs *v1.CredentialSet, prob *problem, seen transportSeen, stuck stuckInfo) error {
-	live := &v1.CredentialSet{}
-	if err := r.APIReader.Get(ctx, clientKey(cs), live); err != nil {
-		return err
+	// What the server last returned in this reconcile (no second read:
+	// the write below is guarded as every transition is); live when the
+	// reconcile kept no view.
+	live := serverView(ctx)
+	if live == nil {
+		live = &v1.CredentialSet{}
+		if err := r.APIReader.Get(ctx, clientKey(cs), live); err != nil {
+			return err
+		}
 	}
 	if live.Status.Phase != cs.Status.Phase || live.Status.RotationID != cs.Status.RotationID {
 		return nil // someone moved on; the next reconcile observes afresh

@@ -52,7 +52,11 @@ func (r *Reconciler) planFor(ctx context.Context, cs *v1.CredentialSet) (*plan, 
 	}
 	opts := registry.Options{InstanceConcurrency: r.InstanceConcurrency, AddressMap: r.AddressMap,
 		CephCLI: r.CephCLI, CephWorkDir: r.CephWorkDir}
-	p, err := e.Build(ctx, built, &setKube{r: r, cs: cs}, opts)
+	bctx := ctx
+	if e.WritesNoSecret {
+		bctx = withSecretMemo(ctx) // each Secret the plan needs is read once
+	}
+	p, err := e.Build(bctx, built, &setKube{r: r, cs: cs}, opts)
 	if err != nil {
 		return nil, err
 	}

@@ -74,6 +74,7 @@ type Reconciler struct {
 
 	locksOnce sync.Once
 	locks     *backendLocks
+	streaks   unreachableStreaks
 
 	// waitNoted: set UID → the rotation whose WaitingForRollout Event was
 	// emitted (once per rotation; a restarted manager emits it once more).
@@ -152,11 +153,13 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	cs := &v1.CredentialSet{}
 	if err := r.APIReader.Get(ctx, req.NamespacedName, cs); err != nil {
 		r.lockTable().forget(req.NamespacedName)
+		r.streaks.reset(req.NamespacedName)
 		if apierrors.IsNotFound(err) {
 			metrics.Forget(req.Namespace, req.Name)
 		}
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
+	ctx = withSetView(ctx, cs)
 	// One set at a time per backend server; a set that finds its backend
 	// busy frees the worker and is queued again when it is released.
 	keys := BackendLockKeys(cs)
@@ -192,13 +195,17 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 			prob = &problem{reason.BackendError, err.Error() + "; rekey retries with backoff"}
 		} else {
 			err = nil // reported as an event + condition, retried below
-			if res.RequeueAfter == 0 || prob.reason == reason.InstanceUnreachable || prob.reason == reason.ClusterUnhealthy {
+			if res.RequeueAfter == 0 || prob.reason == reason.ClusterUnhealthy {
 				// The health gate polls: the phase resumes soon after
-				// the instance answers or the cluster is healthy again.
+				// the cluster is healthy again.
 				res.RequeueAfter = 10 * time.Second
+			}
+			if prob.reason == reason.InstanceUnreachable {
+				prob, res.RequeueAfter = r.backoff(req.NamespacedName, prob)
 			}
 		}
 	}
+	r.endStreak(req.NamespacedName, prob)
 	if prob != nil {
 		r.event(cs, "Warning", prob.reason, "Reconcile", "%s", prob.message)
 		metrics.Refused(cs.Namespace, cs.Name, string(prob.reason))

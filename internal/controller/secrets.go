@@ -99,19 +99,18 @@ func (r *Reconciler) distribute(ctx context.Context, cs *v1.CredentialSet, p *pl
 	if err != nil {
 		return err
 	}
-	var stale []v1.SecretTarget
-	var staleData []map[string][]byte
+	var stale []staleTarget
 	for _, t := range cs.Spec.Distribution {
 		td, err := targetData(cs, t, data)
 		if err != nil {
 			return err
 		}
-		ok, err := r.targetCurrent(ctx, cs, t, td, generation)
+		s, ok, err := r.targetCurrent(ctx, cs, t, td, generation)
 		if err != nil {
 			return err
 		}
 		if !ok {
-			stale, staleData = append(stale, t), append(staleData, td)
+			stale = append(stale, staleTarget{t, td, s})
 		}
 	}
 	mocoStale, err := r.mocoStale(ctx, cs, p.moco, secrets)
@@ -129,26 +128,36 @@ func (r *Reconciler) distribute(ctx context.Context, cs *v1.CredentialSet, p *pl
 			return err
 		}
 	}
-	for i, t := range stale {
-		if err := r.writeTarget(ctx, cs, t, staleData[i], generation); err != nil {
+	for _, st := range stale {
+		if err := r.writeTarget(ctx, cs, st, generation); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
-// targetCurrent: the target already holds data for generation.
-func (r *Reconciler) targetCurrent(ctx context.Context, cs *v1.CredentialSet, t v1.SecretTarget, data map[string][]byte, generation int64) (bool, error) {
+// staleTarget is a distribution target to write: its data, and the Secret
+// as read (nil: it did not exist).
+type staleTarget struct {
+	t    v1.SecretTarget
+	data map[string][]byte
+	read *corev1.Secret
+}
+
+// targetCurrent: the target already holds data for generation. It returns
+// the Secret it read (nil when there is none), which writeTarget updates:
+// a change since is refused by the update's resourceVersion.
+func (r *Reconciler) targetCurrent(ctx context.Context, cs *v1.CredentialSet, t v1.SecretTarget, data map[string][]byte, generation int64) (*corev1.Secret, bool, error) {
 	s := &corev1.Secret{}
 	err := r.APIReader.Get(ctx, client.ObjectKey{Namespace: t.Namespace, Name: t.Name}, s)
 	if apierrors.IsNotFound(err) {
-		return false, nil
+		return nil, false, nil
 	}
 	if err != nil {
-		return false, err
+		return nil, false, err
 	}
 	same := maps.EqualFunc(s.Data, data, func(a, b []byte) bool { return string(a) == string(b) })
-	return same && s.Annotations[naming.GenerationAnnotation] == fmt.Sprint(generation) &&
+	return s, same && s.Annotations[naming.GenerationAnnotation] == fmt.Sprint(generation) &&
 		s.Annotations[naming.SecretHashAnnotation] == secretHash(cs, generation) && ownedBy(s, cs), nil
 }
 
@@ -168,12 +177,14 @@ func distributionProblem(ctx context.Context, err error) (*problem, error) {
 	return &problem{reason.DistributionFailed, err.Error()}, nil
 }
 
-func (r *Reconciler) writeTarget(ctx context.Context, cs *v1.CredentialSet, t v1.SecretTarget, data map[string][]byte, generation int64) error {
+// writeTarget creates or updates a stale target, from the read that found
+// it stale (Verify, between the two, may take seconds: an update then
+// meets a change made meanwhile as a conflict, retried from a fresh read).
+func (r *Reconciler) writeTarget(ctx context.Context, cs *v1.CredentialSet, st staleTarget, generation int64) error {
 	gen, hash := fmt.Sprint(generation), secretHash(cs, generation)
-	s := &corev1.Secret{}
-	err := r.APIReader.Get(ctx, client.ObjectKey{Namespace: t.Namespace, Name: t.Name}, s)
-	if apierrors.IsNotFound(err) {
-		s = &corev1.Secret{
+	t, data := st.t, st.data
+	if st.read == nil {
+		s := &corev1.Secret{
 			ObjectMeta: metav1.ObjectMeta{Namespace: t.Namespace, Name: t.Name,
 				Annotations: map[string]string{naming.GenerationAnnotation: gen, naming.SecretHashAnnotation: hash}},
 			Type: corev1.SecretTypeOpaque,
@@ -194,10 +205,13 @@ func (r *Reconciler) writeTarget(ctx context.Context, cs *v1.CredentialSet, t v1
 		}
 		return err
 	}
-	if err != nil {
-		return err
+	err := r.updateTarget(ctx, cs, st.read, data, gen, hash)
+	if apierrors.IsNotFound(err) {
+		// Deleted since it was read: created, as a fresh read would have.
+		st.read = nil
+		return r.writeTarget(ctx, cs, st, generation)
 	}
-	return r.updateTarget(ctx, cs, s, data, gen, hash)
+	return err
 }
 
 // updateTarget writes data to an existing distribution Secret s, which
@@ -220,11 +234,20 @@ func (r *Reconciler) updateTarget(ctx context.Context, cs *v1.CredentialSet, s *
 	return r.Client.Update(ctx, s)
 }
 
-// readSecretKey reads one key of a Secret in the set's namespace.
+// readSecretKey reads one key of a Secret in the set's namespace, live (a
+// referenced Secret carries no rekey label, so it is not in the cache),
+// once per plan (withSecretMemo).
 func (r *Reconciler) readSecretKey(ctx context.Context, namespace, name, key string) (string, error) {
-	s := &corev1.Secret{}
-	if err := r.APIReader.Get(ctx, client.ObjectKey{Namespace: namespace, Name: name}, s); err != nil {
-		return "", fmt.Errorf("read Secret %s/%s: %w", namespace, name, err)
+	memo, ref := secretMemo(ctx), client.ObjectKey{Namespace: namespace, Name: name}
+	s := memo[ref]
+	if s == nil {
+		s = &corev1.Secret{}
+		if err := r.APIReader.Get(ctx, ref, s); err != nil {
+			return "", fmt.Errorf("read Secret %s/%s: %w", namespace, name, err)
+		}
+		if memo != nil {
+			memo[ref] = s
+		}
 	}
 	v, ok := s.Data[key]
 	if !ok || len(v) == 0 {

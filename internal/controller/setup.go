@@ -29,13 +29,25 @@ func clientKey(cs *v1.CredentialSet) types.NamespacedName {
 	return types.NamespacedName{Namespace: cs.Namespace, Name: cs.Name}
 }
 
-// CacheByObject restricts the manager's Secret cache to the Secrets rekey
+// CacheByObject keeps the manager's cache lean. Secrets: only those rekey
 // writes (its label), in namespaces (all when empty, or the cache's
 // default namespaces): the watch that restores a hand-edited distribution
 // Secret must never hold every Secret of the cluster in memory, and must
 // list only where rekey's RBAC grants Secrets. Reads of Secrets stay live
-// (the client does not use this cache for them).
+// (the client does not use this cache for them; the bootstrap, CA and
+// adoption Secrets a spec names carry no rekey label and are not in it).
+// Workloads: every one is watched, stored without what rekey never reads
+// (trimWorkload).
 func CacheByObject(namespaces ...string) map[client.Object]cache.ByObject {
+	by := secretCache(namespaces...)
+	for _, w := range []client.Object{&appsv1.StatefulSet{}, &appsv1.Deployment{}, &appsv1.DaemonSet{}} {
+		by[w] = cache.ByObject{Transform: trimWorkload}
+	}
+	return by
+}
+
+// secretCache is the Secret entry of CacheByObject.
+func secretCache(namespaces ...string) map[client.Object]cache.ByObject {
 	by := cache.ByObject{Label: labels.SelectorFromSet(labels.Set{naming.ManagedByLabel: naming.ManagedByValue})}
 	if len(namespaces) > 0 {
 		by.Namespaces = map[string]cache.Config{}

@@ -36,7 +36,11 @@ func (r *Reconciler) casStatus(ctx context.Context, cs *v1.CredentialSet, mutate
 		if err != nil {
 			return err
 		}
-		return r.Client.Status().Patch(ctx, cs, client.RawPatch(types.MergePatchType, body))
+		if err := r.Client.Status().Patch(ctx, cs, client.RawPatch(types.MergePatchType, body)); err != nil {
+			return err
+		}
+		noteServerView(ctx, cs)
+		return nil
 	}
 	ops := []map[string]any{
 		{"op": "test", "path": "/status/phase", "value": cs.Status.Phase},
@@ -55,6 +59,7 @@ func (r *Reconciler) casStatus(ctx context.Context, cs *v1.CredentialSet, mutate
 		// not a race: retrying at once would fail the same way.
 		return err
 	}
+	noteServerView(ctx, cs)
 	return nil
 }
 

@@ -22,11 +22,12 @@ func init() { registry.Register(Entry) }
 
 // Entry is the MySQL backend's registration.
 var Entry = registry.Entry{
-	Kind:     "mysql",
-	Field:    "spec.mysql",
-	Selects:  func(cs *v1.CredentialSet) bool { return cs.Spec.MySQL != nil },
-	Build:    build,
-	LockKeys: lockKeys,
+	Kind:           "mysql",
+	Field:          "spec.mysql",
+	Selects:        func(cs *v1.CredentialSet) bool { return cs.Spec.MySQL != nil },
+	WritesNoSecret: true,
+	Build:          build,
+	LockKeys:       lockKeys,
 	// A StatefulSet holding the instances wakes the set too: scaling it
 	// from 0 resumes a refused phase at once.
 	StatefulSets: func(cs *v1.CredentialSet) []string {

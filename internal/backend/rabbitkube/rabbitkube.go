@@ -19,10 +19,11 @@ func init() { registry.Register(Entry) }
 
 // Entry is the RabbitMQ backend's registration.
 var Entry = registry.Entry{
-	Kind:    "rabbitmq",
-	Field:   "spec.rabbitmq",
-	Selects: func(cs *v1.CredentialSet) bool { return cs.Spec.RabbitMQ != nil },
-	Build:   build,
+	Kind:           "rabbitmq",
+	Field:          "spec.rabbitmq",
+	Selects:        func(cs *v1.CredentialSet) bool { return cs.Spec.RabbitMQ != nil },
+	WritesNoSecret: true,
+	Build:          build,
 	// The management endpoint, "rabbitmq:<host>:<port>".
 	LockKeys: func(cs *v1.CredentialSet) []string {
 		return []string{"rabbitmq:" + endpointHost(cs.Spec.RabbitMQ.Endpoint)}

@@ -36,6 +36,11 @@ type Entry struct {
 	LockKeys func(cs *v1.CredentialSet) []string
 	// StatefulSets whose changes wake the set (nil: none).
 	StatefulSets func(cs *v1.CredentialSet) []string
+	// WritesNoSecret: Build only reads Secrets, so the controller may
+	// serve each one read once per plan. A backend that rewrites a
+	// Secret while building (Ceph finishing an interrupted admin key
+	// rotation) leaves it false and reads afresh.
+	WritesNoSecret bool
 }
 
 // Plan is the backend built for one reconcile.

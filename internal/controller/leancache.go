@@ -1,0 +1,57 @@
+package controller
+
+import (
+	"strings"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// trimWorkload is the cache transform of StatefulSets, Deployments and
+// DaemonSets. rekey watches every workload of the cluster (a consumer may
+// be any of them) but reads of each only its name, generation, replicas,
+// update strategy, paused flag, status, and its own restart annotation on
+// the pod template (consumers.go, engine's rollout gate). The pod spec,
+// volume claim templates, managedFields and kubectl's last-applied copy
+// are most of an object's size, so they are dropped before the object is
+// stored: nothing that reads the cache can miss them, and nothing writes a
+// cached workload back (the restart is a merge patch of one annotation).
+// Reads that need a whole workload (the StatefulSet holding MySQL
+// instances, the finalizer's existence check) use the API reader.
+func trimWorkload(obj any) (any, error) {
+	switch w := obj.(type) {
+	case *appsv1.Deployment:
+		trimMeta(&w.ObjectMeta)
+		trimTemplate(&w.Spec.Template)
+		w.Spec.Selector = nil
+	case *appsv1.StatefulSet:
+		trimMeta(&w.ObjectMeta)
+		trimTemplate(&w.Spec.Template)
+		w.Spec.Selector, w.Spec.VolumeClaimTemplates = nil, nil
+	case *appsv1.DaemonSet:
+		trimMeta(&w.ObjectMeta)
+		trimTemplate(&w.Spec.Template)
+		w.Spec.Selector = nil
+	}
+	return obj, nil
+}
+
+func trimMeta(m *metav1.ObjectMeta) {
+	m.ManagedFields = nil
+	delete(m.Annotations, corev1.LastAppliedConfigAnnotation)
+}
+
+// trimTemplate keeps only rekey's annotations of a pod template.
+func trimTemplate(t *corev1.PodTemplateSpec) {
+	var keep map[string]string
+	for k, v := range t.Annotations {
+		if strings.HasPrefix(k, "rekey.io/") {
+			if keep == nil {
+				keep = map[string]string{}
+			}
+			keep[k] = v
+		}
+	}
+	*t = corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Annotations: keep}}
+}
