@@ -165,9 +165,10 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	keys := BackendLockKeys(cs)
 	if busy, ok := r.lockTable().tryLock(req.NamespacedName, keys); !ok {
 		logFrom(ctx).V(1).Info("waiting for another set on the same backend", "backend", busy)
-		// A release wakes the first waiter; the timer is a safety net
-		// should a wake-up be lost (a set must never wait forever).
-		return ctrl.Result{RequeueAfter: 30 * time.Second}, nil
+		// No timer: a release wakes the first waiter (backendLocks);
+		// waiters on a timer would come back together, mostly to wait
+		// again, and keep a manager with many sets on one server busy.
+		return ctrl.Result{}, nil
 	}
 	defer r.lockTable().unlock(req.NamespacedName, keys)
 	if !cs.DeletionTimestamp.IsZero() {
