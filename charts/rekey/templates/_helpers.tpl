@@ -34,7 +34,7 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version }}
   namespace: {{ .Release.Namespace }}
 {{- end -}}
 
-{{- /* Secrets are read live with get and never listed, watched or deleted. */ -}}
+{{- /* Secrets are read live with get; list and watch serve a cache of only the Secrets labelled as rekey's; never deleted. */ -}}
 {{- define "rekey.secretsRules" -}}
 - apiGroups: [""]
   resources: ["secrets"]
