@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	v1 "rekey.io/rekey/api/v1alpha1"
+	"rekey.io/rekey/internal/moco"
 )
 
 // User is one MySQL account that rotates.
@@ -34,18 +35,6 @@ var (
 	keyPattern  = regexp.MustCompile(`^[A-Z][A-Z0-9_]{0,62}$`)
 )
 
-// MOCO's system users and the Secret keys MOCO stores them under.
-var mocoUsers = []struct{ name, key string }{
-	{"moco-admin", "ADMIN_PASSWORD"},
-	{"moco-agent", "AGENT_PASSWORD"},
-	{"moco-repl", "REPLICATION_PASSWORD"},
-	{"moco-clone-donor", "CLONE_DONOR_PASSWORD"},
-	{"moco-exporter", "EXPORTER_PASSWORD"},
-	{"moco-backup", "BACKUP_PASSWORD"},
-	{"moco-readonly", "READONLY_PASSWORD"},
-	{"moco-writable", "WRITABLE_PASSWORD"},
-}
-
 func grant(on string, privs ...string) v1.MySQLGrant {
 	return v1.MySQLGrant{Privileges: privs, Object: on}
 }
@@ -70,8 +59,9 @@ func ResolveUsers(spec *v1.MySQLSpec) ([]User, error) {
 	var users []User
 	switch spec.Preset {
 	case "moco":
-		for _, m := range mocoUsers {
-			users = append(users, User{Name: m.name, Host: "%", Key: m.key, Grants: mocoGrants[m.name]})
+		// MOCO's system users, under the keys MOCO stores them in.
+		for _, m := range moco.Keys {
+			users = append(users, User{Name: m.User, Host: "%", Key: m.Key, Grants: mocoGrants[m.User]})
 		}
 	case "":
 	default:
