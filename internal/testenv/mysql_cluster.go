@@ -190,3 +190,22 @@ func (i *MySQLInstance) WaitCaughtUp(source *MySQLInstance) error {
 	}
 	return nil
 }
+
+// Switchover moves the primary role from oldPrimary to newPrimary as an
+// orchestrator (MOCO's clustering loop) does it on mysqld: the old primary
+// turns read-only, the new one stops replicating and turns writable, and
+// oldPrimary and others replicate from it.
+func Switchover(oldPrimary, newPrimary *MySQLInstance, others ...*MySQLInstance) error {
+	if err := oldPrimary.Exec("SET GLOBAL super_read_only=ON"); err != nil {
+		return err
+	}
+	if err := newPrimary.Exec("STOP REPLICA", "RESET REPLICA ALL", "SET GLOBAL super_read_only=OFF", "SET GLOBAL read_only=OFF"); err != nil {
+		return err
+	}
+	for _, r := range append([]*MySQLInstance{oldPrimary}, others...) {
+		if err := r.ReplicateFrom(newPrimary); err != nil {
+			return err
+		}
+	}
+	return nil
+}

@@ -45,16 +45,8 @@ func TestSwitchoverMidPhase(t *testing.T) {
 
 	// The switchover: the old primary turns read-only, replica1 stops
 	// replicating and turns writable, the others replicate from it.
-	if err := oldPrimary.Exec("SET GLOBAL super_read_only=ON"); err != nil {
+	if err := testenv.Switchover(oldPrimary, newPrimary, other); err != nil {
 		t.Fatal(err)
-	}
-	if err := newPrimary.Exec("STOP REPLICA", "RESET REPLICA ALL", "SET GLOBAL super_read_only=OFF", "SET GLOBAL read_only=OFF"); err != nil {
-		t.Fatal(err)
-	}
-	for _, r := range []*testenv.MySQLInstance{oldPrimary, other} {
-		if err := r.ReplicateFrom(newPrimary); err != nil {
-			t.Fatal(err)
-		}
 	}
 	release()
 	mk.resume()

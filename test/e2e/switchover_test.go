@@ -31,16 +31,8 @@ func TestSwitchoverMidRotation(t *testing.T) {
 	// Switchover: the old primary turns read-only, replica1 is promoted,
 	// and the others replicate from it.
 	oldPrimary, newPrimary, other := c.Primary, c.Replicas[0], c.Replicas[1]
-	if err := oldPrimary.Exec("SET GLOBAL super_read_only=ON"); err != nil {
+	if err := testenv.Switchover(oldPrimary, newPrimary, other); err != nil {
 		t.Fatal(err)
-	}
-	if err := newPrimary.Exec("STOP REPLICA", "RESET REPLICA ALL", "SET GLOBAL super_read_only=OFF", "SET GLOBAL read_only=OFF"); err != nil {
-		t.Fatal(err)
-	}
-	for _, r := range []*testenv.MySQLInstance{oldPrimary, other} {
-		if err := r.ReplicateFrom(newPrimary); err != nil {
-			t.Fatal(err)
-		}
 	}
 
 	mk.resume()
