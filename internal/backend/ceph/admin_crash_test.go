@@ -130,7 +130,10 @@ func TestAdminRotationChild(t *testing.T) {
 		t.Fatal(err)
 	}
 	b.WorkDir, b.Owner = p.WorkDir, p.Owner
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	// Only a guard against a hang: the steps up to a late failpoint are a
+	// dozen CLI starts, and at load 46 on two cores one minute ran out at
+	// step 5 (the parent's kill check then failed every later step).
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	text, err := store.LoadAdmin(ctx)
 	if err != nil {

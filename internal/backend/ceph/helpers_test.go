@@ -148,9 +148,10 @@ func testOwner(t *testing.T) Owner {
 // ctxFor bounds a test's ceph commands. It only guards against a hang: a
 // scenario runs a few dozen commands, each a CLI start in the chroot, which
 // on a shared two-core machine under load took up to several seconds
-// (2 minutes ran out in the middle of passing tests).
+// (2 minutes ran out in the middle of passing tests, then 5 minutes for
+// TestOwnershipOnTheRealMon's subtests, which share one context, at load 46).
 func ctxFor(t *testing.T) context.Context {
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
 	t.Cleanup(cancel)
 	return ctx
 }
