@@ -177,7 +177,7 @@ func TestScaleUpMidRotation(t *testing.T) {
 			up.Format("15:04:05.000"), repaired.Format("15:04:05.000"), took.Seconds())
 		mk.saw("new pod repaired %.1f s after it answered (bound %s)", took.Seconds(), repairBound)
 		if took > repairBound {
-			t.Errorf("db-3 was repaired %.1f s after it answered, later than one reconcile (%s)", took.Seconds(), repairBound)
+			t.Errorf("db-3 was repaired %.1f s after it answered, later than the recheck allows (%s)", took.Seconds(), repairBound)
 		}
 		mk.reached()
 		if cs := getSet(t, ns, "grow"); cs.Status.Phase != v1.PhaseDistributed || cs.Status.DiscardStarted {
