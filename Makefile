@@ -1,7 +1,7 @@
 # rekey — see README.md.
 SHELL := /usr/bin/env bash
 GO ?= go
-GOTESTFLAGS ?= -count=1 -timeout 60m
+GOTESTFLAGS ?= -count=1 -timeout 80m
 # cli-runtime (the plugin's kubectl flags and printers) pulls in kustomize,
 # whose Go-plugin loader keeps the linker from dropping unused code: the
 # tag makes kubectl-rekey 59.7 MB instead of 77.6 MB.
