@@ -67,7 +67,7 @@ func (s *session) discard(ctx context.Context, name string, w waitFlags) error {
 		fmt.Fprintf(s.opts.Out, "discard of rotation %s requested for credentialset %s\n", id, setRef(cs))
 	}
 	if !rolledOut(cs) {
-		fmt.Fprintf(s.opts.Out, termsFor(cs).retireWait+"\n", consumerCount(cs))
+		fmt.Fprintf(s.opts.Out, termsFor(cs).RetireWait+"\n", consumerCount(cs))
 	}
 	if !w.wait {
 		fmt.Fprintf(s.opts.Out, "follow it with: kubectl rekey status %s -n %s\n", name, s.ns)
@@ -84,7 +84,7 @@ func (s *session) discard(ctx context.Context, name string, w waitFlags) error {
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(s.opts.Out, "rotation %s complete: generation %d is current, %s\n", id, cs.Status.KeyGeneration, termsFor(cs).retired)
+	fmt.Fprintf(s.opts.Out, "rotation %s complete: generation %d is current, %s\n", id, cs.Status.KeyGeneration, termsFor(cs).Retired)
 	return nil
 }
 
@@ -96,7 +96,7 @@ func discardable(cs *v1.CredentialSet) (string, error) {
 		return st.RotationID, nil
 	case v1.PhaseRotating:
 		return "", fmt.Errorf("rotation %s of credentialset %q is still Rotating (%s), so the old ones cannot be discarded yet: wait until Distributed (kubectl rekey status %s), then discard",
-			st.RotationID, cs.Name, termsFor(cs).applying, cs.Name)
+			st.RotationID, cs.Name, termsFor(cs).Applying, cs.Name)
 	}
 	return "", fmt.Errorf("credentialset %q has no active rotation (phase %s), so there is nothing to discard: start one with kubectl rekey rotate %s",
 		cs.Name, orDash(string(st.Phase)), cs.Name)

@@ -90,7 +90,7 @@ func (s *session) rotate(ctx context.Context, name string, dryRun bool, w waitFl
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(s.opts.Out, "rotation %s distributed: %s\nnext step: %s\n", id, termsFor(cs).bothWork, NextStep(cs))
+	fmt.Fprintf(s.opts.Out, "rotation %s distributed: %s\nnext step: %s\n", id, termsFor(cs).BothWork, NextStep(cs))
 	return nil
 }
 
@@ -101,7 +101,7 @@ func checkRotatable(cs *v1.CredentialSet) error {
 	switch st.Phase {
 	case v1.PhaseRotating:
 		return fmt.Errorf("credentialset %q is not Idle: rotation %s is active (phase Rotating, %s); let it reach Distributed (kubectl rekey status %s), then finish it with kubectl rekey discard %s before rotating again",
-			cs.Name, st.RotationID, termsFor(cs).applying, cs.Name, cs.Name)
+			cs.Name, st.RotationID, termsFor(cs).Applying, cs.Name, cs.Name)
 	case v1.PhaseDistributed:
 		return fmt.Errorf("credentialset %q is not Idle: rotation %s is active (phase Distributed); finish it with kubectl rekey discard %s before rotating again",
 			cs.Name, st.RotationID, cs.Name)
