@@ -9,6 +9,7 @@ import (
 	"github.com/spf13/cobra"
 
 	v1 "rekey.io/rekey/api/v1alpha1"
+	"rekey.io/rekey/internal/backend/registry"
 	"rekey.io/rekey/internal/engine"
 	"rekey.io/rekey/internal/naming"
 	"rekey.io/rekey/internal/reason"
@@ -24,13 +25,7 @@ as kubectl annotate could. The operator rolls the rotation back in an order
 that keeps every consumer logged in: status returns to Idle (with
 resetPending), consumers get the current credentials again and roll out, and
 only then is the backend reset to them:
-  MySQL     every instance: ALTER USER ... IDENTIFIED BY, then DISCARD OLD
-            PASSWORD; until then MySQL accepts both passwords
-  Ceph      Overlapping: the new generation's entities are deleted;
-            InPlace: only before Ceph rotated a key (after that the old key
-            is gone and the rotation can only complete)
-  RabbitMQ  the new generation's user is deleted
-The set must be Rotating or Distributed, and the old credentials must not
+` + backendHelp(func(h registry.Help) string { return h.Abort }) + `The set must be Rotating or Distributed, and the old credentials must not
 have been retired yet.`,
 		Example: `  kubectl rekey abort moco -n shop --wait`,
 		Args:    nameArg("abort"),

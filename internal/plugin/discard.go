@@ -7,6 +7,7 @@ import (
 	"github.com/spf13/cobra"
 
 	v1 "rekey.io/rekey/api/v1alpha1"
+	"rekey.io/rekey/internal/backend/registry"
 	"rekey.io/rekey/internal/engine"
 )
 
@@ -19,13 +20,7 @@ func newDiscardCommand(a *app) *cobra.Command {
 as kubectl annotate could. The operator waits until every consumer has rolled
 out, retires the old credentials and returns to Idle with the next key
 generation:
-  MySQL     DISCARD OLD PASSWORD on every instance
-  Ceph      Overlapping: prior entities beyond keepPriorKeyCount are deleted;
-            InPlace: nothing left to retire (the old keys stopped working
-            when Ceph rotated them), discard completes the rotation
-  RabbitMQ  the old user is deleted, once every consumer of this set
-            moved
-The set must be Distributed.`,
+` + backendHelp(func(h registry.Help) string { return h.Discard }) + `The set must be Distributed.`,
 		Example: `  kubectl rekey discard moco -n shop --wait`,
 		Args:    nameArg("discard"),
 		RunE: func(cmd *cobra.Command, args []string) error {

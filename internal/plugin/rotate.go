@@ -8,6 +8,7 @@ import (
 	"github.com/spf13/cobra"
 
 	v1 "rekey.io/rekey/api/v1alpha1"
+	"rekey.io/rekey/internal/backend/registry"
 	"rekey.io/rekey/internal/engine"
 )
 
@@ -23,12 +24,7 @@ func newRotateCommand(a *app) *cobra.Command {
   kubectl annotate credentialset NAME rekey.io/rotate=$(uuidgen)
 would. The operator makes the new credentials, writes them to the
 distribution Secrets and restarts the consumers:
-  MySQL     new passwords on every instance next to the current ones (dual
-            passwords); the old ones work until discard
-  Ceph      Overlapping: a new entity per generation next to the current one;
-            InPlace: ceph auth rotate, after which the old key no longer works
-  RabbitMQ  a new user per generation; the old one works until discard
-The set must be Idle. --dry-run prints what a rotation would touch.`,
+` + backendHelp(func(h registry.Help) string { return h.Rotate }) + `The set must be Idle. --dry-run prints what a rotation would touch.`,
 		Example: `  kubectl rekey rotate moco -n shop --dry-run
   kubectl rekey rotate moco -n shop --wait --timeout 5m`,
 		Args: nameArg("rotate"),

@@ -34,14 +34,7 @@ func newShowCommand(a *app) *cobra.Command {
 		Long: `show reads the set's first distribution Secret, which holds what consumers
 are given: the current credentials, or the new ones from the moment a rotation
 distributed them. Formats, by backend:
-  MySQL     plain (the password), mycnf ([client] section), env (MYSQL_USER /
-            MYSQL_PASSWORD); --user picks the user when the set has several
-  Ceph      plain (the key), keyring (the keyring file), env (CEPH_NAME, the
-            entity for --name; CEPH_ID, for --id; CEPH_KEY); --entity picks
-            the entity when the set has several
-  RabbitMQ  plain (the password), env (RABBITMQ_USERNAME / RABBITMQ_PASSWORD),
-            url (the transport_url, for sets that render one)
-env output is shell-quoted, so it can be sourced.
+` + backendHelp(func(h registry.Help) string { return h.Show }) + `env output is shell-quoted, so it can be sourced.
 -o json, yaml, jsonpath=... or go-template=... print the credential as an
 object instead: kind Credential (printed by the plugin, not an API resource)
 with the set, the identity, the active rotation if any, the distribution

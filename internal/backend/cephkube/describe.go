@@ -28,6 +28,13 @@ var describe = registry.Describe{
 	MoreSecrets:  moreSecrets,
 	Then:         then,
 	Show:         registry.Show{Formats: []string{"plain", "keyring", "env"}, Credential: credential},
+	Help: registry.Help{
+		Rotate:  "Overlapping: a new entity per generation next to the current one;\nInPlace: ceph auth rotate, after which the old key no longer works",
+		Abort:   "Overlapping: the new generation's entities are deleted;\nInPlace: only before Ceph rotated a key (after that the old key\nis gone and the rotation can only complete)",
+		Discard: "Overlapping: prior entities beyond keepPriorKeyCount are deleted;\nInPlace: nothing left to retire (the old keys stopped working\nwhen Ceph rotated them), discard completes the rotation",
+		Show:    "plain (the key), keyring (the keyring file), env (CEPH_NAME, the\nentity for --name; CEPH_ID, for --id; CEPH_KEY); --entity picks\nthe entity when the set has several",
+	},
+	Rank: 2,
 }
 
 func words(cs *v1.CredentialSet) registry.Words {

@@ -43,6 +43,13 @@ var describe = registry.Describe{
 	Plan: plan,
 	Then: then,
 	Show: registry.Show{Formats: []string{"plain", "mycnf", "env"}, Unqualified: true, Credential: credential},
+	Help: registry.Help{
+		Rotate:  "new passwords on every instance next to the current ones (dual\npasswords); the old ones work until discard",
+		Abort:   "every instance: ALTER USER ... IDENTIFIED BY, then DISCARD OLD\nPASSWORD; until then MySQL accepts both passwords",
+		Discard: "DISCARD OLD PASSWORD on every instance",
+		Show:    "plain (the password), mycnf ([client] section), env (MYSQL_USER /\nMYSQL_PASSWORD); --user picks the user when the set has several",
+	},
+	Rank: 1,
 }
 
 // asMOCO is a mysql.moco set as the operator sees it: MOCO's instances,

@@ -43,6 +43,13 @@ var describe = registry.Describe{
 		return fmt.Sprintf("Then: %s. The old user is deleted once every consumer of this set moved to the new one (status.retirementWaitsFor lists those that have not).", d.When())
 	},
 	Show: registry.Show{Formats: []string{"plain", "env", "url"}, Credential: credential},
+	Help: registry.Help{
+		Rotate:  "a new user per generation; the old one works until discard",
+		Abort:   "the new generation's user is deleted",
+		Discard: "the old user is deleted, once every consumer of this set\nmoved",
+		Show:    "plain (the password), env (RABBITMQ_USERNAME / RABBITMQ_PASSWORD),\nurl (the transport_url, for sets that render one)",
+	},
+	Rank: 3,
 }
 
 // newUser names the user of the generation the rotation makes.

@@ -42,7 +42,15 @@ type Describe struct {
 	Then func(cs *v1.CredentialSet, d Discard) string
 	// Show is what show reads and prints.
 	Show Show
+	// Help is the backend's row in the commands' help; Rank orders the
+	// rows, lowest first.
+	Help Help
+	Rank int
 }
+
+// Help is what a command does with the backend, wrapped to fit after its
+// name in a help table (each line up to 62 columns).
+type Help struct{ Rotate, Abort, Discard, Show string }
 
 // Words are the phrases messages take about a backend's credentials.
 // Backends keep old credentials alive in different ways (a second
