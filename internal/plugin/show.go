@@ -79,6 +79,9 @@ func (s *session) show(ctx context.Context, name string, f showFlags) error {
 		return noBackend(cs, "it has no credential to show")
 	}
 	b := backendOf(cs)
+	if b.Show.Credential == nil {
+		return fmt.Errorf("credentialset %q is a %s set, whose credentials show does not print", cs.Name, b.Name)
+	}
 	if b.Resolve != nil {
 		cs = b.Resolve(cs)
 	}

@@ -1,7 +1,10 @@
 package plugin
 
 import (
+	"cmp"
+	"context"
 	"fmt"
+	"io"
 
 	v1 "rekey.io/rekey/api/v1alpha1"
 	"rekey.io/rekey/internal/backend/registry"
@@ -13,10 +16,30 @@ import (
 // message that says what happens to old or new credentials takes its
 // words from here.
 func backendOf(cs *v1.CredentialSet) registry.Describe {
-	if e, ok := registry.For(cs); ok {
-		return e.Describe
+	e, ok := registry.For(cs)
+	if !ok {
+		return unknownBackend
 	}
-	return unknownBackend
+	// A backend that leaves a part out (a test-only one) is spoken of in
+	// the neutral words for that part.
+	d, u := e.Describe, unknownBackend
+	if d.Name == "" {
+		d.Name = e.Kind
+	}
+	d.Secrets = cmp.Or(d.Secrets, u.Secrets)
+	if d.Traits == nil {
+		d.Traits = u.Traits
+	}
+	if d.Words == nil {
+		d.Words = u.Words
+	}
+	if d.Plan == nil {
+		d.Plan = u.Plan
+	}
+	if d.Then == nil {
+		d.Then = u.Then
+	}
+	return d
 }
 
 // hasBackend: a registered backend's spec block is set.
@@ -48,6 +71,8 @@ var unknownBackend = registry.Describe{
 			ResetDone:      "the backend accepts the current credentials",
 		}
 	},
+	Plan: func(context.Context, io.Writer, *v1.CredentialSet, registry.Reader) error { return nil },
+	Then: func(_ *v1.CredentialSet, d registry.Discard) string { return "Then: " + d.When() + "." },
 }
 
 // termsFor are the words for cs's backend.

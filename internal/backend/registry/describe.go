@@ -16,7 +16,9 @@ import (
 // words, the traits the engine's rules depend on, what rotate --dry-run
 // prints and what show reads. It works from the spec and, for a plan,
 // objects of the set's namespace: it never connects to the backend, so the
-// plugin needs none of the controller's machinery to use it.
+// plugin needs none of the controller's machinery to use it. A part left
+// out is described in neutral words (show refuses a set without
+// Show.Credential).
 type Describe struct {
 	// Name is the backend in messages ("MySQL").
 	Name string
