@@ -8,6 +8,9 @@ import (
 	"os/signal"
 	"syscall"
 
+	// Every backend rekey ships: the plugin describes sets only through
+	// the backend registry.
+	_ "rekey.io/rekey/internal/backend/all"
 	"rekey.io/rekey/internal/plugin"
 )
 

@@ -9,6 +9,7 @@ import (
 	"github.com/spf13/cobra"
 
 	v1 "rekey.io/rekey/api/v1alpha1"
+	"rekey.io/rekey/internal/backend/registry"
 	"rekey.io/rekey/internal/engine"
 	"rekey.io/rekey/internal/naming"
 	"rekey.io/rekey/internal/reason"
@@ -24,13 +25,7 @@ as kubectl annotate could. The operator rolls the rotation back in an order
 that keeps every consumer logged in: status returns to Idle (with
 resetPending), consumers get the current credentials again and roll out, and
 only then is the backend reset to them:
-  MySQL     every instance: ALTER USER ... IDENTIFIED BY, then DISCARD OLD
-            PASSWORD; until then MySQL accepts both passwords
-  Ceph      Overlapping: the new generation's entities are deleted;
-            InPlace: only before Ceph rotated a key (after that the old key
-            is gone and the rotation can only complete)
-  RabbitMQ  the new generation's user is deleted
-The set must be Rotating or Distributed, and the old credentials must not
+` + backendHelp(func(h registry.Help) string { return h.Abort }) + `The set must be Rotating or Distributed, and the old credentials must not
 have been retired yet.`,
 		Example: `  kubectl rekey abort moco -n shop --wait`,
 		Args:    nameArg("abort"),
@@ -106,12 +101,12 @@ func (s *session) abort(ctx context.Context, name string, w waitFlags) error {
 	st := cs.Status
 	switch {
 	case st.LastRotationID == id || st.KeyGeneration > gen:
-		return fmt.Errorf("rotation %s completed (generation %d) before the abort took effect: its new %s are current and %s; nothing was rolled back", id, st.KeyGeneration, secretWord(cs), termsFor(cs).retired)
+		return fmt.Errorf("rotation %s completed (generation %d) before the abort took effect: its new %s are current and %s; nothing was rolled back", id, st.KeyGeneration, secretWord(cs), termsFor(cs).Retired)
 	case activeRotation(st, id):
 		return fmt.Errorf("rotation %s was rolled back, but the operator started it again (phase %s) from its rekey.io/rotate request, which was still on the set: remove it with kubectl annotate credentialset %s %s-, then kubectl rekey abort %s again",
 			id, st.Phase, name, engine.RotateAnnotation, name)
 	}
-	fmt.Fprintf(s.opts.Out, "rotation %s rolled back: %s (generation %d) again\nnext step: %s\n", id, termsFor(cs).resetDone, st.KeyGeneration, NextStep(cs))
+	fmt.Fprintf(s.opts.Out, "rotation %s rolled back: %s (generation %d) again\nnext step: %s\n", id, termsFor(cs).ResetDone, st.KeyGeneration, NextStep(cs))
 	return nil
 }
 
@@ -153,7 +148,7 @@ func committedWhy(cs *v1.CredentialSet, c engine.Commitment) string {
 	w := secretWord(cs)
 	switch c {
 	case engine.Retired:
-		return termsFor(cs).alreadyRetired + ", so"
+		return termsFor(cs).AlreadyRetired + ", so"
 	case engine.Retiring:
 		return "began discarding the old " + w + ", so some instances may refuse them already and"
 	}
@@ -174,7 +169,7 @@ func sourceSecret(cs *v1.CredentialSet) string {
 // (internal/controller/rollback.go), for abort and for recover.
 func rollbackSteps(cs *v1.CredentialSet) []string {
 	return append([]string{
-		"status returns to Idle with resetPending (Event RotationAborted); " + termsFor(cs).rollbackSafe,
+		"status returns to Idle with resetPending (Event RotationAborted); " + termsFor(cs).RollbackSafe,
 		"the distribution Secrets get the current " + secretWord(cs) + " again: " + distributionList(cs),
 		"the consumers restart and roll out onto them: " + consumerList(cs),
 	}, resetSteps(cs)...)
@@ -184,7 +179,7 @@ func rollbackSteps(cs *v1.CredentialSet) []string {
 // (internal/controller/rollback.go reset).
 func resetSteps(cs *v1.CredentialSet) []string {
 	return []string{
-		termsFor(cs).reset,
+		termsFor(cs).Reset,
 		"the source Secret " + sourceSecret(cs) + " drops any pending " + secretWord(cs) + ", resetPending is cleared (Event ResetApplied) and the request annotation removed",
 	}
 }

@@ -185,7 +185,7 @@ func TestAbortWaitReportsRestartedRotation(t *testing.T) {
 
 func TestNextStepWhileResetPending(t *testing.T) {
 	cs := &v1.CredentialSet{ObjectMeta: metav1.ObjectMeta{Name: "orders"},
-		Spec:   v1.CredentialSetSpec{Consumers: []v1.ConsumerRef{{Kind: v1.KindDeployment, Name: "api"}}},
+		Spec:   v1.CredentialSetSpec{MySQL: &v1.MySQLSpec{}, Consumers: []v1.ConsumerRef{{Kind: v1.KindDeployment, Name: "api"}}},
 		Status: v1.CredentialSetStatus{Phase: v1.PhaseIdle, KeyGeneration: 3, ResetPending: true, ConsumersUpdated: "0/1"}}
 	if got, want := NextStep(cs), "wait: resetting MySQL to the current passwords after the consumers rolled back"; got != want {
 		t.Errorf("NextStep = %q, want %q", got, want)

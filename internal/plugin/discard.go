@@ -7,6 +7,7 @@ import (
 	"github.com/spf13/cobra"
 
 	v1 "rekey.io/rekey/api/v1alpha1"
+	"rekey.io/rekey/internal/backend/registry"
 	"rekey.io/rekey/internal/engine"
 )
 
@@ -19,13 +20,7 @@ func newDiscardCommand(a *app) *cobra.Command {
 as kubectl annotate could. The operator waits until every consumer has rolled
 out, retires the old credentials and returns to Idle with the next key
 generation:
-  MySQL     DISCARD OLD PASSWORD on every instance
-  Ceph      Overlapping: prior entities beyond keepPriorKeyCount are deleted;
-            InPlace: nothing left to retire (the old keys stopped working
-            when Ceph rotated them), discard completes the rotation
-  RabbitMQ  the old user is deleted, once every consumer of this set
-            moved
-The set must be Distributed.`,
+` + backendHelp(func(h registry.Help) string { return h.Discard }) + `The set must be Distributed.`,
 		Example: `  kubectl rekey discard moco -n shop --wait`,
 		Args:    nameArg("discard"),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -67,7 +62,7 @@ func (s *session) discard(ctx context.Context, name string, w waitFlags) error {
 		fmt.Fprintf(s.opts.Out, "discard of rotation %s requested for credentialset %s\n", id, setRef(cs))
 	}
 	if !rolledOut(cs) {
-		fmt.Fprintf(s.opts.Out, termsFor(cs).retireWait+"\n", consumerCount(cs))
+		fmt.Fprintf(s.opts.Out, termsFor(cs).RetireWait+"\n", consumerCount(cs))
 	}
 	if !w.wait {
 		fmt.Fprintf(s.opts.Out, "follow it with: kubectl rekey status %s -n %s\n", name, s.ns)
@@ -84,7 +79,7 @@ func (s *session) discard(ctx context.Context, name string, w waitFlags) error {
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(s.opts.Out, "rotation %s complete: generation %d is current, %s\n", id, cs.Status.KeyGeneration, termsFor(cs).retired)
+	fmt.Fprintf(s.opts.Out, "rotation %s complete: generation %d is current, %s\n", id, cs.Status.KeyGeneration, termsFor(cs).Retired)
 	return nil
 }
 
@@ -96,7 +91,7 @@ func discardable(cs *v1.CredentialSet) (string, error) {
 		return st.RotationID, nil
 	case v1.PhaseRotating:
 		return "", fmt.Errorf("rotation %s of credentialset %q is still Rotating (%s), so the old ones cannot be discarded yet: wait until Distributed (kubectl rekey status %s), then discard",
-			st.RotationID, cs.Name, termsFor(cs).applying, cs.Name)
+			st.RotationID, cs.Name, termsFor(cs).Applying, cs.Name)
 	}
 	return "", fmt.Errorf("credentialset %q has no active rotation (phase %s), so there is nothing to discard: start one with kubectl rekey rotate %s",
 		cs.Name, orDash(string(st.Phase)), cs.Name)

@@ -34,13 +34,10 @@ func nextStep(cs *v1.CredentialSet, now time.Time) string {
 		}
 		return idleStep(cs, now)
 	case v1.PhaseRotating:
-		if cs.Spec.RabbitMQ != nil {
-			return "wait: creating the new user"
-		}
-		return "wait: applying new " + secretWord(cs)
+		return termsFor(cs).Rotating
 	case v1.PhaseDistributed:
 		if st.DiscardApplied {
-			return termsFor(cs).retiring
+			return termsFor(cs).Retiring
 		}
 		if !rolledOut(cs) {
 			return fmt.Sprintf("wait for consumers to roll out (%s)", consumerCount(cs)) + ackHint(cs)
@@ -49,15 +46,9 @@ func nextStep(cs *v1.CredentialSet, now time.Time) string {
 		case d.Action == engine.Refuse && d.Reason == reason.AutoDiscardHeld:
 			return "verify, then kubectl rekey discard " + cs.Name + " (discardPolicy AfterRollout, but no consumer is declared, so the operator does not discard by itself)"
 		case d.Action == engine.Discard || d.Action == engine.Wait:
-			if cs.Spec.RabbitMQ != nil {
-				return "discard happens automatically (the old user is deleted once every consumer of this set moved)"
-			}
-			return "discard happens automatically"
+			return termsFor(cs).AutoDiscard
 		}
-		if cs.Spec.RabbitMQ != nil {
-			return "verify, then kubectl rekey discard " + cs.Name + " (the old user goes once every consumer of this set moved)"
-		}
-		return "verify, then kubectl rekey discard " + cs.Name
+		return "verify, then kubectl rekey discard " + cs.Name + termsFor(cs).DiscardNote
 	default:
 		return "wait: the operator has not picked this set up yet"
 	}

@@ -42,10 +42,29 @@ func TestNextStep(t *testing.T) {
 			// The operator records Distributed only once phase 1 applied.
 			c.st.RotateApplied = c.st.RotateApplied || c.st.Phase == v1.PhaseDistributed
 			cs := &v1.CredentialSet{ObjectMeta: metav1.ObjectMeta{Name: "orders"}, Status: c.st,
-				Spec: v1.CredentialSetSpec{Consumers: c.consumers, Rotation: v1.RotationSpec{DiscardPolicy: c.policy}}}
+				Spec: v1.CredentialSetSpec{MySQL: &v1.MySQLSpec{}, Consumers: c.consumers, Rotation: v1.RotationSpec{DiscardPolicy: c.policy}}}
 			if got := NextStep(cs); got != c.want {
 				t.Errorf("NextStep = %q, want %q", got, c.want)
 			}
 		})
+	}
+}
+
+// A set whose backend block this plugin does not know (admission requires
+// one, so only a plugin older than the operator meets one) is described
+// without claiming what its backend does.
+func TestNextStepUnknownBackend(t *testing.T) {
+	cs := &v1.CredentialSet{ObjectMeta: metav1.ObjectMeta{Name: "orders"}}
+	for _, c := range []struct {
+		st   v1.CredentialSetStatus
+		want string
+	}{
+		{v1.CredentialSetStatus{Phase: v1.PhaseRotating}, "wait: applying new credentials"},
+		{v1.CredentialSetStatus{Phase: v1.PhaseIdle, KeyGeneration: 2, ResetPending: true}, "wait: resetting the backend to the current credentials after the consumers rolled back"},
+	} {
+		cs.Status = c.st
+		if got := NextStep(cs); got != c.want {
+			t.Errorf("NextStep(%s) = %q, want %q", c.st.Phase, got, c.want)
+		}
 	}
 }

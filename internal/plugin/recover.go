@@ -129,7 +129,7 @@ func (s *session) recover(ctx context.Context, name string, yes bool, w waitFlag
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(out, "recovery %s done: %s (generation %d)\nnext step: %s\n", id, termsFor(cs).resetDone, cs.Status.KeyGeneration, NextStep(cs))
+	fmt.Fprintf(out, "recovery %s done: %s (generation %d)\nnext step: %s\n", id, termsFor(cs).ResetDone, cs.Status.KeyGeneration, NextStep(cs))
 	return nil
 }
 
@@ -205,12 +205,13 @@ func resetDiagnosis(cs *v1.CredentialSet, c *metav1.Condition, d diagnosis) (dia
 		// Missing current secrets or a missing source Secret (restore from
 		// backup) while Idle: a reset would have nothing to reset to.
 		return diagnosis{}, fmt.Errorf("credentialset %q is degraded (%s) with no rotation active, which kubectl rekey recover does not handle: %s", cs.Name, c.Reason, c.Message)
-	case cs.Spec.Ceph != nil && r != reason.DualPasswordExists:
-		// Ceph's reset only checks the keys (it cannot set one), so a
-		// recovery would stay resetPending; the operator's message names
-		// the fix: have rekey adopt the cluster's key.
-		return diagnosis{}, fmt.Errorf("credentialset %q is degraded (%s), which kubectl rekey recover cannot repair for Ceph: Ceph mints its keys, so rekey cannot reset one to the source Secret's. Do what the operator says: %s",
-			cs.Name, c.Reason, c.Message)
+	case traits(cs).ReadBack && r != reason.DualPasswordExists:
+		// A backend that mints its secrets (Ceph) only checks them on a
+		// reset (it cannot set one), so a recovery would stay
+		// resetPending; the operator's message names the fix: have rekey
+		// adopt the backend's secret.
+		return diagnosis{}, fmt.Errorf("credentialset %q is degraded (%s), which kubectl rekey recover cannot repair for %s: %s mints its %s, so rekey cannot reset one to the source Secret's. Do what the operator says: %s",
+			cs.Name, c.Reason, backendName(cs), backendName(cs), secretWord(cs), c.Message)
 	}
 	d.intro = fmt.Sprintf("The operator resets %s to the current %s, in this order:", backendName(cs), secretWord(cs))
 	d.steps = append([]string{"status gets resetPending (Event RecoveryStarted); the consumers keep the current " + secretWord(cs) + ": " + consumerList(cs)}, resetSteps(cs)...)
@@ -256,10 +257,10 @@ func (s *session) confirm(ctx context.Context) (bool, error) {
 }
 
 // hashesOnly says why lost pending secrets stop a rotation: a backend that
-// keeps only hashes cannot hand them back. Ceph could, so the clause
-// would be wrong for it.
+// keeps only hashes cannot hand them back. One that mints its secrets
+// (ReadBack) could, so the clause would be wrong for it.
 func hashesOnly(cs *v1.CredentialSet) string {
-	if cs.Spec.Ceph != nil {
+	if traits(cs).ReadBack {
 		return ""
 	}
 	return "; " + backendName(cs) + " keeps only their hashes"

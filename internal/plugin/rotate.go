@@ -8,6 +8,7 @@ import (
 	"github.com/spf13/cobra"
 
 	v1 "rekey.io/rekey/api/v1alpha1"
+	"rekey.io/rekey/internal/backend/registry"
 	"rekey.io/rekey/internal/engine"
 )
 
@@ -23,12 +24,7 @@ func newRotateCommand(a *app) *cobra.Command {
   kubectl annotate credentialset NAME rekey.io/rotate=$(uuidgen)
 would. The operator makes the new credentials, writes them to the
 distribution Secrets and restarts the consumers:
-  MySQL     new passwords on every instance next to the current ones (dual
-            passwords); the old ones work until discard
-  Ceph      Overlapping: a new entity per generation next to the current one;
-            InPlace: ceph auth rotate, after which the old key no longer works
-  RabbitMQ  a new user per generation; the old one works until discard
-The set must be Idle. --dry-run prints what a rotation would touch.`,
+` + backendHelp(func(h registry.Help) string { return h.Rotate }) + `The set must be Idle. --dry-run prints what a rotation would touch.`,
 		Example: `  kubectl rekey rotate moco -n shop --dry-run
   kubectl rekey rotate moco -n shop --wait --timeout 5m`,
 		Args: nameArg("rotate"),
@@ -90,7 +86,7 @@ func (s *session) rotate(ctx context.Context, name string, dryRun bool, w waitFl
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(s.opts.Out, "rotation %s distributed: %s\nnext step: %s\n", id, termsFor(cs).bothWork, NextStep(cs))
+	fmt.Fprintf(s.opts.Out, "rotation %s distributed: %s\nnext step: %s\n", id, termsFor(cs).BothWork, NextStep(cs))
 	return nil
 }
 
@@ -101,7 +97,7 @@ func checkRotatable(cs *v1.CredentialSet) error {
 	switch st.Phase {
 	case v1.PhaseRotating:
 		return fmt.Errorf("credentialset %q is not Idle: rotation %s is active (phase Rotating, %s); let it reach Distributed (kubectl rekey status %s), then finish it with kubectl rekey discard %s before rotating again",
-			cs.Name, st.RotationID, termsFor(cs).applying, cs.Name, cs.Name)
+			cs.Name, st.RotationID, termsFor(cs).Applying, cs.Name, cs.Name)
 	case v1.PhaseDistributed:
 		return fmt.Errorf("credentialset %q is not Idle: rotation %s is active (phase Distributed); finish it with kubectl rekey discard %s before rotating again",
 			cs.Name, st.RotationID, cs.Name)

@@ -1,7 +1,8 @@
 // Package cephkube builds the Ceph backend for a CredentialSet from what
 // Kubernetes holds (the admin keyring Secret, the other sets on the
 // cluster), keeps the set's status of its bootstrap keys, prior
-// generations and caps, and registers the backend and ceph-csi's formats.
+// generations and caps, says how the kubectl plugin describes Ceph sets,
+// and registers the backend and ceph-csi's formats.
 package cephkube
 
 import (
@@ -37,6 +38,7 @@ var Entry = registry.Entry{
 		}
 		return keys
 	},
+	Describe: describe,
 }
 
 // build makes the Ceph backend. Before any other Ceph command it resolves

@@ -1,6 +1,6 @@
 // Package mysqlkube builds the MySQL backend for a CredentialSet from what
 // Kubernetes holds (its admin, CA and adopted Secrets, its StatefulSet),
-// and registers it.
+// says how the kubectl plugin describes MySQL sets, and registers it.
 package mysqlkube
 
 import (
@@ -36,6 +36,7 @@ var Entry = registry.Entry{
 		}
 		return nil
 	},
+	Describe: describe,
 }
 
 func build(ctx context.Context, cs *v1.CredentialSet, k registry.Kube, o registry.Options) (*registry.Plan, error) {

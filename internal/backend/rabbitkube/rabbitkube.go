@@ -1,6 +1,7 @@
 // Package rabbitkube builds the RabbitMQ backend for a CredentialSet from
 // what Kubernetes holds (the admin, CA and adopted Secrets, the other sets
-// on the broker), and registers it.
+// on the broker), says how the kubectl plugin describes RabbitMQ sets, and
+// registers it.
 package rabbitkube
 
 import (
@@ -28,6 +29,7 @@ var Entry = registry.Entry{
 	LockKeys: func(cs *v1.CredentialSet) []string {
 		return []string{"rabbitmq:" + endpointHost(cs.Spec.RabbitMQ.Endpoint)}
 	},
+	Describe: describe,
 }
 
 // build makes the RabbitMQ backend from the admin Secret.

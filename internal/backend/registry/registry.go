@@ -1,8 +1,9 @@
 // Package registry is where each backend makes itself known to the
 // controller: which spec block selects it, how it is built for one set,
 // which servers it shares with other sets, and the distribution formats it
-// renders. The controller only iterates the registry, so adding a backend
-// is its package plus one registration line.
+// renders, and how the kubectl plugin describes its sets. Controller and
+// plugin only iterate the registry, so adding a backend is its package plus
+// one registration line.
 package registry
 
 import (
@@ -41,6 +42,8 @@ type Entry struct {
 	// Secret while building (Ceph finishing an interrupted admin key
 	// rotation) leaves it false and reads afresh.
 	WritesNoSecret bool
+	// Describe is how the kubectl plugin speaks of the backend's sets.
+	Describe Describe
 }
 
 // Plan is the backend built for one reconcile.
@@ -108,6 +111,11 @@ type Format struct {
 	Check func(cs *v1.CredentialSet, t v1.SecretTarget) error
 	// Render is what t holds, from data (the backend's Native rendering).
 	Render func(cs *v1.CredentialSet, t v1.SecretTarget, data map[string][]byte) (map[string][]byte, error)
+	// Note says, in a plan, what t holds.
+	Note func(cs *v1.CredentialSet, t v1.SecretTarget) string
+	// Unread says why show reads no target in this format, and where
+	// the secret is read instead.
+	Unread func(t v1.SecretTarget) string
 }
 
 var (
@@ -156,12 +164,15 @@ func For(cs *v1.CredentialSet) (Entry, bool) {
 }
 
 // NoBlock says which blocks a spec without a backend may set.
-func NoBlock() string {
+func NoBlock() string { return "no backend block: set " + Fields() }
+
+// Fields lists the backends' spec blocks, "spec.a, spec.b or spec.c".
+func Fields() string {
 	var fields []string
 	for _, e := range Entries() {
 		fields = append(fields, e.Field)
 	}
-	return "no backend block: set " + oneOf(fields)
+	return oneOf(fields)
 }
 
 // FormatFor is the registered format name (false for Native and unknown).

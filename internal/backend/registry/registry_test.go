@@ -42,3 +42,27 @@ func TestForAndMessages(t *testing.T) {
 	}()
 	Register(byAnnot("a"))
 }
+
+func TestDiscardWhenAndUnknownFormat(t *testing.T) {
+	cmd := "kubectl rekey discard s -n ns"
+	for _, c := range []struct {
+		d    Discard
+		want string
+	}{
+		{Discard{Auto: true, Command: cmd}, "once every consumer rolled out and the grace period passed, the rotation completes automatically (discardPolicy AfterRollout)"},
+		{Discard{Held: true, Command: cmd}, "once every client uses the new credentials, run kubectl rekey discard s -n ns (discardPolicy AfterRollout, but no consumer is declared, so the operator does not discard by itself)"},
+		{Discard{Command: cmd}, "once consumers rolled out and work, run kubectl rekey discard s -n ns (discardPolicy Manual)"},
+	} {
+		if got := c.d.When(); got != c.want {
+			t.Errorf("%+v.When() = %q, want %q", c.d, got, c.want)
+		}
+	}
+	s := Show{Formats: []string{"plain", "env"}}
+	if got, want := s.UnknownFormat("Zed", "url").Error(), `unknown format "url" for a Zed set: use plain or env`; got != want {
+		t.Errorf("UnknownFormat = %q, want %q", got, want)
+	}
+	s.Unqualified = true
+	if got, want := s.UnknownFormat("Zed", "url").Error(), `unknown format "url": use plain or env`; got != want {
+		t.Errorf("UnknownFormat, unqualified = %q, want %q", got, want)
+	}
+}

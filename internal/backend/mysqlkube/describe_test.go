@@ -1,4 +1,4 @@
-package plugin
+package mysqlkube
 
 import (
 	"testing"
@@ -26,5 +26,25 @@ func TestAsMOCO(t *testing.T) {
 	cs.Spec.Distribution = []v1.SecretTarget{{Namespace: "shop", Name: "mine"}}
 	if got := asMOCO(cs); got.Spec.Distribution[0].Name != "mine" {
 		t.Fatalf("a set's own distribution target replaced: %+v", got.Spec.Distribution)
+	}
+}
+
+func TestMycnfValueEscapes(t *testing.T) {
+	for _, c := range []struct{ in, want string }{
+		{"plain0K", "plain0K"},
+		{"has space", "has space"},
+		{" lead", `" lead"`},
+		{"a#b", `"a#b"`},
+		{`say "hi"`, `'say "hi"'`},
+		{`back\slash`, `back\\slash`},
+		{"new\nline", `new\nline`},
+		{"", `""`},
+	} {
+		if got, err := mycnfValue(c.in); err != nil || got != c.want {
+			t.Errorf("mycnfValue(%q) = %q, %v; want %q", c.in, got, err, c.want)
+		}
+	}
+	if _, err := mycnfValue(`both ' and "`); err == nil {
+		t.Error("a value with both quote characters was written")
 	}
 }

@@ -1,0 +1,171 @@
+package registry
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"strings"
+
+	appsv1 "k8s.io/api/apps/v1"
+
+	v1 "rekey.io/rekey/api/v1alpha1"
+	"rekey.io/rekey/internal/engine"
+)
+
+// Describe is how the kubectl plugin speaks of a backend's sets: its
+// words, the traits the engine's rules depend on, what rotate --dry-run
+// prints and what show reads. It works from the spec and, for a plan,
+// objects of the set's namespace: it never connects to the backend, so the
+// plugin needs none of the controller's machinery to use it. A part left
+// out is described in neutral words (show refuses a set without
+// Show.Credential).
+type Describe struct {
+	// Name is the backend in messages ("MySQL").
+	Name string
+	// Secrets is what it keeps, in messages ("passwords", "keys").
+	Secrets string
+	// Traits are the engine.Traits the set's backend will have, from its
+	// spec alone: the plugin asks the engine's rules with them.
+	Traits func(cs *v1.CredentialSet) engine.Traits
+	// Resolve is the set as the operator acts on it (a preset expanded);
+	// nil: the set as it is.
+	Resolve func(cs *v1.CredentialSet) *v1.CredentialSet
+	// Words describe what happens to old and new credentials.
+	Words func(cs *v1.CredentialSet) Words
+	// Plan prints rotate --dry-run's part about the backend.
+	Plan func(ctx context.Context, out io.Writer, cs *v1.CredentialSet, r Reader) error
+	// RenderedKeys lists the keys each Native distribution Secret gets,
+	// in words; "" when the plan lists them already.
+	RenderedKeys func(cs *v1.CredentialSet) string
+	// MoreSecrets are Secrets besides the source and distribution ones a
+	// rotation rewrites, one line each.
+	MoreSecrets func(cs *v1.CredentialSet) []string
+	// Then is the plan's closing line: what discard does and when.
+	Then func(cs *v1.CredentialSet, d Discard) string
+	// Show is what show reads and prints.
+	Show Show
+	// Help is the backend's row in the commands' help; Rank orders the
+	// rows, lowest first.
+	Help Help
+	Rank int
+}
+
+// Help is what a command does with the backend, wrapped to fit after its
+// name in a help table (each line up to 62 columns).
+type Help struct{ Rotate, Abort, Discard, Show string }
+
+// Words are the phrases messages take about a backend's credentials.
+// Backends keep old credentials alive in different ways (a second
+// password, an entity or a user per generation, nothing at all), so "the
+// old passwords work until discard" is true of one and false of another.
+type Words struct {
+	// Applying is the phase Rotating in words.
+	Applying string
+	// Rotating is the next step while the phase is Rotating.
+	Rotating string
+	// BothWork says what works once a rotation is distributed.
+	BothWork string
+	// RetireWait says what discard waits for, with the consumer count (%s).
+	RetireWait string
+	// Retired says what discard did.
+	Retired string
+	// Retiring is the next step while discard finishes.
+	Retiring string
+	// AutoDiscard is the next step when the operator discards by itself;
+	// DiscardNote follows the manual discard command.
+	AutoDiscard, DiscardNote string
+	// AlreadyRetired is why a rotation can no longer be rolled back.
+	AlreadyRetired string
+	// RollbackSafe is why abort's first steps lock no one out.
+	RollbackSafe string
+	// Reset is the step that makes the backend accept only the current
+	// credentials again, and ResetDone says it happened.
+	Reset, ResetDone string
+	// SourceNote says how new secrets reach the source Secret.
+	SourceNote string
+}
+
+// Reader is what a plan may read: objects of the set's namespace.
+type Reader interface {
+	// StatefulSet reads StatefulSet name (a NotFound error when absent).
+	StatefulSet(ctx context.Context, name string) (*appsv1.StatefulSet, error)
+}
+
+// Discard is how the set's old credentials are discarded: by the
+// operator (Auto), by a person although the policy asks for the operator
+// (Held: no consumer is declared), or by a person (neither).
+type Discard struct {
+	Auto, Held bool
+	// Command is the discard command for this set.
+	Command string
+}
+
+// When is the common start of a plan's closing line.
+func (d Discard) When() string {
+	switch {
+	case d.Auto:
+		return "once every consumer rolled out and the grace period passed, the rotation completes automatically (discardPolicy AfterRollout)"
+	case d.Held:
+		return "once every client uses the new credentials, run " + d.Command + " (discardPolicy AfterRollout, but no consumer is declared, so the operator does not discard by itself)"
+	}
+	return "once consumers rolled out and work, run " + d.Command + " (discardPolicy Manual)"
+}
+
+// Show is what show prints for a backend's sets.
+type Show struct {
+	// Formats are the --format values, in the order help lists them.
+	Formats []string
+	// Unqualified: an unknown format's message does not name the backend
+	// (the message MySQL sets always had, which scripts may match).
+	Unqualified bool
+	// Credential is the identity p picks, in p.Format (one of Formats).
+	Credential func(cs *v1.CredentialSet, p Pick) (Credential, error)
+}
+
+// Pick is show's choice of identity and format.
+type Pick struct{ User, Entity, Format string }
+
+// Credential is one identity's secret as show prints it: the distribution
+// Secret keys it reads and how their values become the output.
+type Credential struct {
+	// Who names it in errors ("user orders@%", "entity client.csi").
+	Who  string
+	Keys []string
+	// Render makes the output from the values of Keys; nil: Fields as
+	// NAME=value lines.
+	Render func(vals []string) (string, error)
+	// Note says, during an active rotation, what the printed credential
+	// is and what became of the old one.
+	Note string
+	// Fields are the name/value pairs --format env prints (and -o's values).
+	Fields func(vals []string) []string
+}
+
+// PlainLine prints the one value read, as it is, and a newline (always: a
+// value that ends in a newline itself must still show it).
+func PlainLine(v []string) (string, error) { return v[0] + "\n", nil }
+
+// EndLine ends text with exactly the newline it lacks, if any: a keyring
+// file already ends in one.
+func EndLine(text string) string {
+	if strings.HasSuffix(text, "\n") {
+		return text
+	}
+	return text + "\n"
+}
+
+// Quoted is s in single quotes, as a shell reads it: regular expressions
+// keep their backslashes, and an empty one stays visible.
+func Quoted(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'" }
+
+// UnknownFormat refuses a --format the backend does not print.
+func (s Show) UnknownFormat(name, format string) error {
+	use := OneOf(s.Formats)
+	if s.Unqualified {
+		return fmt.Errorf("unknown format %q: use %s", format, use)
+	}
+	return fmt.Errorf("unknown format %q for a %s set: use %s", format, name, use)
+}
+
+// OneOf is "a, b or c".
+func OneOf(s []string) string { return oneOf(s) }
