@@ -11,6 +11,7 @@ import (
 	"github.com/go-logr/logr"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log"
@@ -126,25 +127,38 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	}
 	var obs observation
 	res, prob, err := r.reconcile(ctx, cs, &obs)
+	res, prob, err = r.triage(ctx, req.NamespacedName, res, prob, err)
+	return r.report(ctx, cs, &obs, res, prob, err)
+}
+
+// triage turns an error the user can act on into a problem (reported, and
+// retried on a timer rather than with controller-runtime's backoff); other
+// errors stay errors, and become a BackendError problem too so that they
+// are visible where users look, not only in the manager's log.
+func (r *Reconciler) triage(ctx context.Context, set types.NamespacedName, res ctrl.Result, prob *problem, err error) (ctrl.Result, *problem, error) {
 	if err != nil && prob == nil && !isRace(ctx, err) {
 		prob = classify(err)
 		if prob == nil {
-			// Still retried with backoff, but visible where users look,
-			// not only in the manager's log.
 			prob = &problem{reason.BackendError, err.Error() + "; rekey retries with backoff"}
 		} else {
-			err = nil // reported as an event + condition, retried below
+			err = nil
 			if res.RequeueAfter == 0 || prob.reason == reason.ClusterUnhealthy {
 				// The health gate polls: the phase resumes soon after
 				// the cluster is healthy again.
 				res.RequeueAfter = 10 * time.Second
 			}
 			if prob.reason == reason.InstanceUnreachable {
-				prob, res.RequeueAfter = r.backoff(req.NamespacedName, prob)
+				prob, res.RequeueAfter = r.backoff(set, prob)
 			}
 		}
 	}
-	r.endStreak(req.NamespacedName, prob)
+	r.endStreak(set, prob)
+	return res, prob, err
+}
+
+// report makes what this reconcile saw visible — the problem as a Warning,
+// metrics, the RotationStuck signal, status — and says when to come back.
+func (r *Reconciler) report(ctx context.Context, cs *v1.CredentialSet, obs *observation, res ctrl.Result, prob *problem, err error) (ctrl.Result, error) {
 	if prob != nil {
 		r.event(cs, "Warning", prob.reason, "Reconcile", "%s", prob.message)
 		metrics.Refused(cs.Namespace, cs.Name, string(prob.reason))
@@ -158,9 +172,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	if oerr := r.observe(ctx, cs, known, prob, obs.transport, stuck); oerr != nil && err == nil && !isRace(ctx, oerr) {
 		err = oerr
 	}
-	if stuck.left > 0 && (res.RequeueAfter == 0 || stuck.left < res.RequeueAfter) {
+	if stuck.left > 0 {
 		// Wake up when the rotation would count as stuck.
-		res.RequeueAfter = stuck.left
+		res = requeueWithin(res, stuck.left)
 	}
 	if err == nil && res.RequeueAfter == 0 && r.ResyncPeriod > 0 {
 		res.RequeueAfter = r.ResyncPeriod
