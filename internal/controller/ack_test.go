@@ -77,7 +77,7 @@ func TestSyncGroupsStaleAck(t *testing.T) {
 			}
 			ev := &eventLog{}
 			r := &Reconciler{Client: kc, Recorder: ev}
-			got := r.syncGroups(context.Background(), cs, secretHash(cs, r.servedGeneration(cs)))
+			got := r.syncGroups(context.Background(), cs, cs.Status, secretHash(cs, r.servedGeneration(cs)))
 			if len(got) != 1 || got[0].RolledOut || got[0].Coverage != "0/1" {
 				t.Fatalf("the group's coverage for the new distribution: %+v", got)
 			}

@@ -67,7 +67,9 @@ func rolloutOf(obj client.Object) engine.RolloutState {
 // syncConsumers puts the restart annotation value on every consumer's pod
 // template and reports whether each has rolled it out. The value is stable
 // across Distributed → Idle, so completion never causes a second restart.
-func (r *Reconciler) syncConsumers(ctx context.Context, cs *v1.CredentialSet) ([]v1.ConsumerStatus, bool, error) {
+// The coverage measured is recorded in t's observation.
+func (r *Reconciler) syncConsumers(ctx context.Context, t *turn) (bool, error) {
+	cs, known := t.cs, t.known()
 	hash := secretHash(cs, r.servedGeneration(cs))
 	want := engine.RestartValue(cs.Status)
 	key := naming.RestartAnnotation(cs)
@@ -82,10 +84,10 @@ func (r *Reconciler) syncConsumers(ctx context.Context, cs *v1.CredentialSet) ([
 		case apierrors.IsNotFound(err):
 			st.Message = fmt.Sprintf("%s %s/%s not found", c.Kind, ns, c.Name)
 		case err != nil:
-			return nil, false, err
+			return false, err
 		case want != "" && templateAnnotations(obj)[key] != want:
 			if err := r.patchTemplate(ctx, obj, key, want); err != nil {
-				return nil, false, fmt.Errorf("restart %s %s/%s: %w", c.Kind, ns, c.Name, err)
+				return false, fmt.Errorf("restart %s %s/%s: %w", c.Kind, ns, c.Name, err)
 			}
 			r.event(cs, "Normal", "ConsumerRestarted", "Restart", "restarting %s %s/%s to pick up the new credentials", c.Kind, ns, c.Name)
 			st.Message = "restart requested"
@@ -93,26 +95,24 @@ func (r *Reconciler) syncConsumers(ctx context.Context, cs *v1.CredentialSet) ([
 			ro := rolloutOf(obj)
 			st.RolledOut, st.Message, st.Stuck = ro.Done, ro.Message, ro.Stuck
 		}
-		r.stamp(cs, &st, hash)
+		r.stamp(cs, known.Consumers, &st, hash)
 		all = all && st.RolledOut
 		out = append(out, st)
 	}
-	groups := r.syncGroups(ctx, cs, hash)
+	groups := r.syncGroups(ctx, cs, known, hash)
 	for _, g := range groups {
 		all = all && g.RolledOut
 	}
-	return append(out, groups...), all, nil
+	t.obs.setConsumers(append(out, groups...))
+	return all, nil
 }
 
-// syncCoverage refreshes every consumer's status (workloads and groups)
-// and says whether all moved to what the distribution Secrets hold.
-func (r *Reconciler) syncCoverage(ctx context.Context, cs *v1.CredentialSet) (bool, error) {
-	consumers, all, err := r.syncConsumers(ctx, cs)
-	if err != nil {
-		return false, err
-	}
-	cs.Status.Consumers, cs.Status.ConsumersUpdated = consumers, countRolledOut(consumers)
-	return all, nil
+// syncCoverage notes what the distribution Secrets hold, then refreshes
+// every consumer's status (workloads and groups) and says whether all
+// moved to it.
+func (r *Reconciler) syncCoverage(ctx context.Context, t *turn) (bool, error) {
+	r.noteHash(t)
+	return r.syncConsumers(ctx, t)
 }
 
 func (r *Reconciler) patchTemplate(ctx context.Context, obj client.Object, key, value string) error {
@@ -134,13 +134,13 @@ func countRolledOut(cs []v1.ConsumerStatus) string {
 // stuckRollout is the problem of a consumer whose rollout will not finish
 // by itself while rekey waits for it (discard, or the reset of a
 // rollback): rekey keeps waiting, and says what a person must do.
-func stuckRollout(cs *v1.CredentialSet) *problem {
-	waiting := cs.Status.Phase == v1.PhaseDistributed && !cs.Status.DiscardApplied || cs.Status.ResetPending
+func stuckRollout(st v1.CredentialSetStatus) *problem {
+	waiting := st.Phase == v1.PhaseDistributed && !st.DiscardApplied || st.ResetPending
 	if !waiting {
 		return nil
 	}
 	var stuck []string
-	for _, c := range cs.Status.Consumers {
+	for _, c := range st.Consumers {
 		if c.Stuck && !c.RolledOut {
 			stuck = append(stuck, fmt.Sprintf("%s %s/%s: %s", c.Kind, c.Namespace, c.Name, c.Message))
 		}

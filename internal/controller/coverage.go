@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -33,19 +34,20 @@ func secretHash(cs *v1.CredentialSet, gen int64) string {
 // noteHash records what the distribution Secrets hold now; a change
 // resets every consumer's coverage: a consumer that rolled out during the
 // change may hold the old content.
-func (r *Reconciler) noteHash(cs *v1.CredentialSet) {
-	hash := secretHash(cs, r.servedGeneration(cs))
-	if prev := cs.Status.SecretHash; prev != "" && prev != hash && len(cs.Status.Consumers) > 0 {
-		r.event(cs, "Normal", reason.CoverageReset, "Coverage", "the distributed credentials changed (%s → %s): every consumer must move again", prev, hash)
+func (r *Reconciler) noteHash(t *turn) {
+	hash := secretHash(t.cs, r.servedGeneration(t.cs))
+	known := t.known()
+	if prev := known.SecretHash; prev != "" && prev != hash && len(known.Consumers) > 0 {
+		r.event(t.cs, "Normal", reason.CoverageReset, "Coverage", "the distributed credentials changed (%s → %s): every consumer must move again", prev, hash)
 	}
-	cs.Status.SecretHash = hash
+	t.obs.hash = hash
 }
 
-// previous finds a consumer's entry in the last observed status.
-func previous(cs *v1.CredentialSet, kind v1.ConsumerKind, ns, name string) *v1.ConsumerStatus {
-	for i, c := range cs.Status.Consumers {
+// previous finds a consumer's entry in the coverage last measured.
+func previous(last []v1.ConsumerStatus, kind v1.ConsumerKind, ns, name string) *v1.ConsumerStatus {
+	for i, c := range last {
 		if c.Kind == kind && c.Namespace == ns && c.Name == name {
-			return &cs.Status.Consumers[i]
+			return &last[i]
 		}
 	}
 	return nil
@@ -53,34 +55,38 @@ func previous(cs *v1.CredentialSet, kind v1.ConsumerKind, ns, name string) *v1.C
 
 // stamp records when a consumer was first seen moved for the current hash;
 // a new hash starts over (a rollout during the change does not count).
-func (r *Reconciler) stamp(cs *v1.CredentialSet, st *v1.ConsumerStatus, hash string) {
+func (r *Reconciler) stamp(cs *v1.CredentialSet, last []v1.ConsumerStatus, st *v1.ConsumerStatus, hash string) {
 	st.SecretHash = hash
 	if !st.RolledOut {
 		return
 	}
-	if prev := previous(cs, st.Kind, st.Namespace, st.Name); prev != nil && prev.SecretHash == hash && prev.MovedAt != nil {
+	if prev := previous(last, st.Kind, st.Namespace, st.Name); prev != nil && prev.SecretHash == hash && prev.MovedAt != nil {
 		st.MovedAt = prev.MovedAt
 		return
 	}
-	now := metav1.NewTime(r.now())
+	// Whole seconds, as the API server keeps it: the coverage this
+	// reconcile carries after a status write then equals what was written,
+	// and observe finds nothing to write again.
+	now := metav1.NewTime(r.now().Truncate(time.Second))
 	st.MovedAt = &now
 	r.event(cs, "Normal", reason.ConsumerMoved, "Coverage", "%s %s moved to the current credentials (%s)", st.Kind, strings.TrimPrefix(st.Namespace+"/"+st.Name, "/"), hash)
 }
 
 // syncGroups folds acknowledgements into each group's coverage. Only acks
 // for the current hash count; members acknowledged for an earlier
-// distribution must be acknowledged again.
-func (r *Reconciler) syncGroups(ctx context.Context, cs *v1.CredentialSet, hash string) []v1.ConsumerStatus {
+// distribution must be acknowledged again. known is the set's status as
+// this reconcile knows it.
+func (r *Reconciler) syncGroups(ctx context.Context, cs *v1.CredentialSet, known v1.CredentialSetStatus, hash string) []v1.ConsumerStatus {
 	var out []v1.ConsumerStatus
 	for _, g := range cs.Spec.ConsumerGroups {
 		st := v1.ConsumerStatus{Kind: v1.KindGroup, Name: g.Name}
 		var moved []string
-		if prev := previous(cs, v1.KindGroup, "", g.Name); prev != nil && prev.SecretHash == hash {
+		if prev := previous(known.Consumers, v1.KindGroup, "", g.Name); prev != nil && prev.SecretHash == hash {
 			moved = append(moved, prev.MembersUpdated...)
 		}
 		key := engine.AckAnnotationPrefix + g.Name
 		if v, ok := cs.Annotations[key]; ok {
-			verdict, ackHash, members := engine.JudgeAck(v, hash, earlierHashes(cs, g.Name, hash))
+			verdict, ackHash, members := engine.JudgeAck(v, hash, earlierHashes(cs, known, g.Name, hash))
 			switch verdict {
 			case engine.AckMalformed:
 				r.event(cs, "Warning", reason.AckIgnored, "Coverage", "annotation %s is not <secretHash>:<member>,...; it was removed: acknowledge again with kubectl rekey ack", key)
@@ -115,7 +121,7 @@ func (r *Reconciler) syncGroups(ctx context.Context, cs *v1.CredentialSet, hash 
 		if !st.RolledOut {
 			st.Message = fmt.Sprintf("%s members updated; waiting for %s", st.Coverage, strings.Join(missingMembers(g.Members, moved), ", "))
 		}
-		r.stamp(cs, &st, hash)
+		r.stamp(cs, known.Consumers, &st, hash)
 		out = append(out, st)
 	}
 	return out
@@ -127,7 +133,7 @@ func (r *Reconciler) syncGroups(ctx context.Context, cs *v1.CredentialSet, hash 
 // rotation's distribution), what the last written status recorded, and
 // what group's coverage was last counted for (after a rollback, the
 // rolled-back distribution).
-func earlierHashes(cs *v1.CredentialSet, group, current string) []string {
+func earlierHashes(cs *v1.CredentialSet, known v1.CredentialSetStatus, group, current string) []string {
 	var out []string
 	add := func(h string) {
 		if h != "" && h != current && !slices.Contains(out, h) {
@@ -137,8 +143,8 @@ func earlierHashes(cs *v1.CredentialSet, group, current string) []string {
 	if cs.Status.KeyGeneration > 0 {
 		add(secretHash(cs, cs.Status.KeyGeneration))
 	}
-	add(cs.Status.SecretHash)
-	if prev := previous(cs, v1.KindGroup, "", group); prev != nil {
+	add(known.SecretHash)
+	if prev := previous(known.Consumers, v1.KindGroup, "", group); prev != nil {
 		add(prev.SecretHash)
 	}
 	return out
@@ -170,9 +176,11 @@ func (r *Reconciler) dropAck(ctx context.Context, cs *v1.CredentialSet, key stri
 
 // scopeMoved says what retiring this set's old credentials waits for
 // (status.retirementWaitsFor), for backends whose old identity is shared
-// state of a cluster, and identifies that cluster (status.cluster). It
-// returns a problem when the cluster cannot be identified: then nothing may
-// be retired, rather than risk retiring a user another set still serves.
+// state of a cluster, and identifies that cluster (status.cluster; "" when
+// it cannot be). It returns a problem when the cluster cannot be
+// identified: then nothing may be retired, rather than risk retiring a user
+// another set still serves. known is the set's status as this reconcile
+// knows it, its consumers' coverage measured.
 //
 // A cluster-wide wait (every set on the cluster moved) would only be needed
 // if sets shared one user. In rekey, retirement waits for exactly the consumers that can hold
@@ -183,24 +191,23 @@ func (r *Reconciler) dropAck(ctx context.Context, cs *v1.CredentialSet, key stri
 // a mark per set; retiring it removes only this set's mark while another
 // set holds it, and the last one deletes it: a finalizer per user, kept
 // per set instead of behind a cluster-wide wait.
-func (r *Reconciler) scopeMoved(ctx context.Context, cs *v1.CredentialSet, p *plan) (waiting []string, prob *problem, err error) {
+func scopeMoved(ctx context.Context, p *plan, known v1.CredentialSetStatus) (cluster string, waiting []string, prob *problem) {
 	sc, ok := p.backend.(engine.Scoped)
 	if !ok {
-		return nil, nil, nil
+		return "", nil, nil
 	}
 	id, cerr := sc.ClusterID(ctx)
 	if cerr != nil || id == "" {
-		return nil, &problem{reason.ClusterUnidentified, fmt.Sprintf(
-			"the backend cluster cannot be identified (%v), so no old credentials are retired: check the endpoint and the admin's permission to read the cluster overview", cerr)}, nil
+		return "", nil, &problem{reason.ClusterUnidentified, fmt.Sprintf(
+			"the backend cluster cannot be identified (%v), so no old credentials are retired: check the endpoint and the admin's permission to read the cluster overview", cerr)}
 	}
-	cs.Status.Cluster = id
-	if cs.Status.Phase != v1.PhaseDistributed || cs.Status.DiscardApplied || cs.Status.ResetPending {
-		return nil, nil, nil // nothing is being retired
+	if known.Phase != v1.PhaseDistributed || known.DiscardApplied || known.ResetPending {
+		return id, nil, nil // nothing is being retired
 	}
-	for _, c := range cs.Status.Consumers {
+	for _, c := range known.Consumers {
 		if !c.RolledOut {
 			waiting = append(waiting, fmt.Sprintf("%s %s: %s", c.Kind, strings.TrimPrefix(c.Namespace+"/"+c.Name, "/"), c.Message))
 		}
 	}
-	return waiting, nil, nil
+	return id, waiting, nil
 }

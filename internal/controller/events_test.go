@@ -47,11 +47,11 @@ func TestWaitingForRolloutOncePerRotation(t *testing.T) {
 	cs.Name, cs.Namespace, cs.UID = "set", "ns", "uid-1"
 	d := engine.Decision{Action: engine.Wait, Reason: reason.WaitingForRollout, Requeue: engine.RequeueRollout}
 	for i := 0; i < 3; i++ {
-		r.noteWaiting(cs, d)
+		r.noteWaiting(cs, cs.Status, d)
 	}
 	cs.Status.RotationID = "r2"
-	r.noteWaiting(cs, d)
-	r.noteWaiting(cs, d)
+	r.noteWaiting(cs, cs.Status, d)
+	r.noteWaiting(cs, cs.Status, d)
 	if len(ev.got) != 2 {
 		t.Fatalf("want one WaitingForRollout per rotation, got %v", ev.got)
 	}

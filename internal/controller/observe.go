@@ -15,7 +15,9 @@ import (
 
 // observe writes what this reconcile saw — consumers, conditions — with
 // the same compare-and-set as every transition, and only when it changed.
-func (r *Reconciler) observe(ctx context.Context, cs *v1.CredentialSet, prob *problem, seen transportSeen, stuck stuckInfo) error {
+// known is the set's status as this reconcile knows it (its observation
+// laid over cs.Status).
+func (r *Reconciler) observe(ctx context.Context, cs *v1.CredentialSet, known v1.CredentialSetStatus, prob *problem, seen transportSeen, stuck stuckInfo) error {
 	// What the server last returned in this reconcile (no second read:
 	// the write below is guarded as every transition is); live when the
 	// reconcile kept no view.
@@ -31,18 +33,18 @@ func (r *Reconciler) observe(ctx context.Context, cs *v1.CredentialSet, prob *pr
 	}
 	next := *live.Status.DeepCopy()
 	want := len(cs.Spec.Consumers) + len(cs.Spec.ConsumerGroups)
-	if cs.Status.Consumers != nil || want == 0 {
-		next.Consumers, next.ConsumersUpdated = cs.Status.Consumers, cs.Status.ConsumersUpdated
+	if known.Consumers != nil || want == 0 {
+		next.Consumers, next.ConsumersUpdated = known.Consumers, known.ConsumersUpdated
 	}
-	if cs.Status.SecretHash != "" {
-		next.SecretHash = cs.Status.SecretHash
+	if known.SecretHash != "" {
+		next.SecretHash = known.SecretHash
 	}
-	if cs.Status.Cluster != "" {
-		next.Cluster = cs.Status.Cluster
-		next.RetirementWaitsFor = cs.Status.RetirementWaitsFor
+	if known.Cluster != "" {
+		next.Cluster = known.Cluster
+		next.RetirementWaitsFor = known.RetirementWaitsFor
 	}
 	if live.Status.KeyGeneration != 0 {
-		next.NextRotationAt = cs.Status.NextRotationAt
+		next.NextRotationAt = known.NextRotationAt
 	}
 	allOut := true
 	var waiting []string

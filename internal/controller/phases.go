@@ -5,7 +5,6 @@ import (
 	"maps"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
 
@@ -17,7 +16,8 @@ import (
 )
 
 // act carries out one decision of the engine.
-func (r *Reconciler) act(ctx context.Context, cs *v1.CredentialSet, p *plan, src *corev1.Secret, d engine.Decision, policyWhy string) (ctrl.Result, *problem, error) {
+func (r *Reconciler) act(ctx context.Context, t *turn, d engine.Decision, policyWhy string) (ctrl.Result, *problem, error) {
+	cs := t.cs
 	switch d.Action {
 	case engine.DropRotateRequest:
 		r.dropAnnotations(ctx, cs, engine.RotateAnnotation)
@@ -38,24 +38,24 @@ func (r *Reconciler) act(ctx context.Context, cs *v1.CredentialSet, p *plan, src
 		return ctrl.Result{RequeueAfter: d.Requeue}, &problem{d.Reason, d.Message}, nil
 	case engine.Wait:
 		if d.Reason == reason.WaitingForRollout {
-			r.noteWaiting(cs, d)
+			r.noteWaiting(cs, t.known(), d)
 		}
 		return ctrl.Result{RequeueAfter: d.Requeue}, nil, nil
 	case engine.StartRotation:
 		if d.ByPolicy {
 			r.rotationEvent(cs, d.RotationID, "Normal", reason.PolicyTriggered, "Rotate", "rotation policy %s starts rotation %s: %s", cs.Spec.Rotation.Policy, d.RotationID, policyWhy)
 		}
-		return r.startRotation(ctx, cs, p, src, d.RotationID)
+		return r.startRotation(ctx, t, d.RotationID)
 	case engine.ContinueRotation:
-		return r.continueRotation(ctx, cs, p, src)
+		return r.continueRotation(ctx, t)
 	case engine.Discard:
-		return r.discard(ctx, cs, p, src, d.AutoDiscarded)
+		return r.discard(ctx, t, d.AutoDiscarded)
 	case engine.Rollback:
-		return r.rollback(ctx, cs, d.RecoverID)
+		return r.rollback(ctx, t, d.RecoverID)
 	case engine.Recover:
-		return r.recover(ctx, cs, d.RecoverID)
+		return r.recover(ctx, t, d.RecoverID)
 	case engine.Reset:
-		return r.reset(ctx, cs, p, src)
+		return r.reset(ctx, t)
 	}
 	return ctrl.Result{}, nil, nil
 }
@@ -63,7 +63,8 @@ func (r *Reconciler) act(ctx context.Context, cs *v1.CredentialSet, p *plan, src
 // startRotation is phase 1's start: refuse on a dual password
 // nobody can account for, else persist Phase=Rotating before touching the
 // backend.
-func (r *Reconciler) startRotation(ctx context.Context, cs *v1.CredentialSet, p *plan, src *corev1.Secret, id string) (ctrl.Result, *problem, error) {
+func (r *Reconciler) startRotation(ctx context.Context, t *turn, id string) (ctrl.Result, *problem, error) {
+	cs, p, src := t.cs, t.p, t.src
 	cur, _ := engine.Current(src.Data, p.backend.Keys())
 	if err := p.backend.Precheck(ctx, cur); err != nil {
 		return ctrl.Result{RequeueAfter: time.Minute}, nil, err
@@ -74,7 +75,7 @@ func (r *Reconciler) startRotation(ctx context.Context, cs *v1.CredentialSet, p 
 	}
 	target := engine.TargetGeneration(cs.Spec.Rotation, cs.Status)
 	started := metav1.NewTime(r.now())
-	if err := r.casStatus(ctx, cs, func(st *v1.CredentialSetStatus) {
+	if err := r.writeStatus(ctx, t, func(st *v1.CredentialSetStatus) {
 		st.Phase, st.RotationID = v1.PhaseRotating, id
 		st.TargetGeneration, st.TargetKeyVersion = target, version
 		st.RotateApplied, st.DiscardApplied, st.DiscardStarted = false, false, false
@@ -86,14 +87,15 @@ func (r *Reconciler) startRotation(ctx context.Context, cs *v1.CredentialSet, p 
 	r.rotationEvent(cs, id, "Normal", reason.RotationStarted, "Rotate", "rotation %s started", id)
 	pending := engine.InspectPending(src.Data, p.backend.Keys(), id)
 	if d := engine.Decide(engine.Input{Status: cs.Status, Pending: pending}); d.Action != engine.ContinueRotation {
-		return r.act(ctx, cs, p, src, d, "")
+		return r.act(ctx, t, d, "")
 	}
-	return r.continueRotation(ctx, cs, p, src)
+	return r.continueRotation(ctx, t)
 }
 
 // continueRotation is the rest of phase 1: store the pending secrets, apply
 // them to every instance, distribute them, and record Distributed.
-func (r *Reconciler) continueRotation(ctx context.Context, cs *v1.CredentialSet, p *plan, src *corev1.Secret) (ctrl.Result, *problem, error) {
+func (r *Reconciler) continueRotation(ctx context.Context, t *turn) (ctrl.Result, *problem, error) {
+	cs, p, src := t.cs, t.p, t.src
 	keys := p.backend.Keys()
 	id := cs.Status.RotationID
 	gen := engine.TargetGeneration(cs.Spec.Rotation, cs.Status)
@@ -136,7 +138,7 @@ func (r *Reconciler) continueRotation(ctx context.Context, cs *v1.CredentialSet,
 			failpoint.Hit("rotate/pending-stored")
 		}
 		pending = held
-		if err := r.casStatus(ctx, cs, func(st *v1.CredentialSetStatus) { st.RotateApplied = true }); err != nil {
+		if err := r.writeStatus(ctx, t, func(st *v1.CredentialSetStatus) { st.RotateApplied = true }); err != nil {
 			return ctrl.Result{}, nil, err
 		}
 		failpoint.Hit("rotate/rotate-applied")
@@ -148,7 +150,7 @@ func (r *Reconciler) continueRotation(ctx context.Context, cs *v1.CredentialSet,
 	}
 	failpoint.Hit("rotate/pending-distributed")
 	now := metav1.NewTime(r.now())
-	if err := r.casStatus(ctx, cs, func(st *v1.CredentialSetStatus) {
+	if err := r.writeStatus(ctx, t, func(st *v1.CredentialSetStatus) {
 		st.Phase, st.DistributedAt, st.RolledOutAt = v1.PhaseDistributed, &now, nil
 		st.RestartID = id
 	}); err != nil {
@@ -161,18 +163,17 @@ func (r *Reconciler) continueRotation(ctx context.Context, cs *v1.CredentialSet,
 	r.rotationEvent(cs, id, "Normal", reason.Distributed, "Rotate", "new secrets of rotation %s distributed to %d Secrets; consumers restart, then discard the old secrets", id, distributionCount(cs))
 	r.dropAnnotations(ctx, cs, engine.RotateAnnotation)
 	// Restart consumers now rather than on the next event.
-	consumers, _, err := r.syncConsumers(ctx, cs)
-	if err != nil {
+	if _, err := r.syncConsumers(ctx, t); err != nil {
 		return ctrl.Result{}, nil, err
 	}
-	cs.Status.Consumers, cs.Status.ConsumersUpdated = consumers, countRolledOut(consumers)
 	return ctrl.Result{RequeueAfter: engine.RequeueRollout}, nil, nil
 }
 
 // discard is phase 2: DISCARD everywhere (connecting with the new
 // secrets), confirm pending into current, back to Idle with the next
 // generation.
-func (r *Reconciler) discard(ctx context.Context, cs *v1.CredentialSet, p *plan, src *corev1.Secret, auto bool) (ctrl.Result, *problem, error) {
+func (r *Reconciler) discard(ctx context.Context, t *turn, auto bool) (ctrl.Result, *problem, error) {
+	cs, p, src := t.cs, t.p, t.src
 	keys := p.backend.Keys()
 	id := cs.Status.RotationID
 	if !cs.Status.DiscardApplied {
@@ -190,7 +191,7 @@ func (r *Reconciler) discard(ctx context.Context, cs *v1.CredentialSet, p *plan,
 			// interrupted discard (a crash between instances, an instance
 			// lost half way) leaves some instances refusing the old
 			// secrets, so from here the only way forward is to finish it.
-			if err := r.casStatus(ctx, cs, func(st *v1.CredentialSetStatus) { st.DiscardStarted = true }); err != nil {
+			if err := r.writeStatus(ctx, t, func(st *v1.CredentialSetStatus) { st.DiscardStarted = true }); err != nil {
 				return ctrl.Result{}, nil, err
 			}
 			failpoint.Hit("discard/discard-started")
@@ -205,7 +206,7 @@ func (r *Reconciler) discard(ctx context.Context, cs *v1.CredentialSet, p *plan,
 		if added, err := r.instancesAdded(ctx, cs, p); err != nil || added {
 			return ctrl.Result{RequeueAfter: time.Second}, nil, err
 		}
-		if err := r.casStatus(ctx, cs, func(st *v1.CredentialSetStatus) { st.DiscardApplied = true }); err != nil {
+		if err := r.writeStatus(ctx, t, func(st *v1.CredentialSetStatus) { st.DiscardApplied = true }); err != nil {
 			return ctrl.Result{}, nil, err
 		}
 		failpoint.Hit("discard/discard-applied")
@@ -228,7 +229,7 @@ func (r *Reconciler) discard(ctx context.Context, cs *v1.CredentialSet, p *plan,
 		return ctrl.Result{}, nil, err
 	}
 	distributedAt := cs.Status.DistributedAt
-	if err := r.casStatus(ctx, cs, func(st *v1.CredentialSetStatus) {
+	if err := r.writeStatus(ctx, t, func(st *v1.CredentialSetStatus) {
 		st.LastRotationID, st.RotationID = id, ""
 		st.Phase, st.RotateApplied, st.DiscardApplied, st.DiscardStarted = v1.PhaseIdle, false, false, false
 		st.KeyGeneration, st.CurrentSince = gen, &now

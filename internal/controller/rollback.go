@@ -4,7 +4,6 @@ import (
 	"context"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
 
 	v1 "rekey.io/rekey/api/v1alpha1"
@@ -19,14 +18,15 @@ import (
 // consumers restart onto them), then the source Secret, then — once the
 // consumers rolled out — the backend (reset). Until that reset the backend
 // accepts both, so no consumer loses its login at any step.
-func (r *Reconciler) rollback(ctx context.Context, cs *v1.CredentialSet, recoverID string) (ctrl.Result, *problem, error) {
+func (r *Reconciler) rollback(ctx context.Context, t *turn, recoverID string) (ctrl.Result, *problem, error) {
+	cs := t.cs
 	id := cs.Status.RotationID
 	// Consumers may hold the new secrets once distribution served them
 	// (RotateApplied): a new restart value restarts every consumer onto the
 	// current ones before the backend forgets the new ones, also when no
 	// rotation ever completed (there is no earlier value to return to).
 	served := cs.Status.RotateApplied || cs.Status.Phase == v1.PhaseDistributed
-	if err := r.casStatus(ctx, cs, func(st *v1.CredentialSetStatus) {
+	if err := r.writeStatus(ctx, t, func(st *v1.CredentialSetStatus) {
 		if served {
 			st.RestartID = engine.RollbackRestartID(id)
 		}
@@ -67,8 +67,9 @@ func (r *Reconciler) rollback(ctx context.Context, cs *v1.CredentialSet, recover
 // recover marks an idle set for a backend reset: a secondary secret that
 // nobody accounts for (DualPasswordExists) is removed once consumers run
 // the current secrets.
-func (r *Reconciler) recover(ctx context.Context, cs *v1.CredentialSet, id string) (ctrl.Result, *problem, error) {
-	if err := r.casStatus(ctx, cs, func(st *v1.CredentialSetStatus) {
+func (r *Reconciler) recover(ctx context.Context, t *turn, id string) (ctrl.Result, *problem, error) {
+	cs := t.cs
+	if err := r.writeStatus(ctx, t, func(st *v1.CredentialSetStatus) {
 		st.ResetPending, st.LastRecoverID, st.RolledOutAt = true, id, nil
 	}); err != nil {
 		return ctrl.Result{}, nil, err
@@ -81,18 +82,18 @@ func (r *Reconciler) recover(ctx context.Context, cs *v1.CredentialSet, id strin
 // secrets, the backend is reset to accept only them, and only then does the
 // source Secret drop the pending data: a secret the backend still accepts is
 // never missing from it (stored before applied). Each step is idempotent.
-func (r *Reconciler) reset(ctx context.Context, cs *v1.CredentialSet, p *plan, src *corev1.Secret) (ctrl.Result, *problem, error) {
+func (r *Reconciler) reset(ctx context.Context, t *turn) (ctrl.Result, *problem, error) {
+	cs, p, src := t.cs, t.p, t.src
 	keys := p.backend.Keys()
 	cur, _ := engine.Current(src.Data, keys)
 	if err := r.distribute(ctx, cs, p, cur, cs.Status.KeyGeneration); err != nil {
 		prob, err := distributionProblem(ctx, err)
 		return ctrl.Result{}, prob, err
 	}
-	consumers, rolledOut, err := r.syncConsumers(ctx, cs)
+	rolledOut, err := r.syncConsumers(ctx, t)
 	if err != nil {
 		return ctrl.Result{}, nil, err
 	}
-	cs.Status.Consumers, cs.Status.ConsumersUpdated = consumers, countRolledOut(consumers)
 	if !rolledOut {
 		return ctrl.Result{RequeueAfter: engine.RequeueRollout}, nil, nil
 	}
@@ -103,7 +104,7 @@ func (r *Reconciler) reset(ctx context.Context, cs *v1.CredentialSet, p *plan, s
 	if _, err := r.writeSourceSecret(ctx, cs, src, engine.WithoutPending(src.Data, keys)); err != nil {
 		return ctrl.Result{}, nil, err
 	}
-	if err := r.casStatus(ctx, cs, func(st *v1.CredentialSetStatus) { st.ResetPending, st.RolledOutAt = false, nil }); err != nil {
+	if err := r.writeStatus(ctx, t, func(st *v1.CredentialSetStatus) { st.ResetPending, st.RolledOutAt = false, nil }); err != nil {
 		return ctrl.Result{}, nil, err
 	}
 	r.event(cs, "Normal", reason.ResetApplied, "Reset", "every instance accepts only the current secrets again (generation %d)", cs.Status.KeyGeneration)

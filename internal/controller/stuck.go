@@ -25,18 +25,18 @@ func (r *Reconciler) stuckAfter(cs *v1.CredentialSet) time.Duration {
 // rotationStuck: a rotation active longer than stuckAfter is a signal to
 // alert on (old and new credentials both valid, or a phase on hold); the
 // message says what it waits for, so the person paged knows the next step.
-func (r *Reconciler) rotationStuck(cs *v1.CredentialSet, prob *problem) stuckInfo {
+// st is the set's status as this reconcile knows it.
+func (r *Reconciler) rotationStuck(cs *v1.CredentialSet, st v1.CredentialSetStatus, prob *problem) stuckInfo {
 	after := r.stuckAfter(cs)
-	stuck, active, left := engine.RotationStuck(cs.Status, r.now(), after)
+	stuck, active, left := engine.RotationStuck(st, r.now(), after)
 	if !stuck {
 		return stuckInfo{left: left}
 	}
 	return stuckInfo{message: fmt.Sprintf("rotation %s has been active for %s (phase %s; rotation.stuckAfter %s) and waits for %s",
-		cs.Status.RotationID, active.Round(time.Second), cs.Status.Phase, after, waitsFor(cs, prob))}
+		st.RotationID, active.Round(time.Second), st.Phase, after, waitsFor(cs, st, prob))}
 }
 
-func waitsFor(cs *v1.CredentialSet, prob *problem) string {
-	st := cs.Status
+func waitsFor(cs *v1.CredentialSet, st v1.CredentialSetStatus, prob *problem) string {
 	if prob != nil {
 		return fmt.Sprintf("a problem to be fixed (%s): %s", prob.reason, prob.message)
 	}

@@ -1,0 +1,159 @@
+package controller
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	v1 "rekey.io/rekey/api/v1alpha1"
+	"rekey.io/rekey/internal/engine"
+	"rekey.io/rekey/internal/reason"
+)
+
+// serveDistribution keeps the distribution Secrets serving what the
+// backend accepts. It stands down while a rotation has not applied its
+// secrets. A failure it can name is returned as a problem, not an error:
+// the engine still decides, as a rollback may be what repairs it.
+func (r *Reconciler) serveDistribution(ctx context.Context, t *turn) (*problem, error) {
+	usePending, write := engine.Distribution(t.cs.Status, t.pending)
+	if !write {
+		return nil, nil
+	}
+	secrets := t.cur
+	if usePending {
+		secrets = engine.Pending(t.src.Data, t.p.backend.Keys())
+	}
+	err := r.distribute(ctx, t.cs, t.p, secrets, r.servedGeneration(t.cs))
+	if err == nil {
+		return nil, nil
+	}
+	prob, err := distributionProblem(ctx, err)
+	if prob == nil {
+		if prob = classify(err); prob == nil {
+			return nil, err
+		}
+	}
+	return prob, nil
+}
+
+// holdRetirement records the backend cluster and what retiring the old
+// credentials waits for (backends whose old identity is shared state of a
+// cluster). While either holds retirement, a Distributed rotation counts
+// as not rolled out; a cluster that cannot be identified holds the whole
+// reconcile until the discard is applied. A rollback's reset is not
+// retirement and does not wait.
+func (r *Reconciler) holdRetirement(ctx context.Context, t *turn, rolledOut bool) (bool, *problem) {
+	cluster, waiting, prob := scopeMoved(ctx, t.p, t.known())
+	t.obs.cluster = cluster
+	t.obs.retirementWaitsFor, t.obs.retirementSeen = waiting, true
+	st := t.cs.Status
+	if (prob == nil && len(waiting) == 0) || st.Phase != v1.PhaseDistributed {
+		return rolledOut, nil
+	}
+	if prob != nil && !st.DiscardApplied {
+		return false, prob
+	}
+	return false, nil
+}
+
+// decisionInput is what the engine decides on: the set's status and
+// requests, the plan, and what the upkeep found. It also records when the
+// rotation policy rotates next; due says why it rotates now, if it does.
+func (r *Reconciler) decisionInput(ctx context.Context, t *turn, rolledOut bool) (engine.Input, engine.PolicyDue, error) {
+	cs := t.cs
+	in := engine.Input{
+		Status:         t.known(),
+		RotateRequest:  cs.Annotations[engine.RotateAnnotation],
+		DiscardRequest: cs.Annotations[engine.DiscardAnnotation],
+		AbortRequest:   cs.Annotations[engine.AbortAnnotation],
+		RecoverRequest: cs.Annotations[engine.RecoverAnnotation],
+		NoInstances:    t.p.noInstances,
+		Pending:        t.pending,
+		Policy:         cs.Spec.Rotation.DiscardPolicy,
+		GracePeriod:    r.gracePeriod(cs),
+		Consumers:      engine.DeclaredConsumers(cs.Spec),
+		RolloutDone:    rolledOut,
+		Now:            r.now(),
+	}
+	var err error
+	if in.Irreversible, err = r.irreversible(ctx, t); err != nil {
+		return in, engine.PolicyDue{}, err
+	}
+	if at := cs.Status.RolledOutAt; at != nil {
+		in.RolloutDoneAt = at.Time
+	} else {
+		in.RolloutDoneAt = in.Now
+	}
+	due, err := r.policyDue(ctx, t, in.Now)
+	if err != nil {
+		return in, due, err
+	}
+	in.PolicyRotation = due.RotationID
+	t.obs.nextRotationAt, t.obs.policySeen = nil, true
+	if due.NextAt != nil {
+		at := metav1.NewTime(*due.NextAt)
+		t.obs.nextRotationAt = &at
+	}
+	return in, due, nil
+}
+
+// irreversible: a backend without overlap invalidated the current secrets
+// once it applied. When a rollback is requested before rekey recorded that,
+// the backend is asked (a crash may have come between the two): a current
+// secret it no longer accepts means the rotation can only complete.
+func (r *Reconciler) irreversible(ctx context.Context, t *turn) (bool, error) {
+	st, traits := t.cs.Status, t.p.backend.Traits()
+	if engine.AppliedInPlace(st, traits) {
+		return true, nil
+	}
+	if traits.Overlap || !engine.Active(st) {
+		return false, nil
+	}
+	if t.pending != engine.PendingNone {
+		return true, nil
+	}
+	if t.cs.Annotations[engine.AbortAnnotation] == "" && t.cs.Annotations[engine.RecoverAnnotation] == "" {
+		return false, nil
+	}
+	err := t.p.backend.Precheck(ctx, t.cur)
+	if rf, refused := engine.AsRefusal(err); refused {
+		// Only a current secret the backend no longer accepts proves the
+		// rotation applied; any other refusal (an old version, an
+		// unhealthy cluster) says nothing about it.
+		return rf.Reason == string(reason.KeyMismatch), nil
+	}
+	return false, err
+}
+
+// policyDue asks the rotation policy; the backend's version is read only
+// when the policy needs it.
+func (r *Reconciler) policyDue(ctx context.Context, t *turn, now time.Time) (engine.PolicyDue, error) {
+	cs := t.cs
+	in := engine.PolicyInput{Rotation: cs.Spec.Rotation, Status: t.known(), Now: now}
+	idle := cs.Status.Phase == v1.PhaseIdle || cs.Status.Phase == ""
+	if cs.Spec.Rotation.Policy == v1.PolicyWithVersionUpgrade && idle && !cs.Status.ResetPending {
+		v, err := t.p.backend.Version(ctx, t.cur)
+		if err != nil {
+			return engine.PolicyDue{}, fmt.Errorf("read the backend version for policy WithVersionUpgrade: %w", err)
+		}
+		in.Version = v
+	}
+	return engine.Due(in), nil
+}
+
+// servedGeneration is the generation of what consumers are given.
+func (r *Reconciler) servedGeneration(cs *v1.CredentialSet) int64 {
+	if cs.Status.Phase != v1.PhaseIdle && cs.Status.RotateApplied {
+		return engine.TargetGeneration(cs.Spec.Rotation, cs.Status)
+	}
+	return cs.Status.KeyGeneration
+}
+
+func (r *Reconciler) gracePeriod(cs *v1.CredentialSet) time.Duration {
+	if g := cs.Spec.Rotation.GracePeriod; g != nil {
+		return g.Duration
+	}
+	return r.DefaultGracePeriod
+}

@@ -1,0 +1,89 @@
+package controller
+
+import (
+	"context"
+	"slices"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
+
+	v1 "rekey.io/rekey/api/v1alpha1"
+	"rekey.io/rekey/internal/engine"
+	"rekey.io/rekey/internal/naming"
+)
+
+// TestTransitionCarriesCoverage: a status write of a transition carries the
+// coverage measured earlier in the same reconcile. Here the acknowledgement
+// that lets AfterRollout discard is counted, the rotation completes, and
+// the reconcile's last write (observe's) is lost to a race: the status
+// must still say the group moved, rather than what the reconcile before
+// had seen.
+func TestTransitionCarriesCoverage(t *testing.T) {
+	g := newRig(t, overlap, false)
+	cs := g.set()
+	cs.Spec.Rotation.DiscardPolicy = v1.DiscardAfterRollout
+	cs.Spec.ConsumerGroups = []v1.ConsumerGroup{{Name: "daemons", Members: []string{"node-1"}}}
+	if err := g.kc.Update(context.Background(), cs); err != nil {
+		t.Fatal(err)
+	}
+	fromDistributed(g)
+	if st := g.set().Status; st.Phase != v1.PhaseDistributed || st.ConsumersUpdated != "0/1" {
+		t.Fatalf("before the ack: phase %s, consumers %s; want Distributed, 0/1", st.Phase, st.ConsumersUpdated)
+	}
+	served := &corev1.Secret{}
+	if err := g.kc.Get(context.Background(), client.ObjectKey{Namespace: "app", Name: "db-creds"}, served); err != nil {
+		t.Fatal(err)
+	}
+	g.annotate(engine.AckAnnotationPrefix+"daemons", served.Annotations[naming.SecretHashAnnotation]+":node-1")
+
+	// Every status write once the rotation is complete is refused as a
+	// lost race: the writes of the transition go through, observe's not.
+	lost := 0
+	g.r.Client = interceptor.NewClient(g.kc.(client.WithWatch), interceptor.Funcs{
+		SubResourcePatch: func(ctx context.Context, c client.Client, sub string, obj client.Object, p client.Patch, opts ...client.SubResourcePatchOption) error {
+			now := &v1.CredentialSet{}
+			if err := c.Get(ctx, client.ObjectKeyFromObject(obj), now); err == nil && now.Status.Phase == v1.PhaseIdle && now.Status.KeyGeneration == 2 {
+				lost++
+				return apierrors.NewConflict(schema.GroupResource{Group: v1.GroupVersion.Group, Resource: "credentialsets"}, obj.GetName(), nil)
+			}
+			return c.SubResource(sub).Patch(ctx, obj, p, opts...)
+		},
+	})
+	if err := g.reconcile(); err != nil {
+		t.Fatalf("a lost race is retried quietly: %v", err)
+	}
+	st := g.set().Status
+	if st.Phase != v1.PhaseIdle || st.KeyGeneration != 2 {
+		t.Fatalf("phase %s at key generation %d, want the rotation complete (Idle at 2)", st.Phase, st.KeyGeneration)
+	}
+	if lost == 0 {
+		t.Fatal("no status write was refused after the transition: the test proves nothing")
+	}
+	i := slices.IndexFunc(st.Consumers, func(c v1.ConsumerStatus) bool { return c.Name == "daemons" })
+	if st.ConsumersUpdated != "1/1" || i < 0 || !st.Consumers[i].RolledOut || !slices.Equal(st.Consumers[i].MembersUpdated, []string{"node-1"}) {
+		t.Fatalf("status.consumers after the completed rotation: %s %+v; want group daemons moved (node-1)", st.ConsumersUpdated, st.Consumers)
+	}
+}
+
+// TestNextRotationRecorded: status.nextRotationAt says when the Schedule
+// policy rotates next, from the time the current credentials were made.
+func TestNextRotationRecorded(t *testing.T) {
+	g := newRig(t, overlap, false)
+	cs := g.set()
+	cs.Spec.Rotation.Policy = v1.PolicySchedule
+	cs.Spec.Rotation.Interval = &metav1.Duration{Duration: time.Hour}
+	if err := g.kc.Update(context.Background(), cs); err != nil {
+		t.Fatal(err)
+	}
+	fromIdle(g)
+	st := g.set().Status
+	if st.CurrentSince == nil || st.NextRotationAt == nil || !st.NextRotationAt.Equal(&metav1.Time{Time: st.CurrentSince.Add(time.Hour)}) {
+		t.Fatalf("currentSince %v, nextRotationAt %v; want the next rotation an hour after the current credentials", st.CurrentSince, st.NextRotationAt)
+	}
+}

@@ -1,0 +1,136 @@
+package controller
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	ctrl "sigs.k8s.io/controller-runtime"
+
+	v1 "rekey.io/rekey/api/v1alpha1"
+	"rekey.io/rekey/internal/engine"
+	"rekey.io/rekey/internal/naming"
+	"rekey.io/rekey/internal/reason"
+)
+
+// reconcile gathers what the set's world holds, lets the engine decide, and
+// carries the decision out. Before deciding it does the upkeep every
+// reconcile owes whatever the decision: serve the distribution Secrets,
+// restart consumers, repair an instance that lost the rotation's users.
+// What it measures goes to obs, which the status writes carry.
+func (r *Reconciler) reconcile(ctx context.Context, cs *v1.CredentialSet, obs *observation) (ctrl.Result, *problem, error) {
+	if prob, err := r.checkNamespaces(ctx, cs); err != nil || prob != nil {
+		// Consent is granted on the Namespace, which rekey does not watch.
+		return ctrl.Result{RequeueAfter: consentRecheck}, prob, err
+	}
+	t, err := r.load(ctx, cs, obs)
+	if err != nil {
+		return ctrl.Result{}, nil, err
+	}
+	if cs.Status.KeyGeneration == 0 {
+		return ctrl.Result{}, nil, r.provision(ctx, cs, t.p, t.src)
+	}
+	if prob := r.readSource(t); prob != nil {
+		return ctrl.Result{}, prob, nil
+	}
+
+	// Upkeep.
+	distProb, err := r.serveDistribution(ctx, t)
+	if err != nil {
+		return ctrl.Result{}, nil, err
+	}
+	rolledOut, err := r.syncCoverage(ctx, t)
+	if err != nil {
+		return ctrl.Result{}, nil, err
+	}
+	rolledOut, hold := r.holdRetirement(ctx, t, rolledOut)
+	if hold != nil {
+		return ctrl.Result{RequeueAfter: engine.RequeueRollout}, hold, nil
+	}
+	repairProb, err := r.repairPending(ctx, t)
+	if err != nil {
+		return ctrl.Result{}, nil, err
+	}
+
+	// Decide.
+	in, due, err := r.decisionInput(ctx, t, rolledOut)
+	if err != nil {
+		return ctrl.Result{}, nil, err
+	}
+	d := engine.Decide(in)
+	// Why a set does (or does not) move, for whoever debugs a stalled one
+	// (--zap-log-level=debug); decisions carry no secrets.
+	logFrom(ctx).V(1).Info("decided", "phase", cs.Status.Phase, "rotation", cs.Status.RotationID,
+		"action", d.Action.String(), "reason", string(d.Reason), "requeue", d.Requeue.String(), "rolledOut", rolledOut,
+		"rotateRequest", in.RotateRequest, "discardRequest", in.DiscardRequest)
+	if distProb != nil && d.Action != engine.Rollback && d.Action != engine.Recover {
+		// Distribution failed: only a rollback may go ahead, as it is what
+		// repairs a source Secret the backend refuses.
+		return ctrl.Result{RequeueAfter: engine.RequeueRollout}, distProb, nil
+	}
+
+	// Act.
+	res, prob, err := r.act(ctx, t, d, due.Why)
+	// A transition may have changed what the Secrets hold.
+	r.noteHash(t)
+	if err != nil || prob != nil {
+		return res, prob, err
+	}
+	if prob = stuckRollout(t.known()); prob != nil {
+		return res, prob, nil
+	}
+	if repairProb != nil {
+		return requeueWithin(res, repairRecheck), repairProb, nil
+	}
+	if due.NextAt != nil && d.Action == engine.None {
+		if left := due.NextAt.Sub(in.Now); left > 0 {
+			res = requeueWithin(res, left)
+		}
+	}
+	return res, nil, nil
+}
+
+// requeueWithin makes res come back within d at the latest.
+func requeueWithin(res ctrl.Result, d time.Duration) ctrl.Result {
+	if res.RequeueAfter == 0 || d < res.RequeueAfter {
+		res.RequeueAfter = d
+	}
+	return res
+}
+
+// load builds the plan for the set's spec, keeps its finalizers in step
+// with it, and reads the source Secret (nil when there is none).
+func (r *Reconciler) load(ctx context.Context, cs *v1.CredentialSet, obs *observation) (*turn, error) {
+	p, err := r.planFor(ctx, cs)
+	if err != nil {
+		return nil, err
+	}
+	obs.transport = transportOf(p.backend)
+	if err := r.syncFinalizers(ctx, cs, p); err != nil {
+		return nil, err
+	}
+	src, err := r.getSourceSecret(ctx, cs)
+	if err != nil {
+		return nil, err
+	}
+	return &turn{cs: cs, p: p, src: src, obs: obs}, nil
+}
+
+// readSource reads the current secrets and the state of the pending ones
+// from a provisioned set's source Secret; a problem when current secrets
+// are missing, which only a restore from backup can bring back.
+func (r *Reconciler) readSource(t *turn) *problem {
+	name := naming.SourceSecretName(t.cs)
+	if t.src == nil {
+		return &problem{reason.MissingRotationPending, fmt.Sprintf(
+			"source Secret %s/%s is gone, and with it the only copy of the current secrets; restore it from backup (rekey never recreates it, to avoid locking consumers out)", r.Namespace, name)}
+	}
+	keys := t.p.backend.Keys()
+	cur, missing := engine.Current(t.src.Data, keys)
+	if len(missing) > 0 {
+		return &problem{reason.MissingRotationPending, fmt.Sprintf(
+			"source Secret %s/%s lacks current secrets %v; restore them from backup", r.Namespace, name, missing)}
+	}
+	t.cur, t.pending = cur, engine.InspectPending(t.src.Data, keys, t.cs.Status.RotationID)
+	return nil
+}

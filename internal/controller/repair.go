@@ -1,0 +1,55 @@
+package controller
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	v1 "rekey.io/rekey/api/v1alpha1"
+	"rekey.io/rekey/internal/engine"
+	"rekey.io/rekey/internal/reason"
+)
+
+// repairRecheck: how soon an instance that could not be checked or
+// repaired while Distributed is tried again, as the health gate polls.
+const repairRecheck = 10 * time.Second
+
+// repairDue: the rotation is Distributed, both passwords are meant to be
+// valid on every instance, and the discard has not started (from then on
+// Retire repairs instead, with pending only).
+func repairDue(st v1.CredentialSetStatus, pending engine.PendingState) bool {
+	return st.Phase == v1.PhaseDistributed && st.RotateApplied && !st.DiscardStarted && !st.DiscardApplied &&
+		pending == engine.PendingMatch
+}
+
+// repairPending runs the backend's engine.Repairer when repairDue. Its
+// failure (an instance that does not answer, a refusal, a login refused)
+// is a problem to report, not an error: the reconcile goes on (consumers,
+// discard) and polls.
+//
+// Every reconcile in Distributed repairs an instance that lost the users
+// phase 1 made (rebuilt from an empty data directory): nothing else
+// re-applies it before the discard, and consumers reach every instance.
+func (r *Reconciler) repairPending(ctx context.Context, t *turn) (*problem, error) {
+	rp, ok := t.p.backend.(engine.Repairer)
+	if !ok || !repairDue(t.cs.Status, t.pending) {
+		return nil, nil
+	}
+	err := rp.RepairPending(ctx, t.cur, engine.Pending(t.src.Data, t.p.backend.Keys()))
+	if err == nil {
+		return nil, nil
+	}
+	if u, ok := engine.AsUnreachable(err); ok {
+		return &problem{reason.InstanceUnreachable, fmt.Sprintf(
+			"instance %s is unreachable, so rekey cannot check that it accepts both the old and the new passwords of the rotation; nothing is lost and it resumes by itself: rekey checks again every 10 s and repairs the instance once it answers: %v", u.Instance, u.Err)}, nil
+	}
+	if prob := classify(err); prob != nil {
+		return prob, nil
+	}
+	if isRace(ctx, err) {
+		return nil, err
+	}
+	// E.g. the admin refused on a rebuilt instance whose bootstrap has
+	// not recreated it yet: reported, and tried again.
+	return &problem{reason.BackendError, err.Error() + "; rekey checks again every 10 s"}, nil
+}
