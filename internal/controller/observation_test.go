@@ -8,6 +8,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -16,6 +17,7 @@ import (
 	v1 "rekey.io/rekey/api/v1alpha1"
 	"rekey.io/rekey/internal/engine"
 	"rekey.io/rekey/internal/naming"
+	"rekey.io/rekey/internal/reason"
 )
 
 // TestTransitionCarriesCoverage: a status write of a transition carries the
@@ -85,5 +87,52 @@ func TestNextRotationRecorded(t *testing.T) {
 	st := g.set().Status
 	if st.CurrentSince == nil || st.NextRotationAt == nil || !st.NextRotationAt.Equal(&metav1.Time{Time: st.CurrentSince.Add(time.Hour)}) {
 		t.Fatalf("currentSince %v, nextRotationAt %v; want the next rotation an hour after the current credentials", st.CurrentSince, st.NextRotationAt)
+	}
+}
+
+// TestTransitionClearsPhaseProblem: the write that completes a rotation
+// also clears the Degraded condition the Distributed phase had (here
+// AfterRollout held with no consumers, then discarded by hand), even when
+// the reconcile's last write (observe's) has not happened yet: no reader sees
+// an Idle set still Degraded for a reason of the phase it left.
+func TestTransitionClearsPhaseProblem(t *testing.T) {
+	g := newRig(t, overlap, false)
+	cs := g.set()
+	cs.Spec.Rotation.DiscardPolicy = v1.DiscardAfterRollout
+	if err := g.kc.Update(context.Background(), cs); err != nil {
+		t.Fatal(err)
+	}
+	fromDistributed(g)
+	c := meta.FindStatusCondition(g.set().Status.Conditions, reason.CondDegraded)
+	if c == nil || c.Status != metav1.ConditionTrue || c.Reason != string(reason.AutoDiscardHeld) {
+		t.Fatalf("Distributed with AfterRollout and no consumers: Degraded %+v, want True AutoDiscardHeld", c)
+	}
+	g.annotate(engine.DiscardAnnotation, "r2")
+	// The status as the write that completed the rotation left it: later
+	// writes of the same reconcile must not be needed to correct it.
+	var first *v1.CredentialSetStatus
+	g.r.Client = interceptor.NewClient(g.kc.(client.WithWatch), interceptor.Funcs{
+		SubResourcePatch: func(ctx context.Context, c client.Client, sub string, obj client.Object, p client.Patch, opts ...client.SubResourcePatchOption) error {
+			if err := c.SubResource(sub).Patch(ctx, obj, p, opts...); err != nil {
+				return err
+			}
+			now := &v1.CredentialSet{}
+			if err := c.Get(ctx, client.ObjectKeyFromObject(obj), now); err == nil && first == nil && now.Status.Phase == v1.PhaseIdle && now.Status.KeyGeneration == 2 {
+				first = now.Status.DeepCopy()
+			}
+			return nil
+		},
+	})
+	if err := g.reconcile(); err != nil {
+		t.Fatal(err)
+	}
+	if first == nil {
+		t.Fatalf("the discard did not complete the rotation: phase %s at key generation %d", g.set().Status.Phase, g.set().Status.KeyGeneration)
+	}
+	st := first
+	for typ, want := range map[string]metav1.ConditionStatus{reason.CondDegraded: metav1.ConditionFalse, reason.CondRotating: metav1.ConditionFalse, reason.CondReady: metav1.ConditionTrue} {
+		if c := meta.FindStatusCondition(st.Conditions, typ); c == nil || c.Status != want {
+			t.Errorf("Idle at generation 2: %s is %+v, want %s", typ, c, want)
+		}
 	}
 }

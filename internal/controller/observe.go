@@ -80,13 +80,34 @@ func (r *Reconciler) observe(ctx context.Context, cs *v1.CredentialSet, known v1
 }
 
 func setConditions(st *v1.CredentialSetStatus, gen int64, prob *problem, allOut bool, waiting []string) {
-	set := func(typ string, ok bool, why reason.Reason, msg string) {
+	setPhaseConditions(st, gen, prob)
+	set := conditionSetter(st, gen)
+	switch {
+	case len(st.Consumers) == 0 && allOut:
+		set(reason.CondRolloutComplete, true, reason.NoConsumers, "no consumer workloads to restart")
+	case allOut:
+		set(reason.CondRolloutComplete, true, reason.AllRolledOut, "every consumer runs the newest credentials")
+	default:
+		set(reason.CondRolloutComplete, false, reason.RolloutPending, strings.Join(waiting, "; "))
+	}
+}
+
+func conditionSetter(st *v1.CredentialSetStatus, gen int64) func(string, bool, reason.Reason, string) {
+	return func(typ string, ok bool, why reason.Reason, msg string) {
 		s := metav1.ConditionFalse
 		if ok {
 			s = metav1.ConditionTrue
 		}
 		meta.SetStatusCondition(&st.Conditions, metav1.Condition{Type: typ, Status: s, Reason: string(why), Message: msg, ObservedGeneration: gen})
 	}
+}
+
+// setPhaseConditions sets Ready, Degraded and Rotating from the phase and
+// the problem seen (nil: none). A transition sets them in the same write
+// as the phase, so that no reader ever sees a set Idle but still Degraded
+// for a reason that belonged to the phase it left.
+func setPhaseConditions(st *v1.CredentialSetStatus, gen int64, prob *problem) {
+	set := conditionSetter(st, gen)
 	switch {
 	case prob != nil:
 		set(reason.CondReady, false, prob.reason, prob.message)
@@ -105,14 +126,6 @@ func setConditions(st *v1.CredentialSetStatus, gen int64, prob *problem, allOut 
 		set(reason.CondRotating, true, reason.AwaitingDiscard, fmt.Sprintf("rotation %s: new secrets distributed; old ones stay valid until discard", st.RotationID))
 	default:
 		set(reason.CondRotating, false, reason.Idle, "no rotation active")
-	}
-	switch {
-	case len(st.Consumers) == 0 && allOut:
-		set(reason.CondRolloutComplete, true, reason.NoConsumers, "no consumer workloads to restart")
-	case allOut:
-		set(reason.CondRolloutComplete, true, reason.AllRolledOut, "every consumer runs the newest credentials")
-	default:
-		set(reason.CondRolloutComplete, false, reason.RolloutPending, strings.Join(waiting, "; "))
 	}
 }
 

@@ -25,6 +25,11 @@ func (r *Reconciler) casStatus(ctx context.Context, cs *v1.CredentialSet, mutate
 	next := *cs.Status.DeepCopy()
 	mutate(&next)
 	next.ObservedGeneration = cs.Generation
+	if next.Phase != cs.Status.Phase || next.RotationID != cs.Status.RotationID {
+		// A transition succeeded: no problem stands in its way now (one
+		// that does is set again by this reconcile's observe).
+		setPhaseConditions(&next, cs.Generation, nil)
+	}
 	if cs.Status.Phase == "" {
 		// First write: the fields the test ops compare do not exist yet, so
 		// fall back to optimistic locking on resourceVersion. The whole
