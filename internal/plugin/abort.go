@@ -51,28 +51,39 @@ have been retired yet.`,
 var rollbackRefusals = []reason.Reason{reason.AbortSkipped}
 
 func (s *session) abort(ctx context.Context, name string, w waitFlags) error {
-	cs, err := s.getSet(ctx, name)
-	if err != nil {
-		return err
-	}
-	id, err := abortable(cs)
-	if err != nil {
-		return err
-	}
-	evs, err := s.listEvents(ctx, name)
-	if err != nil {
-		return err
-	}
-	seen := newBaseline(eventsAbout(evs, cs))
-	gen, started := cs.Status.KeyGeneration, cs.Status.RotationStartedAt
-	if cs.Annotations[engine.AbortAnnotation] == id {
-		fmt.Fprintf(s.opts.Out, "abort of rotation %s was already requested for credentialset %s\n", id, setRef(cs))
-	} else {
-		fmt.Fprintf(s.opts.Out, "Aborting rotation %s of credentialset %s (phase %s). The operator rolls it back in this order:\n", id, setRef(cs), cs.Status.Phase)
-		printSteps(s.opts.Out, rollbackSteps(cs))
-		if err := s.annotate(ctx, cs, engine.AbortAnnotation, id); err != nil {
+	var (
+		cs      *v1.CredentialSet
+		id      string
+		seen    baseline
+		already bool
+	)
+	err := s.request(func() (err error) {
+		if cs, err = s.getSet(ctx, name); err != nil {
 			return err
 		}
+		if id, err = abortable(cs); err != nil {
+			return err
+		}
+		evs, err := s.listEvents(ctx, name)
+		if err != nil {
+			return err
+		}
+		seen = newBaseline(eventsAbout(evs, cs))
+		if already = cs.Annotations[engine.AbortAnnotation] == id; already {
+			return nil
+		}
+		return s.annotate(ctx, cs, engine.AbortAnnotation, id)
+	})
+	if err != nil {
+		return err
+	}
+	gen, started := cs.Status.KeyGeneration, cs.Status.RotationStartedAt
+	if already {
+		fmt.Fprintf(s.opts.Out, "abort of rotation %s was already requested for credentialset %s\n", id, setRef(cs))
+	} else {
+		// The steps as the set was when the request landed.
+		fmt.Fprintf(s.opts.Out, "Aborting rotation %s of credentialset %s (phase %s). The operator rolls it back in this order:\n", id, setRef(cs), cs.Status.Phase)
+		printSteps(s.opts.Out, rollbackSteps(cs))
 		fmt.Fprintf(s.opts.Out, "abort of rotation %s requested for credentialset %s\n", id, setRef(cs))
 	}
 	if !w.wait {

@@ -39,26 +39,36 @@ generation:
 }
 
 func (s *session) discard(ctx context.Context, name string, w waitFlags) error {
-	cs, err := s.getSet(ctx, name)
-	if err != nil {
-		return err
-	}
-	id, err := discardable(cs)
-	if err != nil {
-		return err
-	}
-	evs, err := s.listEvents(ctx, name)
-	if err != nil {
-		return err
-	}
-	seen := newBaseline(eventsAbout(evs, cs))
-	gen := cs.Status.KeyGeneration
-	if cs.Annotations[engine.DiscardAnnotation] == id {
-		fmt.Fprintf(s.opts.Out, "discard of rotation %s was already requested for credentialset %s\n", id, setRef(cs))
-	} else {
-		if err := s.annotate(ctx, cs, engine.DiscardAnnotation, id); err != nil {
+	var (
+		cs      *v1.CredentialSet
+		id      string
+		seen    baseline
+		already bool
+	)
+	err := s.request(func() (err error) {
+		if cs, err = s.getSet(ctx, name); err != nil {
 			return err
 		}
+		if id, err = discardable(cs); err != nil {
+			return err
+		}
+		evs, err := s.listEvents(ctx, name)
+		if err != nil {
+			return err
+		}
+		seen = newBaseline(eventsAbout(evs, cs))
+		if already = cs.Annotations[engine.DiscardAnnotation] == id; already {
+			return nil
+		}
+		return s.annotate(ctx, cs, engine.DiscardAnnotation, id)
+	})
+	if err != nil {
+		return err
+	}
+	gen := cs.Status.KeyGeneration
+	if already {
+		fmt.Fprintf(s.opts.Out, "discard of rotation %s was already requested for credentialset %s\n", id, setRef(cs))
+	} else {
 		fmt.Fprintf(s.opts.Out, "discard of rotation %s requested for credentialset %s\n", id, setRef(cs))
 	}
 	if !rolledOut(cs) {

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 
 	"github.com/google/uuid"
@@ -107,7 +108,25 @@ func (s *session) recover(ctx context.Context, name string, yes bool, w waitFlag
 		return err
 	}
 	seen := newBaseline(eventsAbout(evs, cs))
-	if err := s.annotate(ctx, cs, engine.RecoverAnnotation, id); err != nil {
+	err = s.request(func() error {
+		err := s.annotate(ctx, cs, engine.RecoverAnnotation, id)
+		var changed *errChanged
+		if !errors.As(err, &changed) {
+			return err
+		}
+		// What was confirmed still holds if the set, read again, gets the
+		// same diagnosis: then the request goes ahead on the fresh read.
+		fresh, ferr := s.getSet(ctx, name)
+		if ferr != nil {
+			return ferr
+		}
+		if again, derr := diagnose(fresh, id); derr != nil || again.cause != d.cause || !slices.Equal(again.steps, d.steps) {
+			return fmt.Errorf("credentialset %s changed after the diagnosis above, so nothing was written: run kubectl rekey recover %s again", setRef(cs), cs.Name)
+		}
+		cs = fresh
+		return err
+	})
+	if err != nil {
 		return err
 	}
 	fmt.Fprintf(out, "recovery %s requested for credentialset %s\n", id, setRef(cs))

@@ -48,24 +48,33 @@ distribution Secrets and restarts the consumers:
 }
 
 func (s *session) rotate(ctx context.Context, name string, dryRun bool, w waitFlags) error {
-	cs, err := s.getSet(ctx, name)
+	var (
+		cs   *v1.CredentialSet
+		seen baseline
+	)
+	id := uuid.NewString()
+	err := s.request(func() (err error) {
+		if cs, err = s.getSet(ctx, name); err != nil {
+			return err
+		}
+		if err := checkRotatable(cs); err != nil {
+			return err
+		}
+		if dryRun {
+			return nil
+		}
+		evs, err := s.listEvents(ctx, name)
+		if err != nil {
+			return err
+		}
+		seen = newBaseline(eventsAbout(evs, cs))
+		return s.annotate(ctx, cs, engine.RotateAnnotation, id)
+	})
 	if err != nil {
-		return err
-	}
-	if err := checkRotatable(cs); err != nil {
 		return err
 	}
 	if dryRun {
 		return s.printPlan(ctx, cs)
-	}
-	evs, err := s.listEvents(ctx, name)
-	if err != nil {
-		return err
-	}
-	seen := newBaseline(eventsAbout(evs, cs))
-	id := uuid.NewString()
-	if err := s.annotate(ctx, cs, engine.RotateAnnotation, id); err != nil {
-		return err
 	}
 	fmt.Fprintf(s.opts.Out, "rotation %s requested for credentialset %s\n", id, setRef(cs))
 	if !w.wait {

@@ -6,15 +6,18 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	"k8s.io/apimachinery/pkg/util/wait"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1 "rekey.io/rekey/api/v1alpha1"
@@ -101,8 +104,12 @@ func (s *session) listSets(ctx context.Context) ([]v1.CredentialSet, error) {
 
 // annotate writes one annotation with a JSON merge patch, as `kubectl
 // annotate` does. The resourceVersion in the patch makes it conditional:
-// the phase checked before writing is still the phase when it lands.
+// the phase checked before writing is still the phase when it lands. A
+// refusal because the set changed is an errChanged, which request retries.
 func (s *session) annotate(ctx context.Context, cs *v1.CredentialSet, key, value string) error {
+	if raceBeforeRequest != nil {
+		raceBeforeRequest(cs)
+	}
 	body, err := json.Marshal(map[string]any{"metadata": map[string]any{
 		"resourceVersion": cs.ResourceVersion,
 		"annotations":     map[string]string{key: value},
@@ -113,11 +120,45 @@ func (s *session) annotate(ctx context.Context, cs *v1.CredentialSet, key, value
 	err = s.c.Patch(ctx, cs, client.RawPatch(types.MergePatchType, body))
 	switch {
 	case apierrors.IsConflict(err):
-		return fmt.Errorf("credentialset %s/%s changed while kubectl rekey checked it (the operator may have moved on): check kubectl rekey status %s, then run the command again", s.ns, cs.Name, cs.Name)
+		return &errChanged{ref: s.ns + "/" + cs.Name, name: cs.Name, err: err}
 	case err != nil:
 		return fmt.Errorf("annotate credentialset %s/%s with %s: %w", s.ns, cs.Name, key, err)
 	}
 	return nil
+}
+
+// raceBeforeRequest, set by tests only, runs between the read of a set and
+// the request written on it: where the operator's status writes land.
+var raceBeforeRequest func(*v1.CredentialSet)
+
+// errChanged: a conditional write refused because the set changed after
+// it was read. It unwraps to the API server's conflict.
+type errChanged struct {
+	ref, name string
+	err       error
+}
+
+func (e *errChanged) Error() string {
+	return fmt.Sprintf("credentialset %s kept changing while kubectl rekey checked it (the operator may have moved on): check kubectl rekey status %s, then run the command again", e.ref, e.name)
+}
+
+func (e *errChanged) Unwrap() error { return e.err }
+
+// changedBackoff: how often a request is tried again on a fresh read. The
+// operator writes a set's status several times within a second while it
+// moves (a transition, then what it observed), so a user's command must
+// outlast such a burst rather than fail on it.
+var changedBackoff = wait.Backoff{Steps: 6, Duration: 50 * time.Millisecond, Factor: 2, Jitter: 0.2}
+
+// request runs attempt — read the set, check it, write the request
+// conditionally on that read — until a write lands or attempt fails for
+// another reason. A set that changed in between is read and checked
+// again: the check, not the first read, decides.
+func (s *session) request(attempt func() error) error {
+	return retry.OnError(changedBackoff, func(err error) bool {
+		var c *errChanged
+		return errors.As(err, &c)
+	}, attempt)
 }
 
 // setRef is how output names a set: namespace/name.
