@@ -16,7 +16,7 @@ import (
 // backend's assumptions no longer hold.
 func TestCephSmoke(t *testing.T) {
 	c := CephForTest(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
 
 	// `ceph version` (no dashes) asks the running mon, not the CLI.

@@ -222,10 +222,10 @@ func (i *MySQLInstance) Start() error {
 		return err
 	}
 	i.proc = p
-	if err := waitTCP(p, i.Port, 60*time.Second); err != nil {
+	if err := waitTCP(p, i.Port, 3*time.Minute); err != nil { // a hang guard: under load mysqld took over a minute
 		return fmt.Errorf("%w (error log: %s)", err, filepath.Join(i.env.SidDir, i.dir, "error.log"))
 	}
-	if err := i.waitLogin(30 * time.Second); err != nil {
+	if err := i.waitLogin(2 * time.Minute); err != nil {
 		return err
 	}
 	return i.resumeReplication()
