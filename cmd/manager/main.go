@@ -20,6 +20,7 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	v1 "rekey.io/rekey/api/v1alpha1"
+	"rekey.io/rekey/internal/backend/registry"
 	"rekey.io/rekey/internal/controller"
 )
 
@@ -123,9 +124,7 @@ func run() error {
 		InstanceConcurrency:     concurrency,
 		MaxConcurrentReconciles: workers,
 		ResyncPeriod:            resync,
-		CephWorkDir:             cephWorkDir,
-		CephCLI:                 cephCLI,
-		MOCONamespace:           mocoNamespace,
+		Settings:                registry.Settings{CephWorkDir: cephWorkDir, CephCLI: cephCLI, MOCONamespace: mocoNamespace},
 	}
 	if err := r.SetupWithManager(mgr); err != nil {
 		return err

@@ -15,11 +15,20 @@ import (
 )
 
 // setKube is registry.Kube for one set: what its backend may read and
-// write, all of it in the set's own namespace (besides the list of sets,
-// which a backend reads to refuse clashes).
+// write, all of it in the set's own namespace besides the list of sets
+// (which a backend reads to refuse clashes) and what it reads through the
+// live reader where the manager's settings point it.
 type setKube struct {
 	r  *Reconciler
 	cs *v1.CredentialSet
+}
+
+func (k *setKube) Get(ctx context.Context, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+	return k.r.APIReader.Get(ctx, key, obj, opts...)
+}
+
+func (k *setKube) List(ctx context.Context, list client.ObjectList, opts ...client.ListOption) error {
+	return k.r.APIReader.List(ctx, list, opts...)
 }
 
 func (k *setKube) SecretKey(ctx context.Context, name, key string) (string, error) {

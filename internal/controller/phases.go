@@ -160,7 +160,7 @@ func (r *Reconciler) continueRotation(ctx context.Context, t *turn) (ctrl.Result
 	if st := cs.Status.RotationStartedAt; st != nil {
 		metrics.PhaseEnded(string(v1.PhaseRotating), now.Sub(st.Time))
 	}
-	r.rotationEvent(cs, id, "Normal", reason.Distributed, "Rotate", "new secrets of rotation %s distributed to %d Secrets; consumers restart, then discard the old secrets", id, distributionCount(cs))
+	r.rotationEvent(cs, id, "Normal", reason.Distributed, "Rotate", "new secrets of rotation %s distributed to %d Secrets; consumers restart, then discard the old secrets", id, distributionCount(cs, p))
 	r.dropAnnotations(ctx, cs, engine.RotateAnnotation)
 	// Restart consumers now rather than on the next event.
 	if _, err := r.syncConsumers(ctx, t); err != nil {

@@ -2,9 +2,6 @@ package controller
 
 import (
 	"context"
-	"maps"
-
-	"rekey.io/rekey/internal/backend/mysql"
 
 	v1 "rekey.io/rekey/api/v1alpha1"
 	// Every backend rekey ships registers itself here.
@@ -23,8 +20,9 @@ type plan struct {
 	// added reports an instance that appeared since the plan was made
 	// (nil: the backend's instances change only with the spec).
 	added func(context.Context) (bool, error)
-	// moco: the set's MySQLCluster, for a mysql.moco set.
-	moco *mocoTarget
+	// extra: Secrets the backend's system reads, kept with the
+	// distribution (nil: none).
+	extra registry.ExtraSecrets
 }
 
 // errSpec marks a spec problem the user must fix; it is not retried fast.
@@ -39,37 +37,26 @@ func (r *Reconciler) planFor(ctx context.Context, cs *v1.CredentialSet) (*plan, 
 	if !ok {
 		return nil, &errSpec{Msg: registry.NoBlock()}
 	}
-	// A moco set stands for the spec its MySQLCluster implies: MOCO's
-	// namespace is the manager's to name, so it is resolved here.
-	built, mt := cs, (*mocoTarget)(nil)
-	if m := cs.Spec.MySQL; m != nil && m.MOCO != nil {
-		spec, t, err := r.mocoResolve(ctx, cs)
-		if err != nil {
-			return nil, err
-		}
-		built, mt = cs.DeepCopy(), t
-		built.Spec.MySQL = spec
-	}
-	opts := registry.Options{InstanceConcurrency: r.InstanceConcurrency, AddressMap: r.AddressMap,
-		CephCLI: r.CephCLI, CephWorkDir: r.CephWorkDir}
+	opts := registry.Options{InstanceConcurrency: r.InstanceConcurrency, AddressMap: r.AddressMap, Settings: r.Settings}
 	bctx := ctx
 	if e.WritesNoSecret {
 		bctx = withSecretMemo(ctx) // each Secret the plan needs is read once
 	}
-	p, err := e.Build(bctx, built, &setKube{r: r, cs: cs}, opts)
+	p, err := e.Build(bctx, cs, &setKube{r: r, cs: cs}, opts)
 	if err != nil {
 		return nil, err
 	}
-	if mt != nil {
-		// All 8 from MOCO's own Secret, the admin's included.
-		if cs.Status.KeyGeneration == 0 {
-			p.Adopt = maps.Clone(mt.current)
-		}
-		if b, ok := p.Backend.(*mysql.Backend); ok {
-			b.Gate = r.mocoGate(mt)
-		}
+	return &plan{backend: p.Backend, noInstances: p.NoInstances, adopt: p.Adopt, added: p.InstancesAdded, extra: p.Extra}, nil
+}
+
+// distributionCount is how many Secrets the set's secrets are written to:
+// its distribution targets and the backend's extra Secrets.
+func distributionCount(cs *v1.CredentialSet, p *plan) int {
+	n := len(cs.Spec.Distribution)
+	if p.extra != nil {
+		n += p.extra.Count()
 	}
-	return &plan{backend: p.Backend, noInstances: p.NoInstances, adopt: p.Adopt, added: p.InstancesAdded, moco: mt}, nil
+	return n
 }
 
 // instancesAdded reports whether the set now has an instance the plan of

@@ -17,6 +17,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	v1 "rekey.io/rekey/api/v1alpha1"
+	"rekey.io/rekey/internal/backend/registry"
 	"rekey.io/rekey/internal/metrics"
 	"rekey.io/rekey/internal/reason"
 )
@@ -49,17 +50,10 @@ type Reconciler struct {
 	// set it because cluster DNS (<pod>.<svc>.<ns>.svc) does not exist on
 	// their machine; production leaves it nil.
 	AddressMap func(addr string) string
-	// CephWorkDir is where the Ceph backend writes the ceph.conf and
-	// keyring files of one command (mode 0600, removed after); default the
-	// system temporary directory.
-	CephWorkDir string
-	// CephCLI is the ceph CLI the Ceph backend runs (a manager flag: a
-	// spec never names a program); default "ceph" from PATH.
-	CephCLI string
-	// MOCONamespace is MOCO's namespace, where its controller Secrets are
-	// (a manager flag: a spec never names it); empty, rekey serves no
-	// MOCO cluster.
-	MOCONamespace string
+	// Settings are the manager's flags particular to one backend (a
+	// program it runs, a namespace another operator keeps its Secrets in):
+	// a spec never names them.
+	registry.Settings
 
 	// MaxConcurrentReconciles is how many sets are reconciled at once
 	// (0: DefaultMaxConcurrentReconciles); sets that share a backend never

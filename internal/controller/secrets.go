@@ -113,18 +113,21 @@ func (r *Reconciler) distribute(ctx context.Context, cs *v1.CredentialSet, p *pl
 			stale = append(stale, staleTarget{t, td, s})
 		}
 	}
-	mocoStale, err := r.mocoStale(ctx, cs, p.moco, secrets)
-	if err != nil {
-		return err
+	extraStale := false
+	if p.extra != nil {
+		if extraStale, err = p.extra.Stale(ctx, secrets); err != nil {
+			return err
+		}
 	}
-	if len(stale) == 0 && !mocoStale {
+	if len(stale) == 0 && !extraStale {
 		return nil
 	}
 	if err := p.backend.Verify(ctx, secrets); err != nil {
 		return err
 	}
-	if mocoStale {
-		if err := r.writeMOCO(ctx, cs, p.moco, secrets); err != nil {
+	// The backend's system first: it must never be behind its consumers.
+	if extraStale {
+		if err := p.extra.Write(ctx, secrets); err != nil {
 			return err
 		}
 	}

@@ -3,7 +3,7 @@
 // the Secrets its controller, its agents and its backup Jobs read their
 // passwords from, the form of its my.cnf Secret, and what its status
 // conditions say. Everything here is a pure function; reading and writing
-// the objects is the controller's.
+// the objects is internal/backend/mocokube's.
 package moco
 
 import (

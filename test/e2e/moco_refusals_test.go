@@ -11,6 +11,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1 "rekey.io/rekey/api/v1alpha1"
+	"rekey.io/rekey/internal/backend/mocokube"
 	"rekey.io/rekey/internal/controller"
 	"rekey.io/rekey/internal/naming"
 	"rekey.io/rekey/internal/reason"
@@ -101,7 +102,7 @@ func TestMOCOOwnRotationRefused(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, s := range list.Items {
-		if s.Annotations[naming.CredentialSetAnnot] == ns+"/moco" || s.Annotations[controller.MOCOClaimAnnotation] != "" {
+		if s.Annotations[naming.CredentialSetAnnot] == ns+"/moco" || s.Annotations[mocokube.ClaimAnnotation] != "" {
 			t.Fatalf("rekey wrote Secret %s/%s for a cluster it must leave alone", s.Namespace, s.Name)
 		}
 	}
@@ -173,7 +174,7 @@ func TestMOCOTrust(t *testing.T) {
 		if err := k8s.Get(ctxT(t), client.ObjectKeyFromObject(foreign), after); err != nil {
 			t.Fatal(err)
 		}
-		if after.ResourceVersion != before || after.Annotations[controller.MOCOClaimAnnotation] != "" {
+		if after.ResourceVersion != before || after.Annotations[mocokube.ClaimAnnotation] != "" {
 			t.Fatal("rekey changed a Secret that is not MOCO's controller Secret of this cluster")
 		}
 		if cs := getSet(t, ns, "moco"); cs.Status.KeyGeneration != 0 {

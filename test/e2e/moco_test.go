@@ -14,6 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1 "rekey.io/rekey/api/v1alpha1"
+	"rekey.io/rekey/internal/backend/mocokube"
 	"rekey.io/rekey/internal/controller"
 	"rekey.io/rekey/internal/engine"
 	"rekey.io/rekey/internal/moco"
@@ -75,7 +76,7 @@ func TestMOCOSystemUsers(t *testing.T) {
 	}
 	assertMOCOReads(t, f, gen1)
 	loginMatrix(t, "after adoption", c.Instances(), gen1, nil)
-	if uid := secretAnnotation(t, mocoSystemNS, "mysql-"+ns+".shop", controller.MOCOClaimAnnotation); uid != string(cs.UID) {
+	if uid := secretAnnotation(t, mocoSystemNS, "mysql-"+ns+".shop", mocokube.ClaimAnnotation); uid != string(cs.UID) {
 		t.Fatalf("MOCO's controller Secret is claimed by %q, want the set's UID", uid)
 	}
 	// MOCO's controller: re-reads the user Secret before every login.

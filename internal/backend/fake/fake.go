@@ -34,7 +34,10 @@ var Entry = registry.Entry{
 		if !ok {
 			return nil, &registry.SpecError{Msg: "no fake store " + cs.Annotations[Annotation]}
 		}
-		return &registry.Plan{Backend: s.(*Store)}, nil
+		st := s.(*Store)
+		st.mu.Lock()
+		defer st.mu.Unlock()
+		return &registry.Plan{Backend: st, Extra: st.extra}, nil
 	},
 	LockKeys: func(cs *v1.CredentialSet) []string { return []string{"fake:" + cs.Annotations[Annotation]} },
 }
@@ -48,6 +51,7 @@ type Store struct {
 	valid  []string // the values Key accepts
 	fail   map[string]error
 	calls  []string
+	extra  registry.ExtraSecrets
 }
 
 // New makes the Store the sets annotated with name use.
@@ -55,6 +59,14 @@ func New(name string, t engine.Traits) *Store {
 	s := &Store{traits: t, fail: map[string]error{}}
 	stores.Store(name, s)
 	return s
+}
+
+// SetExtra gives the plans of the Store's sets Secrets of the system the
+// backend serves, kept with the distribution.
+func (s *Store) SetExtra(e registry.ExtraSecrets) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.extra = e
 }
 
 // FailNext makes the next call of method (e.g. "Apply") return err.

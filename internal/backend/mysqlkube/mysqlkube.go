@@ -1,17 +1,20 @@
 // Package mysqlkube builds the MySQL backend for a CredentialSet from what
-// Kubernetes holds (its admin, CA and adopted Secrets, its StatefulSet),
-// says how the kubectl plugin describes MySQL sets, and registers it.
+// Kubernetes holds (its admin, CA and adopted Secrets, its StatefulSet, or
+// its MOCO cluster through mocokube), says how the kubectl plugin
+// describes MySQL sets, and registers it.
 package mysqlkube
 
 import (
 	"context"
 	"fmt"
+	"maps"
 	"net"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	v1 "rekey.io/rekey/api/v1alpha1"
+	"rekey.io/rekey/internal/backend/mocokube"
 	"rekey.io/rekey/internal/backend/mysql"
 	"rekey.io/rekey/internal/backend/registry"
 	"rekey.io/rekey/internal/engine"
@@ -40,6 +43,16 @@ var Entry = registry.Entry{
 }
 
 func build(ctx context.Context, cs *v1.CredentialSet, k registry.Kube, o registry.Options) (*registry.Plan, error) {
+	// A moco set stands for the spec its MySQLCluster implies.
+	var mc *mocokube.Cluster
+	if cs.Spec.MySQL.MOCO != nil {
+		var err error
+		if mc, err = mocokube.Resolve(ctx, cs, k, o.MOCONamespace); err != nil {
+			return nil, err
+		}
+		cs = cs.DeepCopy()
+		cs.Spec.MySQL = mc.Spec
+	}
 	spec := cs.Spec.MySQL
 	instances, err := listInstances(ctx, k, cs.Namespace, spec.Instances)
 	if err != nil {
@@ -99,6 +112,13 @@ func build(ctx context.Context, cs *v1.CredentialSet, k registry.Kube, o registr
 		adopt[b.AdminKey] = adminPassword
 	}
 	p := &registry.Plan{Backend: b, NoInstances: len(instances) == 0, Adopt: adopt}
+	if mc != nil {
+		// All 8 from MOCO's own Secret, the admin's included.
+		if provisioning {
+			p.Adopt = maps.Clone(mc.Current)
+		}
+		b.Gate, p.Extra = mc.Gate, mc
+	}
 	if spec.Instances.StatefulSet != nil {
 		p.InstancesAdded = func(ctx context.Context) (bool, error) { return instancesAdded(ctx, k, cs, b) }
 	}

@@ -15,6 +15,7 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1 "rekey.io/rekey/api/v1alpha1"
 	"rekey.io/rekey/internal/engine"
@@ -57,6 +58,24 @@ type Plan struct {
 	// phase that just ran over the old list runs again. Nil: instances
 	// change only with the spec.
 	InstancesAdded func(ctx context.Context) (bool, error)
+	// Extra are the Secrets beyond the set's distribution that the system
+	// the backend serves reads the secrets from. Nil: none.
+	Extra ExtraSecrets
+}
+
+// ExtraSecrets are Secrets, besides the set's distribution targets, that
+// the system a backend serves reads its secrets from, in that system's
+// form and under its ownership rules (an operator managing the servers
+// reads its own Secrets, not rekey's). The controller keeps them with the
+// distribution: only once the backend accepts the secrets, and before the
+// targets, so that the system itself is never behind its consumers.
+type ExtraSecrets interface {
+	// Count is how many Secrets they are (for Events).
+	Count() int
+	// Stale: some of them does not hold secrets yet.
+	Stale(ctx context.Context, secrets engine.Secrets) (bool, error)
+	// Write gives each of them secrets, in the order they must change.
+	Write(ctx context.Context, secrets engine.Secrets) error
 }
 
 // Options are manager settings some backends read.
@@ -65,14 +84,32 @@ type Options struct {
 	InstanceConcurrency int
 	// AddressMap, when set, rewrites instance addresses (tests).
 	AddressMap func(addr string) string
-	// CephCLI is the ceph program; CephWorkDir where its files are written.
-	CephCLI, CephWorkDir string
+	Settings
+}
+
+// Settings are the manager's flags that only one backend reads. A spec
+// never names any of them: each is a program to run or a place outside
+// the set's namespace that the cluster's operator chose.
+type Settings struct {
+	// CephCLI is the ceph program the Ceph backend runs; default "ceph"
+	// from PATH.
+	CephCLI string
+	// CephWorkDir is where it writes the ceph.conf and keyring files of
+	// one command (mode 0600, removed after); default the system
+	// temporary directory.
+	CephWorkDir string
+	// MOCONamespace is MOCO's namespace, where it keeps a Secret per
+	// cluster that rekey rotates too; empty, rekey serves no MOCO cluster.
+	MOCONamespace string
 }
 
 // Kube is what a backend may read and write in Kubernetes for its set:
 // Secrets and StatefulSets of the set's namespace, the other sets (to
 // refuse clashes), the set's status, its Events. Reads are live.
 type Kube interface {
+	// Reader reads any object, live. A backend reads outside the set's
+	// namespace only where Settings name the place.
+	client.Reader
 	// SecretKey is the non-empty value of key in Secret name.
 	SecretKey(ctx context.Context, name, key string) (string, error)
 	// Secret reads Secret name (a NotFound error when absent).
