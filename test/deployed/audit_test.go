@@ -146,7 +146,6 @@ func describeUsed(used map[access]int) string {
 // ServiceAccount and no refused one; granted rules no request used are
 // logged as review notes.
 func checkAudit(t *testing.T, srv *servers, ch *chart, run *podRun) {
-	t.Helper()
 	auditLog, roles, bindings, pod := srv.auditLog, ch.roles, ch.bindings, run.pod
 	// The audit log: every request the chart's ServiceAccount made; none
 	// may have been refused. Rules no request needed are review notes.

@@ -26,7 +26,6 @@ import (
 // applyChart renders the chart and creates every object it renders, as
 // the admin; the Deployment and the RBAC are kept for the checks.
 func applyChart(t *testing.T, e *testenv.Env, helm string, srv *servers) *chart {
-	t.Helper()
 	ctx, k8s := context.Background(), srv.k8s
 	// The chart, rendered with helm as `helm install` would (the probe and
 	// metrics ports moved off their defaults: the container shares the

@@ -20,7 +20,6 @@ import (
 // checkMetrics: the secure metrics endpoint refuses a scrape without a
 // token and serves one with a token bound to the metrics-reader role.
 func checkMetrics(t *testing.T, srv *servers, ch *chart, run *podRun) {
-	t.Helper()
 	ctx, k8s, kube := context.Background(), srv.k8s, srv.cp.Clientset()
 	dep, metricsPort := ch.dep, ch.metricsPort
 	// The secure metrics endpoint, scraped as Prometheus would with a
@@ -58,7 +57,6 @@ func checkMetrics(t *testing.T, srv *servers, ch *chart, run *podRun) {
 // checkProbesAndLog: the probes still answer and the container's log holds
 // no refusal by the API server. It returns the log, for the leak check.
 func checkProbesAndLog(t *testing.T, ch *chart, run *podRun) []byte {
-	t.Helper()
 	healthPort := ch.healthPort
 	// The image's probes still answer, and the log shows no request the
 	// API server refused, and no credential.

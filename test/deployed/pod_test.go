@@ -22,7 +22,6 @@ import (
 // container with runc from the image, and waits for its readiness probe.
 // It returns the running container and its ServiceAccount token.
 func startPod(t *testing.T, srv *servers, ch *chart) (*podRun, string) {
-	t.Helper()
 	ctx, k8s, cp, work, archive := context.Background(), srv.k8s, srv.cp, srv.work, srv.archive
 	dep, healthPort := ch.dep, ch.healthPort
 	var err error

@@ -23,7 +23,6 @@ import (
 // createSets creates a MySQL, a Ceph and a RabbitMQ set in apps, with the
 // Secrets they name; it returns them and the Ceph admin key.
 func createSets(t *testing.T, srv *servers) ([]*v1.CredentialSet, string) {
-	t.Helper()
 	ctx, k8s, my, cph, rmq := context.Background(), srv.k8s, srv.my, srv.cph, srv.rmq
 	// The three sets, created by their author (here the admin) in apps.
 	secret := func(ns, name string, data map[string]string) {
@@ -111,7 +110,6 @@ func createSets(t *testing.T, srv *servers) ([]*v1.CredentialSet, string) {
 // discards each, and checks on the servers that each new credential works
 // and each old one is refused. It returns the credentials by name.
 func rotateAndDiscard(t *testing.T, srv *servers, run *podRun, sets []*v1.CredentialSet) map[string]string {
-	t.Helper()
 	ctx, k8s, cph, rmq, inst := context.Background(), srv.k8s, srv.cph, srv.rmq, srv.my.Primary
 	for _, cs := range sets {
 		waitPhase(t, run, k8s, cs.Name, v1.PhaseIdle, 1)

@@ -19,7 +19,6 @@ import (
 // startServers builds the image and starts the servers in parallel, and
 // stops them when the test ends.
 func startServers(t *testing.T, e *testenv.Env, started time.Time) *servers {
-	t.Helper()
 	// Everything slow starts at once: the image build and the servers.
 	work := t.TempDir()
 	auditArgs, auditLog, err := auditFlags(work)
