@@ -1,9 +1,6 @@
 package cli
 
 import (
-	"bytes"
-	"context"
-	"errors"
 	"os"
 	"os/exec"
 	"strings"
@@ -11,59 +8,11 @@ import (
 	"time"
 
 	"github.com/google/uuid"
-	corev1 "k8s.io/api/core/v1"
-	eventsv1 "k8s.io/api/events/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	v1 "rekey.io/rekey/api/v1alpha1"
 )
-
-// runWithStdin runs the binary to completion with stdin holding input, as
-// a user answering a question on the terminal.
-func (inv invocation) runWithStdin(t *testing.T, input string, args ...string) result {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, bin, args...)
-	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + home}
-	if inv.kubeconfigEnv != "" {
-		cmd.Env = append(cmd.Env, "KUBECONFIG="+inv.kubeconfigEnv)
-	}
-	var stdout, stderr bytes.Buffer
-	cmd.Stdin, cmd.Stdout, cmd.Stderr = strings.NewReader(input), &stdout, &stderr
-	began := time.Now()
-	err := cmd.Run()
-	res := result{args: args, stdout: stdout.String(), stderr: stderr.String(), elapsed: time.Since(began)}
-	var exit *exec.ExitError
-	switch {
-	case err == nil:
-	case errors.As(err, &exit):
-		res.code = exit.ExitCode()
-	default:
-		res.code, res.stderr = -1, res.stderr+"\n(test: "+err.Error()+")"
-	}
-	t.Logf("%s", res)
-	checkNoLeak(t, res)
-	return res
-}
-
-// normal plays the operator's events.k8s.io recorder: a Normal Event.
-func normal(t *testing.T, ns, name, reason, note string) {
-	t.Helper()
-	cs := getSet(t, ns, name)
-	e := &eventsv1.Event{
-		ObjectMeta:          metav1.ObjectMeta{Namespace: ns, GenerateName: name + "-"},
-		EventTime:           metav1.NewMicroTime(time.Now()),
-		ReportingController: "rekey.io/manager", ReportingInstance: "rekey-test",
-		Action: "Reconcile", Reason: reason, Type: corev1.EventTypeNormal, Note: note,
-		Regarding: corev1.ObjectReference{APIVersion: v1.GroupVersion.String(), Kind: "CredentialSet",
-			Namespace: ns, Name: name, UID: cs.UID},
-	}
-	if err := k8s.Create(context.Background(), e); err != nil {
-		t.Fatal(err)
-	}
-}
 
 // withCondition returns st with the Degraded condition set as the operator
 // sets it.

@@ -9,6 +9,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"testing"
 
 	rbacv1 "k8s.io/api/rbac/v1"
 )
@@ -139,4 +140,43 @@ func describeUsed(used map[access]int) string {
 	}
 	sort.Strings(out)
 	return strings.Join(slices.Compact(out), ", ")
+}
+
+// checkAudit: the API server's audit log holds requests of the manager's
+// ServiceAccount and no refused one; granted rules no request used are
+// logged as review notes.
+func checkAudit(t *testing.T, srv *servers, ch *chart, run *podRun) {
+	auditLog, roles, bindings, pod := srv.auditLog, ch.roles, ch.bindings, run.pod
+	// The audit log: every request the chart's ServiceAccount made; none
+	// may have been refused. Rules no request needed are review notes.
+	user := "system:serviceaccount:" + releaseNamespace + ":" + pod.Spec.ServiceAccountName
+	used, refused, err := auditAccesses(auditLog, user)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(used) == 0 {
+		t.Fatalf("the audit log %s has no request of %s", auditLog, user)
+	}
+	if len(refused) > 0 {
+		t.Errorf("the API server refused %d request(s) of %s with the chart's RBAC:\n%s", len(refused), user, strings.Join(refused, "\n"))
+	}
+	t.Logf("requests of %s: %s", user, describeUsed(used))
+	var unused []string
+	for _, b := range bindings {
+		bound := false
+		for _, s := range b.Subjects {
+			bound = bound || (s.Kind == "ServiceAccount" && s.Namespace == releaseNamespace && s.Name == pod.Spec.ServiceAccountName)
+		}
+		if !bound {
+			continue
+		}
+		key := b.RoleRef.Kind + "/" + b.Namespace + "/" + b.RoleRef.Name
+		if b.RoleRef.Kind == "ClusterRole" {
+			key = "ClusterRole//" + b.RoleRef.Name
+		}
+		unused = append(unused, unusedRules(strings.TrimPrefix(strings.ReplaceAll(key, "//", "/"), "/"), roles[key], used)...)
+	}
+	if len(unused) > 0 {
+		t.Logf("review notes, granted to the manager but used by no request in this run (consumers, cross-namespace consent and Event aggregation are not exercised here; informers list through streamed watches, list is their fallback):\n  %s", strings.Join(unused, "\n  "))
+	}
 }
