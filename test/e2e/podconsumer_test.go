@@ -514,7 +514,7 @@ func matrixCluster(t *testing.T, opts testenv.MySQLOptions) *testenv.MySQLCluste
 	}
 	sharedCP, sharedK8s := cp, k8s
 	cp, k8s, rolloutCP = plane, kc, plane
-	sampler := startSecretSampler(kc)
+	sampler := startSecretSampler(kc, plane.Config.Host)
 	t.Cleanup(func() {
 		if err := sampler.scan(kc); err != nil {
 			t.Error(err)
