@@ -53,7 +53,8 @@ func startManagerProcessWith(t testing.TB, failpoint string, flags ...string) *m
 		t.Fatal(err)
 	}
 	m := &managerProcess{cmd: cmd, log: logf.Name(), exited: make(chan struct{})}
-	go func() { m.err = cmd.Wait(); close(m.exited) }()
+	stopped := managerRunning(cp.Config.Host)
+	go func() { m.err = cmd.Wait(); stopped(); close(m.exited) }()
 	t.Cleanup(func() { m.stop() })
 	return m
 }

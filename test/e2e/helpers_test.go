@@ -25,7 +25,8 @@ var nsSeq struct {
 	n int
 }
 
-// newNamespace creates a namespace for one test.
+// newNamespace creates a namespace for one test; its CredentialSets are
+// deleted when the test ends.
 func newNamespace(t testing.TB) string {
 	t.Helper()
 	nsSeq.Lock()
@@ -35,6 +36,7 @@ func newNamespace(t testing.TB) string {
 	if err := k8s.Create(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}); err != nil {
 		t.Fatal(err)
 	}
+	deleteSetsAtEnd(t, k8s, cp.Config.Host, name)
 	return name
 }
 

@@ -85,7 +85,7 @@ func run(m *testing.M) int {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
-	sampler := startSecretSampler(k8s)
+	sampler := startSecretSampler(k8s, cp.Config.Host)
 	code := m.Run()
 	if err := sampler.scan(k8s); err != nil {
 		fmt.Fprintln(os.Stderr, err)
@@ -133,7 +133,12 @@ func startManager(t testing.TB, cfg *rest.Config, opts ...func(*controller.Recon
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	go func() { done <- mgr.Start(ctx) }()
+	stopped := managerRunning(cfg.Host)
+	go func() {
+		err := mgr.Start(ctx)
+		stopped()
+		done <- err
+	}()
 	t.Cleanup(func() {
 		cancel()
 		if err := <-done; err != nil {
