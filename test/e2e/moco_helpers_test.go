@@ -43,7 +43,10 @@ func installMOCOCRDs(t testing.TB) {
 	if version != moco.Version {
 		t.Fatalf("hack/env/versions.env pins MOCO %s, rekey follows MOCO %s: keep them equal", version, moco.Version)
 	}
-	if _, err := envtest.InstallCRDs(cp.Config, envtest.CRDInstallOptions{Paths: []string{dir}, ErrorIfPathMissing: true}); err != nil {
+	if _, err := envtest.InstallCRDs(cp.Config, envtest.CRDInstallOptions{Paths: []string{dir}, ErrorIfPathMissing: true,
+		// envtest's default of 10 s for the CRDs to be served ran out at
+		// load 40 on 2 CPUs; this is a hang guard, not a speed check.
+		MaxTime: 2 * time.Minute}); err != nil {
 		t.Fatal(err)
 	}
 	t.Logf("MOCO %s CRDs installed from %s", version, dir)
