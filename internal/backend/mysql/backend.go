@@ -185,22 +185,32 @@ func (b *Backend) Provision(ctx context.Context, cur engine.Secrets) (engine.Pro
 		if err != nil {
 			return err
 		}
+		var logins []login
 		for _, u := range b.Users {
-			a := of(accts, u)
-			if !a.exists {
-				continue
-			}
-			switch err := b.verifyLogin(ctx, s.inst, u, cur[u.Key]); {
-			case err == nil:
-			case !isLoginRefused(err):
-				return err // says nothing about the password
-			default:
-				return &engine.Refusal{Reason: string(reason.ProvisionFailed), Message: fmt.Sprintf(
-					"user %s already exists on %s and does not accept the password rekey holds for it: put its password in the adoptSecretRef Secret under %s and delete that key from the source Secret (or drop the user), and rekey adopts it", u, s.inst.Name, u.Key)}
+			if of(accts, u).exists && u.loginCheckable() {
+				logins = append(logins, login{u, cur[u.Key]})
 			}
 		}
-		return nil
+		errs := b.loginAll(ctx, s.inst, logins)
+		if refused := refusedKeys(logins, errs); len(refused) > 0 {
+			return &engine.Refusal{Reason: string(reason.ProvisionFailed), Message: fmt.Sprintf(
+				"%s refuses the password rekey holds for each of these existing users: %s. Put each one's password in the adoptSecretRef Secret under its key and delete that key from the source Secret (or drop the user), and rekey adopts it", s.inst.Name, strings.Join(refused, ", "))}
+		}
+		_, other := refusedOrNot(logins, errs, "")
+		return other // says nothing about the passwords
 	})
+}
+
+// refusedKeys names each user MySQL refused, with its source Secret key:
+// "user app@% (key APP_PASSWORD)".
+func refusedKeys(logins []login, errs []error) []string {
+	var out []string
+	for i, err := range errs {
+		if isLoginRefused(err) {
+			out = append(out, fmt.Sprintf("user %s (key %s)", logins[i].u, logins[i].u.Key))
+		}
+	}
+	return out
 }
 
 // Precheck implements engine.Backend. A rotation starts only on a healthy
@@ -314,17 +324,6 @@ func (b *Backend) resetEach(ctx context.Context, s *session, cur engine.Secrets)
 		}
 	}
 	return nil
-}
-
-// loginCheckable: only accounts open to any host can be tried from here.
-func (u User) loginCheckable() bool { return u.Host == "%" }
-
-// verifyLogin opens a fresh connection as u with password.
-func (b *Backend) verifyLogin(ctx context.Context, inst Instance, u User, password string) error {
-	if !u.loginCheckable() {
-		return nil
-	}
-	return checkLogin(ctx, b.transport, inst, u.Name, password)
 }
 
 func merge(a, b engine.Secrets) engine.Secrets {
