@@ -43,21 +43,32 @@ func (b *Backend) verifyLogin(ctx context.Context, inst Instance, u User, passwo
 // (one at a time in the design before issue 18, perUser), and returns each
 // result at its login's index: nil when MySQL accepted the password, a
 // *loginRefused when it refused it, any other error when the attempt says
-// nothing about the password (see checkLogin).
+// nothing about the password (see checkLogin). The first such error stops
+// the logins not yet finished and stands for all of them: an instance that
+// stopped answering costs one login's timeout, not one per user.
 func (b *Backend) loginAll(ctx context.Context, inst Instance, logins []login) []error {
 	errs := make([]error, len(logins))
-	var g errgroup.Group
+	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(loginConcurrency)
 	if b.perUser {
 		g.SetLimit(1)
 	}
 	for i, l := range logins {
 		g.Go(func() error {
-			errs[i] = b.verifyLogin(ctx, inst, l.u, l.password)
+			errs[i] = b.verifyLogin(gctx, inst, l.u, l.password)
+			if errs[i] != nil && !isLoginRefused(errs[i]) {
+				return errs[i]
+			}
 			return nil
 		})
 	}
-	_ = g.Wait() // every error is kept in errs
+	if first := g.Wait(); first != nil {
+		for i, err := range errs {
+			if err != nil && !isLoginRefused(err) {
+				errs[i] = first
+			}
+		}
+	}
 	return errs
 }
 
