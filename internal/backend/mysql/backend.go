@@ -185,22 +185,32 @@ func (b *Backend) Provision(ctx context.Context, cur engine.Secrets) (engine.Pro
 		if err != nil {
 			return err
 		}
+		var logins []login
 		for _, u := range b.Users {
-			a := of(accts, u)
-			if !a.exists {
-				continue
-			}
-			switch err := b.verifyLogin(ctx, s.inst, u, cur[u.Key]); {
-			case err == nil:
-			case !isLoginRefused(err):
-				return err // says nothing about the password
-			default:
-				return &engine.Refusal{Reason: string(reason.ProvisionFailed), Message: fmt.Sprintf(
-					"user %s already exists on %s and does not accept the password rekey holds for it: put its password in the adoptSecretRef Secret under %s and delete that key from the source Secret (or drop the user), and rekey adopts it", u, s.inst.Name, u.Key)}
+			if of(accts, u).exists && u.loginCheckable() {
+				logins = append(logins, login{u, cur[u.Key]})
 			}
 		}
-		return nil
+		errs := b.loginAll(ctx, s.inst, logins)
+		if refused := refusedKeys(logins, errs); len(refused) > 0 {
+			return &engine.Refusal{Reason: string(reason.ProvisionFailed), Message: fmt.Sprintf(
+				"%s refuses the password rekey holds for each of these existing users: %s. Put each one's password in the adoptSecretRef Secret under its key and delete that key from the source Secret (or drop the user), and rekey adopts it", s.inst.Name, strings.Join(refused, ", "))}
+		}
+		_, other := refusedOrNot(logins, errs, "")
+		return other // says nothing about the passwords
 	})
+}
+
+// refusedKeys names each user MySQL refused, with its source Secret key:
+// "user app@% (key APP_PASSWORD)".
+func refusedKeys(logins []login, errs []error) []string {
+	var out []string
+	for i, err := range errs {
+		if isLoginRefused(err) {
+			out = append(out, fmt.Sprintf("user %s (key %s)", logins[i].u, logins[i].u.Key))
+		}
+	}
+	return out
 }
 
 // Precheck implements engine.Backend. A rotation starts only on a healthy
@@ -271,97 +281,6 @@ func (b *Backend) Apply(ctx context.Context, cur, pending engine.Secrets, _ int6
 	})
 }
 
-// Retire implements engine.Backend (phase 2's change to MySQL): DISCARD OLD
-// PASSWORD everywhere, connecting with the pending admin password — which
-// also proves it was applied. Every user is checked before anything is
-// discarded on an instance: the pending password in the source Secret must
-// log in, or discarding would strand the consumers that hold the one MySQL
-// really has (a source Secret edited by hand). A user without a secondary
-// that accepts only the current password missed phase 1 on this instance (a
-// replica cloned from a donor that had not applied it): it gets pending
-// retained first. A missing user (an instance re-initialised after phase 1)
-// is created accepting pending only, if another instance accepts pending.
-func (b *Backend) Retire(ctx context.Context, cur, pending engine.Secrets) error {
-	// The health gate, before any instance discards anything.
-	if err := b.CheckDiscardHealth(ctx, cur, pending); err != nil {
-		return err
-	}
-	return b.eachInstance(ctx, "discard/instance-retired", b.adminPasswords(pending, cur), merge(cur, pending), func(s *session) error {
-		accts, err := s.accounts(ctx, b.Users)
-		if err != nil {
-			return err
-		}
-		var create, finish, discard, retain []User
-		for _, u := range b.Users {
-			a := of(accts, u)
-			switch {
-			case !a.exists && u.loginCheckable() && !b.acceptedElsewhere(ctx, s.inst, u, pending[u.Key]):
-				return &engine.Refusal{Reason: string(reason.DiscardRefused), Message: missingRefusal(s.inst, u)}
-			case !a.exists:
-				create = append(create, u)
-				continue
-			case a.creating:
-				finish = append(finish, u)
-			case a.swapping:
-				// Half a RepairPending swap: cur is primary, pending the
-				// secondary that DISCARD would drop. The swap's second
-				// statement (the retain below) first.
-				retain, discard = append(retain, u), append(discard, u)
-				continue
-			}
-			if !u.loginCheckable() {
-				if a.dual {
-					discard = append(discard, u)
-				}
-				continue
-			}
-			pendingErr := b.verifyLogin(ctx, s.inst, u, pending[u.Key])
-			if pendingErr != nil && !isLoginRefused(pendingErr) {
-				return pendingErr
-			}
-			pendingOK := pendingErr == nil
-			curErr := error(nil)
-			if !pendingOK && !a.dual {
-				if curErr = b.verifyLogin(ctx, s.inst, u, cur[u.Key]); curErr != nil && !isLoginRefused(curErr) {
-					return curErr
-				}
-			}
-			switch {
-			case pendingOK && a.dual:
-				discard = append(discard, u)
-			case pendingOK:
-				// discarded already
-			case !a.dual && curErr == nil:
-				retain, discard = append(retain, u), append(discard, u)
-			default:
-				return &engine.Refusal{Reason: string(reason.PendingRejected), Message: fmt.Sprintf(
-					"%s refuses the new password the source Secret holds for %s, so discarding the old one could lock its consumers out; nothing was discarded there. The source Secret may have been edited: run kubectl rekey recover to roll back", s.inst.Name, u)}
-			}
-		}
-		for _, u := range append(create, finish...) {
-			if err := s.createUser(ctx, u, pending[u.Key]); err != nil {
-				return err
-			}
-		}
-		// Every retain before any discard: a user in both (half a swap,
-		// or one that missed phase 1) must hold pending as its primary
-		// before its secondary goes. If the retain fails, nothing is
-		// discarded here.
-		var retains, discards []alteration
-		for _, u := range retain {
-			retains = append(retains, alteration{u, "IDENTIFIED BY " + quote(pending[u.Key]) + " RETAIN CURRENT PASSWORD"})
-		}
-		for _, u := range discard {
-			discards = append(discards, alteration{u, "DISCARD OLD PASSWORD"})
-		}
-		// ATTRIBUTE clears a swap's mark in the same statement.
-		if err := s.alterAll(ctx, retains, "ATTRIBUTE "+createdAttribute); err != nil {
-			return err
-		}
-		return s.alterAll(ctx, discards, "")
-	})
-}
-
 // Reset implements engine.Backend. IDENTIFIED BY alone keeps the
 // secondary password (verified on MySQL 9.7, whatever older recovery
 // procedures claim), so DISCARD OLD PASSWORD follows it. Connecting with
@@ -405,17 +324,6 @@ func (b *Backend) resetEach(ctx context.Context, s *session, cur engine.Secrets)
 		}
 	}
 	return nil
-}
-
-// loginCheckable: only accounts open to any host can be tried from here.
-func (u User) loginCheckable() bool { return u.Host == "%" }
-
-// verifyLogin opens a fresh connection as u with password.
-func (b *Backend) verifyLogin(ctx context.Context, inst Instance, u User, password string) error {
-	if !u.loginCheckable() {
-		return nil
-	}
-	return checkLogin(ctx, b.transport, inst, u.Name, password)
 }
 
 func merge(a, b engine.Secrets) engine.Secrets {

@@ -131,38 +131,51 @@ func (b *Backend) repairSteps(ctx context.Context, s *session, cur, pending engi
 	if err != nil {
 		return nil, err
 	}
+	// Logins in two rounds, each concurrent (loginAll): cur for every
+	// user mysql.user does not decide, then pending for those refusing cur.
+	var first []login
+	for _, u := range b.Users {
+		if needsLogin(of(accts, u), u.loginCheckable()) {
+			first = append(first, login{u, cur[u.Key]})
+		}
+	}
+	curOK, err := accepted(first, b.loginAll(ctx, s.inst, first))
+	if err != nil {
+		return nil, err
+	}
+	var then []login
+	for _, l := range first {
+		if !curOK[l.u.Key] {
+			then = append(then, login{l.u, pending[l.u.Key]})
+		}
+	}
+	pendingOK, err := accepted(then, b.loginAll(ctx, s.inst, then))
+	if err != nil {
+		return nil, err
+	}
 	var out []userStep
 	for _, u := range b.Users {
-		a := of(accts, u)
-		var curOK, pendingOK bool
-		if needsLogin(a, u.loginCheckable()) {
-			if curOK, err = b.loginOK(ctx, s.inst, u, cur[u.Key]); err != nil {
-				return nil, err
-			}
-			if !curOK {
-				if pendingOK, err = b.loginOK(ctx, s.inst, u, pending[u.Key]); err != nil {
-					return nil, err
-				}
-			}
-		}
-		if st := decideRepair(a, u.loginCheckable(), curOK, pendingOK); st != repairNone {
+		if st := decideRepair(of(accts, u), u.loginCheckable(), curOK[u.Key], pendingOK[u.Key]); st != repairNone {
 			out = append(out, userStep{u, st})
 		}
 	}
 	return out, nil
 }
 
-// loginOK: MySQL accepts password for u on inst; an error that says
-// nothing about the password (the instance went away) is returned.
-func (b *Backend) loginOK(ctx context.Context, inst Instance, u User, password string) (bool, error) {
-	switch err := b.verifyLogin(ctx, inst, u, password); {
-	case err == nil:
-		return true, nil
-	case isLoginRefused(err):
-		return false, nil
-	default:
-		return false, err
+// accepted files by source Secret key whether MySQL accepted each login;
+// the first error that says nothing about the password (the instance went
+// away) is returned instead.
+func accepted(logins []login, errs []error) (map[string]bool, error) {
+	out := make(map[string]bool, len(logins))
+	for i, l := range logins {
+		switch err := errs[i]; {
+		case err == nil:
+			out[l.u.Key] = true
+		case !isLoginRefused(err):
+			return nil, err
+		}
 	}
+	return out, nil
 }
 
 // repair carries out steps in a session that lifted super_read_only; it
