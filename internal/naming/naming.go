@@ -121,9 +121,6 @@ const (
 const (
 	RabbitMQUsernameKey = "username"
 	RabbitMQPasswordKey = "password"
-	// RabbitMQTransportURLKey is where the transport_url is rendered
-	// unless spec.rabbitmq.transportURL.key says otherwise.
-	RabbitMQTransportURLKey = "transport_url"
 )
 
 // RabbitMQUser names generation gen's user of base.

@@ -1,13 +1,14 @@
 package plugin
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"slices"
 	"strings"
 
 	"github.com/spf13/cobra"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/client-go/util/retry"
 
 	v1 "rekey.io/rekey/api/v1alpha1"
 	"rekey.io/rekey/internal/engine"
@@ -60,15 +61,17 @@ func splitMembers(v string) []string {
 }
 
 func (s *session) ack(ctx context.Context, name, group string, members []string, hash string) error {
+	var next *v1.CredentialSet
+	var g *v1.ConsumerGroup
+	var key, h string
 	// Retried on conflict: another batch may be recorded concurrently, and
 	// neither may be lost.
-	for attempt := 0; ; attempt++ {
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
 		cs, err := s.getSet(ctx, name)
 		if err != nil {
 			return err
 		}
-		g, err := findGroup(cs, group)
-		if err != nil {
+		if g, err = findGroup(cs, group); err != nil {
 			return err
 		}
 		var unknown []string
@@ -84,31 +87,29 @@ func (s *session) ack(ctx context.Context, name, group string, members []string,
 		if current == "" {
 			return fmt.Errorf("%s has not distributed credentials yet (no status.secretHash): wait until it is provisioned", setRef(cs))
 		}
-		h := hash
-		if h == "" {
-			h = current
-		}
+		h = cmp.Or(hash, current)
 		if h != current {
 			return fmt.Errorf("the distribution Secrets of %s now hold %s, not %s: the members were updated to credentials that are no longer current; update them again and acknowledge %s", setRef(cs), current, h, current)
 		}
-		key := engine.AckAnnotationPrefix + group
-		next := cs.DeepCopy()
+		key = engine.AckAnnotationPrefix + group
+		next = cs.DeepCopy()
 		if next.Annotations == nil {
 			next.Annotations = map[string]string{}
 		}
 		next.Annotations[key] = engine.MergeAck(cs.Annotations[key], h, members)
-		err = s.c.Update(ctx, next)
-		if apierrors.IsConflict(err) && attempt < 5 {
-			continue
-		}
-		if err != nil {
+		if err := s.c.Update(ctx, next); err != nil {
+			// Still a conflict for RetryOnConflict: %w keeps the status.
 			return fmt.Errorf("record acknowledgement on %s: %w", setRef(cs), err)
 		}
-		_, all, _ := engine.ParseAck(next.Annotations[key])
-		fmt.Fprintf(s.opts.Out, "acknowledged %s of group %s for %s (%s): %d/%d members recorded\n",
-			strings.Join(members, ", "), group, setRef(cs), h, len(all), len(g.Members))
 		return nil
+	})
+	if err != nil {
+		return err
 	}
+	_, all, _ := engine.ParseAck(next.Annotations[key])
+	fmt.Fprintf(s.opts.Out, "acknowledged %s of group %s for %s (%s): %d/%d members recorded\n",
+		strings.Join(members, ", "), group, setRef(next), h, len(all), len(g.Members))
+	return nil
 }
 
 func findGroup(cs *v1.CredentialSet, name string) (*v1.ConsumerGroup, error) {

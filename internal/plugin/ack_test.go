@@ -51,3 +51,29 @@ func TestAckRecordsBatches(t *testing.T) {
 		t.Fatalf("status must show member coverage:\n%s %v", out, err)
 	}
 }
+
+// Batches acknowledged at the same time all land: each ack that loses the
+// race to write the annotation reads it again and merges its members.
+func TestAckConcurrentBatchesAllRecorded(t *testing.T) {
+	ns := namespace(t)
+	cs := hostsSet(ns, "nova")
+	members := []string{"c0", "c1", "c2", "c3"}
+	cs.Spec.ConsumerGroups = []v1.ConsumerGroup{{Name: "compute", Members: members}}
+	create(t, cs)
+	setStatus(t, ns, "nova", func(st *v1.CredentialSetStatus) { idle(1)(st); st.SecretHash = "aaaaaaaaaaaa" })
+	errs := make(chan error, len(members))
+	for _, m := range members {
+		go func() {
+			_, _, err := kubectl(t, ns, "ack", "nova", "--group", "compute", "--members", m)
+			errs <- err
+		}()
+	}
+	for range members {
+		if err := <-errs; err != nil {
+			t.Error(err)
+		}
+	}
+	if got := get(t, ns, "nova").Annotations[engine.AckAnnotationPrefix+"compute"]; got != "aaaaaaaaaaaa:c0,c1,c2,c3" {
+		t.Fatalf("annotation %q, want every member recorded", got)
+	}
+}

@@ -4,11 +4,17 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"sync"
 	"time"
 
 	eventsv1 "k8s.io/api/events/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/tools/cache"
+	watchtools "k8s.io/client-go/tools/watch"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1 "rekey.io/rekey/api/v1alpha1"
@@ -34,10 +40,10 @@ var (
 // follow watches the set and its Events until g is done, a refusal appears
 // after the request (anything in seen predates it), or timeout passes. It
 // prints a line whenever the progress line changes and one per new Event.
-// It reads the set and its Events once, then watches both from those
-// resourceVersions, so it wakes on every change and misses none; when a
-// watch ends (the server closes watches after a while, or the version
-// expired) it reads both again and watches anew.
+// It reads the set and its Events once, so that a goal already reached, a
+// refusal already written or a read this user may not make ends the wait
+// at once; then it follows both with informers, which list again and
+// watch anew by themselves when a watch ends or its version expires.
 func (s *session) follow(ctx context.Context, name string, seen baseline, g goal, timeout time.Duration) (*v1.CredentialSet, error) {
 	start := s.opts.Now()
 	deadline := time.Now().Add(timeout)
@@ -66,103 +72,128 @@ func (s *session) follow(ctx context.Context, name string, seen baseline, g goal
 		}
 		return refused(fresh, g)
 	}
-	// Watches end at the deadline; calls get a little past it, so that the
-	// last read completes and client-go's rate limiter does not fail it early.
+	// Calls get a little past the deadline, so that the last read
+	// completes and client-go's rate limiter does not fail it early.
+	callCtx, cancelCall := context.WithDeadline(ctx, deadline.Add(callGrace))
+	defer cancelCall()
+	cur, err := s.getSet(callCtx, name)
+	var evs []eventsv1.Event
+	if err == nil {
+		evs, _, err = s.listEventsRV(callCtx, name)
+	}
+	if err != nil {
+		return nil, s.stopped(ctx, err, name, cs, g, timeout, deadline)
+	}
+	done := seenSet(cur)
+	if err := seenEvents(eventsAbout(evs, cur)); err != nil {
+		return nil, err
+	}
+	if done {
+		return cs, nil
+	}
 	wctx, cancel := context.WithDeadline(ctx, deadline)
 	defer cancel()
-	for {
-		callCtx, cancelCall := context.WithDeadline(ctx, deadline.Add(callGrace))
-		cur, err := s.getSet(callCtx, name)
-		var evs []eventsv1.Event
-		var evRV string
-		if err == nil {
-			evs, evRV, err = s.listEventsRV(callCtx, name)
-		}
-		cancelCall()
-		if err != nil {
-			return nil, s.stopped(ctx, err, name, cs, g, timeout, deadline)
-		}
-		done := seenSet(cur)
-		if err := seenEvents(eventsAbout(evs, cur)); err != nil {
-			return nil, err
-		}
-		if done {
-			return cs, nil
-		}
-		if time.Until(deadline) <= 0 {
-			return nil, s.stopped(ctx, context.DeadlineExceeded, name, cs, g, timeout, deadline)
-		}
-		reached, err := s.watchUntil(wctx, name, cur.ResourceVersion, evRV, seenSet, seenEvents)
-		switch {
-		case err != nil && wctx.Err() == nil:
-			return nil, err
-		case reached != nil:
-			s.drainEvents(ctx, name, reached, deadline, seenEvents)
-			return reached, nil
-		case wctx.Err() != nil:
-			err := ctx.Err()
-			if err == nil {
-				err = context.DeadlineExceeded
-			}
-			return nil, s.stopped(ctx, err, name, cs, g, timeout, deadline)
-		}
-		// A watch ended: read again and watch anew.
+	reached, err := s.watchUntil(wctx, cur, seenSet, seenEvents)
+	switch {
+	case err != nil:
+		return nil, err
+	case reached != nil:
+		s.drainEvents(ctx, name, reached, deadline, seenEvents)
+		return reached, nil
 	}
+	if err = ctx.Err(); err == nil {
+		err = context.DeadlineExceeded
+	}
+	return nil, s.stopped(ctx, err, name, cs, g, timeout, deadline)
 }
 
-// watchUntil watches the set name from setRV and its Events from evRV,
-// handing each change to onSet and onEvents. It returns the set once onSet
-// says it reached the goal, an error for a refusal or a failed watch, and
-// nil, nil when a watch ended and must be restarted from a fresh read (or
-// ctx ended).
-func (s *session) watchUntil(ctx context.Context, name, setRV, evRV string,
+// watchUntil follows the set cs and its Events, handing each change to
+// onSet and onEvents (never both at once). It returns the set once onSet
+// says it reached the goal, an error for a refusal or a deleted set, and
+// nil, nil when ctx ends first.
+func (s *session) watchUntil(ctx context.Context, cs *v1.CredentialSet,
 	onSet func(*v1.CredentialSet) bool, onEvents func([]eventsv1.Event) error) (*v1.CredentialSet, error) {
-	setW, err := s.c.Watch(ctx, &v1.CredentialSetList{}, client.InNamespace(s.ns),
-		&client.ListOptions{Raw: &metav1.ListOptions{ResourceVersion: setRV}},
-		client.MatchingFields{"metadata.name": name})
-	if err != nil {
-		return nil, fmt.Errorf("watch credentialset %s/%s: %w", s.ns, name, err)
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var mu sync.Mutex
+	cur := cs
+	setDone := make(chan error, 1)
+	var reached *v1.CredentialSet
+	go func() {
+		_, err := watchtools.UntilWithSync(ctx, s.listWatch(&v1.CredentialSetList{}, fields.OneTermEqualSelector("metadata.name", cs.Name)),
+			&v1.CredentialSet{}, nil, func(ev watch.Event) (bool, error) {
+				if ev.Type == watch.Deleted {
+					// Reported as not found, unless a namesake is there already.
+					_, err := s.getSet(ctx, cs.Name)
+					return false, err
+				}
+				next, ok := ev.Object.(*v1.CredentialSet)
+				if !ok {
+					return false, nil
+				}
+				mu.Lock()
+				defer mu.Unlock()
+				if cur = next; onSet(next) {
+					reached = next
+					return true, nil
+				}
+				return false, nil
+			})
+		setDone <- err
+	}()
+	evDone := make(chan error, 1)
+	go func() {
+		_, err := watchtools.UntilWithSync(ctx, s.listWatch(&eventsv1.EventList{}, eventSelector(cs.Name)),
+			&eventsv1.Event{}, nil, func(ev watch.Event) (bool, error) {
+				e, ok := ev.Object.(*eventsv1.Event)
+				if !ok || ev.Type == watch.Deleted {
+					return false, nil
+				}
+				mu.Lock()
+				defer mu.Unlock()
+				if !about(e, cur) {
+					return false, nil
+				}
+				return false, onEvents([]eventsv1.Event{*e})
+			})
+		evDone <- err
+	}()
+	// The first to end decides; the other is stopped and awaited, so that
+	// nothing prints after follow returns.
+	var setErr, evErr error
+	select {
+	case setErr = <-setDone:
+		cancel()
+		<-evDone
+	case evErr = <-evDone:
+		cancel()
+		setErr = <-setDone
 	}
-	defer setW.Stop()
-	evW, err := s.c.Watch(ctx, &eventsv1.EventList{}, client.InNamespace(s.ns),
-		&client.ListOptions{Raw: &metav1.ListOptions{ResourceVersion: evRV}},
-		client.MatchingFieldsSelector{Selector: eventSelector(name)})
-	if err != nil {
-		return nil, fmt.Errorf("watch events in %s: %w", s.ns, err)
+	switch {
+	case reached != nil:
+		return reached, nil
+	case evErr != nil && !wait.Interrupted(evErr):
+		return nil, evErr
+	case setErr != nil && !wait.Interrupted(setErr):
+		return nil, setErr
 	}
-	defer evW.Stop()
-	var cur *v1.CredentialSet
-	for {
-		select {
-		case <-ctx.Done():
-			return nil, nil
-		case ev, ok := <-setW.ResultChan():
-			if !ok || ev.Type == watch.Error || ev.Type == watch.Deleted {
-				return nil, nil // read again: a deleted set is reported as not found
-			}
-			next, isSet := ev.Object.(*v1.CredentialSet)
-			if !isSet || ev.Type == watch.Bookmark {
-				continue
-			}
-			cur = next
-			if onSet(cur) {
-				return cur, nil
-			}
-		case ev, ok := <-evW.ResultChan():
-			if !ok || ev.Type == watch.Error {
-				return nil, nil
-			}
-			e, isEvent := ev.Object.(*eventsv1.Event)
-			if !isEvent || ev.Type == watch.Bookmark || ev.Type == watch.Deleted {
-				continue
-			}
-			if cur != nil && !about(e, cur) {
-				continue
-			}
-			if err := onEvents([]eventsv1.Event{*e}); err != nil {
-				return nil, err
-			}
-		}
+	return nil, nil
+}
+
+// listWatch lists and watches objects of list's kind in the session's
+// namespace that sel selects, for an informer.
+func (s *session) listWatch(list client.ObjectList, sel fields.Selector) cache.ListerWatcher {
+	opts := func(raw *metav1.ListOptions) []client.ListOption {
+		return []client.ListOption{client.InNamespace(s.ns), client.MatchingFieldsSelector{Selector: sel}, &client.ListOptions{Raw: raw}}
+	}
+	return &cache.ListWatch{
+		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+			l := list.DeepCopyObject().(client.ObjectList)
+			return l, s.c.List(ctx, l, opts(&o)...)
+		},
+		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+			return s.c.Watch(ctx, list.DeepCopyObject().(client.ObjectList), opts(&o)...)
+		},
 	}
 }
 

@@ -72,25 +72,19 @@ func New(spec *v1.CephSpec, store KeyringStore, cli string) (*Backend, error) {
 		return nil, err
 	}
 	b := &Backend{Store: store, cli: cli, monitors: spec.Monitors, conf: conf,
-		admin: spec.Admin.Entity, keep: 1, entities: spec.Entities}
+		admin: spec.AdminEntity(), keep: int(spec.PriorKeysKept()), entities: spec.Entities}
 	if b.cli == "" {
 		b.cli = "ceph"
 	}
-	if b.admin == "" {
-		b.admin = "client.admin"
-	}
-	switch spec.Strategy {
-	case v1.CephInPlace, "":
+	switch spec.RotationStrategy() {
+	case v1.CephInPlace:
 	case v1.CephOverlapping:
 		b.overlap = true
 	default:
 		return nil, fmt.Errorf("unknown strategy %q", spec.Strategy)
 	}
-	if k := spec.KeepPriorKeyCount; k != nil {
-		if *k < 0 {
-			return nil, fmt.Errorf("keepPriorKeyCount %d is negative", *k)
-		}
-		b.keep = int(*k)
+	if b.keep < 0 {
+		return nil, fmt.Errorf("keepPriorKeyCount %d is negative", b.keep)
 	}
 	if !validEntity(b.admin) || !strings.HasPrefix(b.admin, "client.") || b.admin == RotatorEntity {
 		return nil, fmt.Errorf("admin entity %q must be a client entity other than %s", b.admin, RotatorEntity)

@@ -29,12 +29,12 @@ func Clash(a, b *v1.CephSpec) string {
 			switch {
 			case ea.Name == eb.Name:
 				return eb.Name
-			case a.Strategy == v1.CephOverlapping:
+			case a.RotationStrategy() == v1.CephOverlapping:
 				if g, ok := generationOf(ea.Name, eb.Name); ok && g > 0 {
 					return fmt.Sprintf("%s (generation %d of %s, which the other set rotates with strategy Overlapping)", eb.Name, g, ea.Name)
 				}
 			}
-			if b.Strategy == v1.CephOverlapping {
+			if b.RotationStrategy() == v1.CephOverlapping {
 				if g, ok := generationOf(eb.Name, ea.Name); ok && g > 0 {
 					return fmt.Sprintf("%s (its generation %d is %s, an entity the other set rotates)", eb.Name, g, ea.Name)
 				}

@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 
+	"k8s.io/utils/ptr"
+
 	v1 "rekey.io/rekey/api/v1alpha1"
 	"rekey.io/rekey/internal/engine"
 )
@@ -126,6 +128,7 @@ func TestNewRefusesConfusingSpecs(t *testing.T) {
 		"section in config":  {Monitors: mon, Config: map[string]v1.CephConfigValue{"x": "]\n[client.a"}, Entities: ents("client.a")},
 		"no entities":        {Monitors: mon},
 		"unknown strategy":   {Monitors: mon, Strategy: "Sideways", Entities: ents("client.a")},
+		"negative keep":      {Monitors: mon, Strategy: v1.CephOverlapping, KeepPriorKeyCount: ptr.To[int32](-1), Entities: ents("client.a")},
 		"admin not a client": {Monitors: mon, Admin: v1.CephAdmin{Entity: "mgr.a"}, Entities: ents("client.a")},
 	} {
 		if _, err := New(&spec, fileStore{}, ""); err == nil {

@@ -39,7 +39,7 @@ var describe = registry.Describe{
 
 func words(cs *v1.CredentialSet) registry.Words {
 	if overlapping(cs) {
-		keep := keepPriorKeyCount(cs)
+		keep := cs.Spec.Ceph.PriorKeysKept()
 		return registry.Words{
 			Applying:       "new entities are being created",
 			Rotating:       "wait: applying new keys",
@@ -71,16 +71,9 @@ func words(cs *v1.CredentialSet) registry.Words {
 	}
 }
 
-// overlapping: the set rotates by a new entity per generation; the API's
-// default strategy is InPlace.
-func overlapping(cs *v1.CredentialSet) bool { return cs.Spec.Ceph.Strategy == v1.CephOverlapping }
-
-// keepPriorKeyCount applies the API's default of 1.
-func keepPriorKeyCount(cs *v1.CredentialSet) int32 {
-	if k := cs.Spec.Ceph.KeepPriorKeyCount; k != nil {
-		return *k
-	}
-	return 1
+// overlapping: the set rotates by a new entity per generation.
+func overlapping(cs *v1.CredentialSet) bool {
+	return cs.Spec.Ceph.RotationStrategy() == v1.CephOverlapping
 }
 
 // priorEntities says how many prior entities discard keeps, in words.
@@ -104,26 +97,18 @@ func newEntities(cs *v1.CredentialSet) []string {
 	return out
 }
 
-// adminEntity is the entity rekey runs as, with the API's default.
-func adminEntity(cs *v1.CredentialSet) string {
-	if e := cs.Spec.Ceph.Admin.Entity; e != "" {
-		return e
-	}
-	return "client.admin"
-}
-
 // plan says where rekey runs the ceph CLI, how the strategy keeps (or does
 // not keep) the old keys, and the entities it rotates.
 func plan(_ context.Context, out io.Writer, cs *v1.CredentialSet, _ registry.Reader) error {
 	spec := cs.Spec.Ceph
 	fmt.Fprintf(out, "Monitors (%d; rekey runs the ceph CLI as %s, keyring from Secret %s/%s):\n",
-		len(spec.Monitors), adminEntity(cs), cs.Namespace, spec.Admin.KeyringSecretRef.Name)
+		len(spec.Monitors), cs.Spec.Ceph.AdminEntity(), cs.Namespace, spec.Admin.KeyringSecretRef.Name)
 	for _, m := range spec.Monitors {
 		fmt.Fprintf(out, "  %s\n", m)
 	}
 	gen := engine.TargetGeneration(cs.Spec.Rotation, cs.Status)
 	if overlapping(cs) {
-		fmt.Fprintf(out, "Strategy Overlapping: each entity gets a new entity for generation %d with the same caps, next to the current one; both work until discard (keepPriorKeyCount %d says how many prior entities stay after it).\n", gen, keepPriorKeyCount(cs))
+		fmt.Fprintf(out, "Strategy Overlapping: each entity gets a new entity for generation %d with the same caps, next to the current one; both work until discard (keepPriorKeyCount %d says how many prior entities stay after it).\n", gen, cs.Spec.Ceph.PriorKeysKept())
 	} else {
 		// The one exception to "never lock out anyone", so it is said
 		// before anything else about the entities.
@@ -136,7 +121,7 @@ func plan(_ context.Context, out io.Writer, cs *v1.CredentialSet, _ registry.Rea
 		if overlapping(cs) {
 			line += fmt.Sprintf("\tnew entity %s.%d\t%s", e.Name, gen, capsText(e.Caps))
 		}
-		if e.Name == adminEntity(cs) {
+		if e.Name == cs.Spec.Ceph.AdminEntity() {
 			line += "\t(rekey connects as this entity; its key rotates through " + naming.CephRotatorEntity + ")"
 		}
 		fmt.Fprintln(tw, line)
@@ -167,7 +152,7 @@ func renderedKeys(*v1.CredentialSet) string {
 
 // moreSecrets is the admin keyring Secret when the set rotates the admin.
 func moreSecrets(cs *v1.CredentialSet) []string {
-	admin := adminEntity(cs)
+	admin := cs.Spec.Ceph.AdminEntity()
 	for _, e := range cs.Spec.Ceph.Entities {
 		if e.Name == admin {
 			ref := cs.Spec.Ceph.Admin.KeyringSecretRef.Name
@@ -182,10 +167,10 @@ func moreSecrets(cs *v1.CredentialSet) []string {
 // nothing to do.
 func then(cs *v1.CredentialSet, d registry.Discard) string {
 	switch {
-	case overlapping(cs) && keepPriorKeyCount(cs) == 0:
+	case overlapping(cs) && cs.Spec.Ceph.PriorKeysKept() == 0:
 		return fmt.Sprintf("Then: %s; discard deletes the prior entities (keepPriorKeyCount 0), so their keys stop working.", d.When())
 	case overlapping(cs):
-		return fmt.Sprintf("Then: %s; discard keeps %s (keepPriorKeyCount) and deletes older ones.", d.When(), priorEntities(keepPriorKeyCount(cs)))
+		return fmt.Sprintf("Then: %s; discard keeps %s (keepPriorKeyCount) and deletes older ones.", d.When(), priorEntities(cs.Spec.Ceph.PriorKeysKept()))
 	}
 	return fmt.Sprintf("Then: %s; discard retires nothing, the old keys are already gone since rotate (InPlace).", d.When())
 }

@@ -28,7 +28,7 @@ func credential(cs *v1.CredentialSet, p registry.Pick) (registry.Credential, err
 		Note: "this is its new key (the old one stopped working when Ceph rotated it: InPlace)"}
 	if overlapping(cs) {
 		c.Note = fmt.Sprintf("this is the key of its new entity %s.%d (the prior entity works until discard, and after it as keepPriorKeyCount %d says)",
-			e, engine.TargetGeneration(cs.Spec.Rotation, cs.Status), keepPriorKeyCount(cs))
+			e, engine.TargetGeneration(cs.Spec.Rotation, cs.Status), cs.Spec.Ceph.PriorKeysKept())
 	}
 	switch p.Format {
 	case "keyring":

@@ -16,10 +16,7 @@ func StatefulSetInstances(sts *appsv1.StatefulSet, ref v1.StatefulSetInstances) 
 	if svc == "" {
 		svc = sts.Spec.ServiceName
 	}
-	port := ref.Port
-	if port == 0 {
-		port = 3306
-	}
+	port := ref.PortNumber()
 	replicas := int32(1)
 	if sts.Spec.Replicas != nil {
 		replicas = *sts.Spec.Replicas

@@ -1,7 +1,6 @@
 package rabbitkube
 
 import (
-	"cmp"
 	"context"
 	"fmt"
 	"io"
@@ -95,18 +94,12 @@ func plan(_ context.Context, out io.Writer, cs *v1.CredentialSet, _ registry.Rea
 func renderedKeys(cs *v1.CredentialSet) string {
 	keys := []string{naming.RabbitMQUsernameKey, naming.RabbitMQPasswordKey}
 	if t := cs.Spec.RabbitMQ.TransportURL; t != nil {
-		keys = append(keys, transportKey(t))
+		keys = append(keys, t.SecretKey())
 	}
 	if f := cs.Spec.RabbitMQ.ConfigFile; f != nil {
 		keys = append(keys, f.Key)
 	}
 	return strings.Join(keys, ", ")
-}
-
-// transportKey is the Secret key of the transport_url, with the API's
-// default.
-func transportKey(t *v1.RabbitMQTransportURL) string {
-	return cmp.Or(t.Key, naming.RabbitMQTransportURLKey)
 }
 
 // credential is the set's one user, as show prints it.
@@ -125,7 +118,7 @@ func credential(cs *v1.CredentialSet, p registry.Pick) (registry.Credential, err
 		if t == nil {
 			return registry.Credential{}, fmt.Errorf("credentialset %q renders no transport_url (spec.rabbitmq.transportURL is not set): use --format plain or env, or set transportURL", cs.Name)
 		}
-		c.Keys, c.Render = []string{transportKey(t)}, registry.PlainLine
+		c.Keys, c.Render = []string{t.SecretKey()}, registry.PlainLine
 	default:
 		c.Keys, c.Render = []string{naming.RabbitMQPasswordKey}, registry.PlainLine
 	}

@@ -36,18 +36,11 @@ var Entry = registry.Entry{
 func build(ctx context.Context, cs *v1.CredentialSet, k registry.Kube, _ registry.Options) (*registry.Plan, error) {
 	spec := cs.Spec.RabbitMQ
 	ref := spec.Admin
-	userKey, pwKey := ref.UsernameKey, ref.PasswordKey
-	if userKey == "" {
-		userKey = "username"
-	}
-	if pwKey == "" {
-		pwKey = "password"
-	}
-	user, err := k.SecretKey(ctx, ref.SecretRef.Name, userKey)
+	user, err := k.SecretKey(ctx, ref.SecretRef.Name, ref.UsernameSecretKey())
 	if err != nil {
 		return nil, err
 	}
-	password, err := k.SecretKey(ctx, ref.SecretRef.Name, pwKey)
+	password, err := k.SecretKey(ctx, ref.SecretRef.Name, ref.PasswordSecretKey())
 	if err != nil {
 		return nil, err
 	}

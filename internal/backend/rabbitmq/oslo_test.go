@@ -2,6 +2,7 @@ package rabbitmq
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/json"
 	"os/exec"
 	"strconv"
@@ -93,7 +94,7 @@ func TestRenderOsloRoundTrip(t *testing.T) {
 		p := parsed[i]
 		t.Run(c.name, func(t *testing.T) {
 			// Messages name parts and never the password's value.
-			if want := or(c.url.Scheme, "rabbit"); p.Transport != want {
+			if want := cmp.Or(c.url.Scheme, "rabbit"); p.Transport != want {
 				t.Errorf("transport %q, want %q", p.Transport, want)
 			}
 			wantVhost := c.url.Vhost

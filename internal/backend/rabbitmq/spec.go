@@ -9,7 +9,6 @@ import (
 	"strings"
 
 	v1 "rekey.io/rekey/api/v1alpha1"
-	"rekey.io/rekey/internal/naming"
 )
 
 // parseEndpoint returns the management API base URL without a trailing
@@ -137,7 +136,7 @@ func resolveTransport(spec *v1.RabbitMQSpec) (*transportSpec, error) {
 	if len(t.Hosts) == 0 {
 		return nil, errors.New("rabbitmq.transportURL.hosts is empty: list the AMQP listeners as host:port")
 	}
-	ts := &transportSpec{scheme: or(t.Scheme, "rabbit"), hosts: t.Hosts, vhost: t.Vhost, query: t.Query, key: or(t.Key, naming.RabbitMQTransportURLKey)}
+	ts := &transportSpec{scheme: t.URLScheme(), hosts: t.Hosts, vhost: t.Vhost, query: t.Query, key: t.SecretKey()}
 	if err := checkTransportScheme(ts.scheme, ts.query); err != nil {
 		return nil, err
 	}
@@ -156,7 +155,7 @@ func resolveTransport(spec *v1.RabbitMQSpec) (*transportSpec, error) {
 		if c.Key == "" {
 			return nil, errors.New("rabbitmq.configFile.key is empty: name the distributed Secret's key of the file, e.g. 01-nova.conf")
 		}
-		ts.fileKey, ts.section, ts.option = c.Key, or(c.Section, "DEFAULT"), or(c.Option, "transport_url")
+		ts.fileKey, ts.section, ts.option = c.Key, c.SectionName(), c.OptionName()
 		if err := claim(ts.fileKey, "configFile.key"); err != nil {
 			return nil, err
 		}
@@ -183,11 +182,4 @@ func checkTransportScheme(scheme, query string) error {
 		return fmt.Errorf("rabbitmq.transportURL.scheme %q: use rabbit, amqp or amqps", scheme)
 	}
 	return nil
-}
-
-func or(s, def string) string {
-	if s == "" {
-		return def
-	}
-	return s
 }
