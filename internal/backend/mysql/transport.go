@@ -49,10 +49,7 @@ type transport struct {
 // newTransport validates the spec's TLS fields; caPEM is the content of
 // tlsCASecretRef ("" when unset).
 func newTransport(spec *v1.MySQLSpec, caPEM []byte) (transport, error) {
-	t := transport{mode: spec.TLS, serverName: spec.TLSServerName}
-	if t.mode == "" {
-		t.mode = TLSRequired
-	}
+	t := transport{mode: spec.TLSMode(), serverName: spec.TLSServerName}
 	switch t.mode {
 	case TLSRequired, TLSSkipVerify, TLSPreferred, TLSDisabled:
 	default:

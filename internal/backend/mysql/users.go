@@ -61,22 +61,18 @@ func ResolveUsers(spec *v1.MySQLSpec) ([]User, error) {
 	case "moco":
 		// MOCO's system users, under the keys MOCO stores them in.
 		for _, m := range moco.Keys {
-			users = append(users, User{Name: m.User, Host: "%", Key: m.Key, Grants: mocoGrants[m.User]})
+			users = append(users, User{Name: m.User, Host: v1.DefaultMySQLUserHost, Key: m.Key, Grants: mocoGrants[m.User]})
 		}
 	case "":
 	default:
 		return nil, fmt.Errorf("unknown preset %q: the only preset is \"moco\"", spec.Preset)
 	}
 	for _, u := range spec.Users {
-		host := u.Host
-		if host == "" {
-			host = "%"
-		}
 		key := u.SecretKey
 		if key == "" {
 			key = DefaultKey(u.Name)
 		}
-		users = append(users, User{Name: u.Name, Host: host, Key: key, Grants: u.Grants})
+		users = append(users, User{Name: u.Name, Host: u.AccountHost(), Key: key, Grants: u.Grants})
 	}
 	if len(users) == 0 {
 		return nil, fmt.Errorf("no users to rotate: set mysql.preset or mysql.users")
