@@ -26,7 +26,7 @@ demo: env
 
 ## bench: speed goals as side-by-side ratios (see docs/benchmarks.md)
 bench: env
-	$(GO) test -run '^$$' -bench 'InstancePhases' -benchtime 3x -timeout 30m ./test/bench/
+	$(GO) test -run '^$$' -bench 'InstancePhases' -benchtime 3x -timeout 60m ./test/bench/
 	$(GO) test -run '^$$' -bench 'RotationEndToEnd|LoginsUnderLoad|Scale' -benchtime 1x -timeout 60m ./test/bench/
 
 ## reliability: the MySQL fault matrix on real servers, run on a clean checkout of HEAD (edits not committed

@@ -51,32 +51,11 @@ have been retired yet.`,
 var rollbackRefusals = []reason.Reason{reason.AbortSkipped}
 
 func (s *session) abort(ctx context.Context, name string, w waitFlags) error {
-	var (
-		cs      *v1.CredentialSet
-		id      string
-		seen    baseline
-		already bool
-	)
-	err := s.request(func() (err error) {
-		if cs, err = s.getSet(ctx, name); err != nil {
-			return err
-		}
-		if id, err = abortable(cs); err != nil {
-			return err
-		}
-		evs, err := s.listEvents(ctx, name)
-		if err != nil {
-			return err
-		}
-		seen = newBaseline(eventsAbout(evs, cs))
-		if already = cs.Annotations[engine.AbortAnnotation] == id; already {
-			return nil
-		}
-		return s.annotate(ctx, cs, engine.AbortAnnotation, id)
-	})
+	r, err := s.requestRotationStep(ctx, name, abortable, engine.AbortAnnotation)
 	if err != nil {
 		return err
 	}
+	cs, id, seen, already := r.cs, r.id, r.seen, r.already
 	gen, started := cs.Status.KeyGeneration, cs.Status.RotationStartedAt
 	if already {
 		fmt.Fprintf(s.opts.Out, "abort of rotation %s was already requested for credentialset %s\n", id, setRef(cs))

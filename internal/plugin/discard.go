@@ -39,32 +39,11 @@ generation:
 }
 
 func (s *session) discard(ctx context.Context, name string, w waitFlags) error {
-	var (
-		cs      *v1.CredentialSet
-		id      string
-		seen    baseline
-		already bool
-	)
-	err := s.request(func() (err error) {
-		if cs, err = s.getSet(ctx, name); err != nil {
-			return err
-		}
-		if id, err = discardable(cs); err != nil {
-			return err
-		}
-		evs, err := s.listEvents(ctx, name)
-		if err != nil {
-			return err
-		}
-		seen = newBaseline(eventsAbout(evs, cs))
-		if already = cs.Annotations[engine.DiscardAnnotation] == id; already {
-			return nil
-		}
-		return s.annotate(ctx, cs, engine.DiscardAnnotation, id)
-	})
+	r, err := s.requestRotationStep(ctx, name, discardable, engine.DiscardAnnotation)
 	if err != nil {
 		return err
 	}
+	cs, id, seen, already := r.cs, r.id, r.seen, r.already
 	gen := cs.Status.KeyGeneration
 	if already {
 		fmt.Fprintf(s.opts.Out, "discard of rotation %s was already requested for credentialset %s\n", id, setRef(cs))

@@ -161,5 +161,40 @@ func (s *session) request(attempt func() error) error {
 	}, attempt)
 }
 
+// stepRequest is a request on the active rotation as it landed: the set as
+// read for it, the rotation, the Events before it, and whether the same
+// request was there already (then nothing was written).
+type stepRequest struct {
+	cs      *v1.CredentialSet
+	id      string
+	seen    baseline
+	already bool
+}
+
+// requestRotationStep asks the operator for a step of the active rotation
+// (discard, abort): which rotation, if any, is the check's answer on the
+// read the request is written on.
+func (s *session) requestRotationStep(ctx context.Context, name string, check func(*v1.CredentialSet) (string, error), key string) (stepRequest, error) {
+	var r stepRequest
+	err := s.request(func() (err error) {
+		if r.cs, err = s.getSet(ctx, name); err != nil {
+			return err
+		}
+		if r.id, err = check(r.cs); err != nil {
+			return err
+		}
+		evs, err := s.listEvents(ctx, name)
+		if err != nil {
+			return err
+		}
+		r.seen = newBaseline(eventsAbout(evs, r.cs))
+		if r.already = r.cs.Annotations[key] == r.id; r.already {
+			return nil
+		}
+		return s.annotate(ctx, r.cs, key, r.id)
+	})
+	return r, err
+}
+
 // setRef is how output names a set: namespace/name.
 func setRef(cs *v1.CredentialSet) string { return cs.Namespace + "/" + cs.Name }
