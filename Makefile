@@ -49,7 +49,7 @@ reliability: env
 	exit $$status
 
 ## test: prepare the environment if needed, then run every test against real servers
-# Four test processes run side by side: the fault matrix, the Ceph and
+# Four test processes run side by side: the fault matrix, the Ceph (but CSI) and
 # RabbitMQ end-to-end tests, the rest of the end-to-end suite, and every
 # other package (two at a time). The end-to-end processes are the longest and
 # mostly wait on real servers (each has its own API server and servers, and
