@@ -120,7 +120,7 @@ func (s *session) annotate(ctx context.Context, cs *v1.CredentialSet, key, value
 	err = s.c.Patch(ctx, cs, client.RawPatch(types.MergePatchType, body))
 	switch {
 	case apierrors.IsConflict(err):
-		return &errChanged{ref: s.ns + "/" + cs.Name, name: cs.Name, err: err}
+		return &errChanged{ns: s.ns, name: cs.Name, err: err}
 	case err != nil:
 		return fmt.Errorf("annotate credentialset %s/%s with %s: %w", s.ns, cs.Name, key, err)
 	}
@@ -134,12 +134,12 @@ var raceBeforeRequest func(*v1.CredentialSet)
 // errChanged: a conditional write refused because the set changed after
 // it was read. It unwraps to the API server's conflict.
 type errChanged struct {
-	ref, name string
-	err       error
+	ns, name string
+	err      error
 }
 
 func (e *errChanged) Error() string {
-	return fmt.Sprintf("credentialset %s kept changing while kubectl rekey checked it (the operator may have moved on): check kubectl rekey status %s, then run the command again", e.ref, e.name)
+	return fmt.Sprintf("credentialset %s kept changing while kubectl rekey checked it (the operator may have moved on): check kubectl rekey status %s, then run the command again", e.ns+"/"+e.name, e.name)
 }
 
 func (e *errChanged) Unwrap() error { return e.err }
