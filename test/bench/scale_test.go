@@ -99,7 +99,7 @@ func BenchmarkScale(b *testing.B) {
 	// A restarted manager looks at every set once before anything else.
 	r0, t1 := reconciles(), time.Now()
 	m = startManager(b, cp.Config, managerOptions{selector: lbl, concurrency: 8})
-	for reconciles()-r0 < float64(n) || queueDepth() > 0 {
+	for reconciles()-r0 < float64(n) || m.busy() {
 		if time.Since(t1) > 10*time.Minute {
 			b.Fatalf("start-up sweep: %v of %d sets reconciled after 10m", reconciles()-r0, n)
 		}
