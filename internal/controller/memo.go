@@ -59,3 +59,51 @@ func noteServerView(ctx context.Context, cs *v1.CredentialSet) {
 		v.cs = cs.DeepCopy()
 	}
 }
+
+type targetMemoKey struct{}
+
+// targetMemo holds the distribution Secrets as this reconcile last read or
+// wrote them: a reconcile that serves the current secrets and then, after
+// a transition, the new ones reads each target once. Reusing the read is
+// safe because every write of a target carries its resourceVersion: a
+// change made since is refused as a conflict and retried from fresh reads.
+// A nil entry records a target found absent.
+type targetMemo map[types.NamespacedName]*corev1.Secret
+
+func withTargetMemo(ctx context.Context) context.Context {
+	return context.WithValue(ctx, targetMemoKey{}, targetMemo{})
+}
+
+// targetMemoOf is the reconcile's memo; nil (remembers nothing) outside one.
+func targetMemoOf(ctx context.Context) targetMemo {
+	m, _ := ctx.Value(targetMemoKey{}).(targetMemo)
+	return m
+}
+
+// lookup returns a copy of what the memo holds for key, and whether it
+// holds anything.
+func (m targetMemo) lookup(key types.NamespacedName) (*corev1.Secret, bool) {
+	s, ok := m[key]
+	if s != nil {
+		s = s.DeepCopy()
+	}
+	return s, ok
+}
+
+// note records s (nil: absent) as the latest server view of key.
+func (m targetMemo) note(key types.NamespacedName, s *corev1.Secret) {
+	if m == nil {
+		return
+	}
+	if s != nil {
+		s = s.DeepCopy()
+	}
+	m[key] = s
+}
+
+// forget drops key: the next use reads it afresh.
+func (m targetMemo) forget(key types.NamespacedName) {
+	if m != nil {
+		delete(m, key)
+	}
+}

@@ -92,7 +92,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		}
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
-	ctx = withSetView(ctx, cs)
+	ctx = withTargetMemo(withSetView(ctx, cs))
 	// One set at a time per backend server; a set that finds its backend
 	// busy frees the worker and is queued again when it is released.
 	keys := BackendLockKeys(cs)

@@ -151,13 +151,20 @@ type staleTarget struct {
 // the Secret it read (nil when there is none), which writeTarget updates:
 // a change since is refused by the update's resourceVersion.
 func (r *Reconciler) targetCurrent(ctx context.Context, cs *v1.CredentialSet, t v1.SecretTarget, data map[string][]byte, generation int64) (*corev1.Secret, bool, error) {
-	s := &corev1.Secret{}
-	err := r.APIReader.Get(ctx, client.ObjectKey{Namespace: t.Namespace, Name: t.Name}, s)
-	if apierrors.IsNotFound(err) {
-		return nil, false, nil
+	key, memo := client.ObjectKey{Namespace: t.Namespace, Name: t.Name}, targetMemoOf(ctx)
+	s, known := memo.lookup(key)
+	if !known {
+		s = &corev1.Secret{}
+		err := r.APIReader.Get(ctx, key, s)
+		if apierrors.IsNotFound(err) {
+			s = nil
+		} else if err != nil {
+			return nil, false, err
+		}
+		memo.note(key, s)
 	}
-	if err != nil {
-		return nil, false, err
+	if s == nil {
+		return nil, false, nil
 	}
 	same := maps.EqualFunc(s.Data, data, func(a, b []byte) bool { return string(a) == string(b) })
 	return s, same && s.Annotations[naming.GenerationAnnotation] == fmt.Sprint(generation) &&
@@ -184,6 +191,20 @@ func distributionProblem(ctx context.Context, err error) (*problem, error) {
 // it stale (Verify, between the two, may take seconds: an update then
 // meets a change made meanwhile as a conflict, retried from a fresh read).
 func (r *Reconciler) writeTarget(ctx context.Context, cs *v1.CredentialSet, st staleTarget, generation int64) error {
+	key, memo := client.ObjectKey{Namespace: st.t.Namespace, Name: st.t.Name}, targetMemoOf(ctx)
+	written, err := r.writeTargetOnce(ctx, cs, st, generation)
+	if err != nil {
+		// Whatever the server holds now, the next use reads it.
+		memo.forget(key)
+		return err
+	}
+	memo.note(key, written)
+	return nil
+}
+
+// writeTargetOnce is writeTarget's write; it returns the Secret as the
+// server now holds it.
+func (r *Reconciler) writeTargetOnce(ctx context.Context, cs *v1.CredentialSet, st staleTarget, generation int64) (*corev1.Secret, error) {
 	gen, hash := fmt.Sprint(generation), secretHash(cs, generation)
 	t, data := st.t, st.data
 	if st.read == nil {
@@ -203,18 +224,18 @@ func (r *Reconciler) writeTarget(ctx context.Context, cs *v1.CredentialSet, st s
 			s = &corev1.Secret{}
 			err = r.APIReader.Get(ctx, client.ObjectKey{Namespace: t.Namespace, Name: t.Name}, s)
 			if err == nil {
-				return r.updateTarget(ctx, cs, s, data, gen, hash)
+				return s, r.updateTarget(ctx, cs, s, data, gen, hash)
 			}
 		}
-		return err
+		return s, err
 	}
 	err := r.updateTarget(ctx, cs, st.read, data, gen, hash)
 	if apierrors.IsNotFound(err) {
 		// Deleted since it was read: created, as a fresh read would have.
 		st.read = nil
-		return r.writeTarget(ctx, cs, st, generation)
+		return r.writeTargetOnce(ctx, cs, st, generation)
 	}
-	return err
+	return st.read, err
 }
 
 // updateTarget writes data to an existing distribution Secret s, which
