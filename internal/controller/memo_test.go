@@ -6,7 +6,10 @@ import (
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	v1 "rekey.io/rekey/api/v1alpha1"
 
 	"rekey.io/rekey/internal/backend/fake"
 	"rekey.io/rekey/internal/engine"
@@ -96,4 +99,48 @@ func (h *updateHook) Update(ctx context.Context, obj client.Object, opts ...clie
 		h.before(ctx, s)
 	}
 	return h.Client.Update(ctx, obj, opts...)
+}
+
+// setReads counts the live reads of CredentialSets.
+type setReads struct {
+	client.Reader
+	n atomic.Int32
+}
+
+func (c *setReads) Get(ctx context.Context, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+	if _, ok := obj.(*v1.CredentialSet); ok {
+		c.n.Add(1)
+	}
+	return c.Reader.Get(ctx, key, obj, opts...)
+}
+
+// TestLockWaitCostsNoRead: a set whose backend another set holds waits
+// without a live read of itself (the lock is tried on the cached copy);
+// once the backend is free it reconciles from a live read.
+func TestLockWaitCostsNoRead(t *testing.T) {
+	g := newRig(t, overlap, false)
+	reads := &setReads{Reader: g.r.APIReader}
+	g.r.APIReader = reads
+	other := types.NamespacedName{Namespace: "app", Name: "other"}
+	keys := BackendLockKeys(g.set())
+	if len(keys) == 0 {
+		t.Fatal("the fake backend names no lock key")
+	}
+	if _, ok := g.r.lockTable().tryLock(other, keys); !ok {
+		t.Fatal("could not take the backend for another set")
+	}
+	if err := g.reconcile(); err != nil {
+		t.Fatalf("reconcile: %v", err)
+	}
+	if n := reads.n.Load(); n != 0 {
+		t.Fatalf("a set waiting for its backend read itself %d times from the API server, want 0", n)
+	}
+	if g.set().Status.Phase != "" {
+		t.Fatalf("a set waiting for its backend was reconciled: phase %q", g.set().Status.Phase)
+	}
+	g.r.lockTable().unlock(other, keys)
+	g.settle()
+	if reads.n.Load() == 0 || g.set().Status.KeyGeneration != 1 || g.served() != g1 {
+		t.Fatalf("after the backend was freed: %d live reads, generation %d, served %q", reads.n.Load(), g.set().Status.KeyGeneration, g.served())
+	}
 }

@@ -83,8 +83,22 @@ func (r *Reconciler) now() time.Time {
 
 // Reconcile implements reconcile.Reconciler.
 func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	// One set at a time per backend server; a set that finds its backend
+	// busy frees the worker and is queued again when it is released. The
+	// lock is tried with the keys of the cached copy first, so that a set
+	// that waits costs the API server nothing; the keys of the live read
+	// below are what the reconcile holds.
+	var keys []string
+	cached := &v1.CredentialSet{}
+	if err := r.Client.Get(ctx, req.NamespacedName, cached); err == nil {
+		keys = BackendLockKeys(cached)
+		if !r.waitForBackend(ctx, req, keys) {
+			return ctrl.Result{}, nil
+		}
+	}
 	cs := &v1.CredentialSet{}
 	if err := r.APIReader.Get(ctx, req.NamespacedName, cs); err != nil {
+		r.lockTable().unlock(req.NamespacedName, keys)
 		r.lockTable().forget(req.NamespacedName)
 		r.streaks.reset(req.NamespacedName)
 		if apierrors.IsNotFound(err) {
@@ -93,15 +107,13 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
 	ctx = withTargetMemo(withSetView(ctx, cs))
-	// One set at a time per backend server; a set that finds its backend
-	// busy frees the worker and is queued again when it is released.
-	keys := BackendLockKeys(cs)
-	if busy, ok := r.lockTable().tryLock(req.NamespacedName, keys); !ok {
-		logFrom(ctx).V(1).Info("waiting for another set on the same backend", "backend", busy)
-		// No timer: a release wakes the first waiter (backendLocks);
-		// waiters on a timer would come back together, mostly to wait
-		// again, and keep a manager with many sets on one server busy.
-		return ctrl.Result{}, nil
+	if live := BackendLockKeys(cs); !slices.Equal(live, keys) {
+		// The spec moved to other servers since the cache saw it (or the
+		// cache has not seen the set yet).
+		r.lockTable().unlock(req.NamespacedName, keys)
+		if keys = live; !r.waitForBackend(ctx, req, keys) {
+			return ctrl.Result{}, nil
+		}
 	}
 	defer r.lockTable().unlock(req.NamespacedName, keys)
 	if !cs.DeletionTimestamp.IsZero() {
@@ -123,6 +135,19 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	res, prob, err := r.reconcile(ctx, cs, &obs)
 	res, prob, err = r.triage(ctx, req.NamespacedName, res, prob, err)
 	return r.report(ctx, cs, &obs, res, prob, err)
+}
+
+// waitForBackend takes the backend lock on keys for the set, or queues it
+// behind the set that holds one of them: false then, and the reconcile
+// ends. No timer: a release wakes the first waiter (backendLocks); waiters
+// on a timer would come back together, mostly to wait again, and keep a
+// manager with many sets on one server busy.
+func (r *Reconciler) waitForBackend(ctx context.Context, req ctrl.Request, keys []string) bool {
+	busy, ok := r.lockTable().tryLock(req.NamespacedName, keys)
+	if !ok {
+		logFrom(ctx).V(1).Info("waiting for another set on the same backend", "backend", busy)
+	}
+	return ok
 }
 
 // triage turns an error the user can act on into a problem (reported, and
