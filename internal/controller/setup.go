@@ -58,13 +58,23 @@ func secretCache(namespaces ...string) map[client.Object]cache.ByObject {
 	return map[client.Object]cache.ByObject{&corev1.Secret{}: by}
 }
 
-// setOfSecret maps a Secret rekey wrote back to its set.
-func setOfSecret(_ context.Context, o client.Object) []reconcile.Request {
-	ns, name, ok := strings.Cut(o.GetAnnotations()[naming.CredentialSetAnnot], "/")
-	if !ok || ns == "" || name == "" {
-		return nil
+// setOfSecret maps a Secret rekey wrote back to its set, when the set is
+// one this manager watches (sets, a cache of them): a manager limited to
+// some namespaces or labels never reconciles a set outside them because
+// a Secret named it, as its watch of sets never would. A set not cached
+// yet is queued by its own watch event.
+func setOfSecret(sets client.Reader) handler.MapFunc {
+	return func(ctx context.Context, o client.Object) []reconcile.Request {
+		ns, name, ok := strings.Cut(o.GetAnnotations()[naming.CredentialSetAnnot], "/")
+		if !ok || ns == "" || name == "" {
+			return nil
+		}
+		key := types.NamespacedName{Namespace: ns, Name: name}
+		if err := sets.Get(ctx, key, &v1.CredentialSet{}); err != nil {
+			return nil
+		}
+		return []reconcile.Request{{NamespacedName: key}}
 	}
-	return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: ns, Name: name}}}
 }
 
 // SetupWithManager registers the reconciler and the watches that wake it:
@@ -108,7 +118,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		Watches(&appsv1.StatefulSet{}, mapFor(v1.KindStatefulSet)).
 		Watches(&appsv1.Deployment{}, mapFor(v1.KindDeployment)).
 		Watches(&appsv1.DaemonSet{}, mapFor(v1.KindDaemonSet)).
-		Watches(&corev1.Secret{}, handler.EnqueueRequestsFromMapFunc(setOfSecret)).
+		Watches(&corev1.Secret{}, handler.EnqueueRequestsFromMapFunc(setOfSecret(mgr.GetClient()))).
 		// The keyed lock wakes a set waiting for its backend through the
 		// controller's own queue.
 		WatchesRawSource(source.Func(func(_ context.Context, q workqueue.TypedRateLimitingInterface[reconcile.Request]) error {
