@@ -29,8 +29,11 @@ type Recorder interface {
 
 // Reconciler rotates the credentials of CredentialSets.
 type Reconciler struct {
-	Client    client.Client
-	APIReader client.Reader // live reads: the set and its Secrets must never be stale
+	Client client.Client
+	// APIReader reads live. The set and its Secrets are read live unless
+	// the manager's cache is known to hold this manager's own last write
+	// of them (freshReads, wired by SetupWithManager).
+	APIReader client.Reader
 	Recorder  Recorder
 	// Namespace holds the source Secrets (the operator's namespace).
 	Namespace string
@@ -60,6 +63,15 @@ type Reconciler struct {
 	// are (BackendLockKeys).
 	MaxConcurrentReconciles int
 
+	// LiveReads reads the set and its Secrets from the API server in
+	// every reconcile, never from the cache: the design before issue 18,
+	// kept for the benchmark that compares the two.
+	LiveReads bool
+	// fresh serves the set and its Secrets from the cache once it holds
+	// this manager's writes; nil: read live (a reconciler not set up with a
+	// manager).
+	fresh *freshReads
+
 	locksOnce sync.Once
 	locks     *backendLocks
 	streaks   unreachableStreaks
@@ -73,6 +85,14 @@ type Reconciler struct {
 const consentRecheck = 30 * time.Second
 
 func logFrom(ctx context.Context) logr.Logger { return log.FromContext(ctx) }
+
+// reads is where the set and its Secrets are read: freshReads, or live.
+func (r *Reconciler) reads() *freshReads {
+	if r.fresh != nil {
+		return r.fresh
+	}
+	return &freshReads{live: r.APIReader}
+}
 
 func (r *Reconciler) now() time.Time {
 	if r.Now != nil {
@@ -97,7 +117,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		}
 	}
 	cs := &v1.CredentialSet{}
-	if err := r.APIReader.Get(ctx, req.NamespacedName, cs); err != nil {
+	if err := r.reads().Get(ctx, req.NamespacedName, cs); err != nil {
 		r.lockTable().unlock(req.NamespacedName, keys)
 		r.lockTable().forget(req.NamespacedName)
 		r.streaks.reset(req.NamespacedName)

@@ -43,12 +43,13 @@ func notOwned(cs *v1.CredentialSet, s *corev1.Secret, role, remedy string) error
 
 func setRef(cs *v1.CredentialSet) string { return cs.Namespace + "/" + cs.Name }
 
-// getSourceSecret reads the source Secret live, never from a cache: a stale
-// read could make rekey mint pending secrets twice, and a backend could
-// then accept a secret no Secret holds.
+// getSourceSecret reads the source Secret live, or from a cache that holds
+// this manager's last write of it (freshReads), never from an older copy: a
+// stale read could make rekey mint pending secrets twice, and a backend
+// could then accept a secret no Secret holds.
 func (r *Reconciler) getSourceSecret(ctx context.Context, cs *v1.CredentialSet) (*corev1.Secret, error) {
 	s := &corev1.Secret{}
-	err := r.APIReader.Get(ctx, client.ObjectKey{Namespace: r.Namespace, Name: naming.SourceSecretName(cs)}, s)
+	err := r.reads().Get(ctx, client.ObjectKey{Namespace: r.Namespace, Name: naming.SourceSecretName(cs)}, s)
 	if apierrors.IsNotFound(err) {
 		return nil, nil
 	}
@@ -155,7 +156,7 @@ func (r *Reconciler) targetCurrent(ctx context.Context, cs *v1.CredentialSet, t 
 	s, known := memo.lookup(key)
 	if !known {
 		s = &corev1.Secret{}
-		err := r.APIReader.Get(ctx, key, s)
+		err := r.reads().Get(ctx, key, s)
 		if apierrors.IsNotFound(err) {
 			s = nil
 		} else if err != nil {

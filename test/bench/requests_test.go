@@ -16,48 +16,73 @@ import (
 // mysqld on loopback, no consumers: the count does not depend on the
 // backend's size (BenchmarkRotationEndToEnd counts the same for 1-9
 // instances and 8-64 users), so this is the quick way to see it.
+//
+// Two managers side by side, each watching a set of its own on the same
+// mysqld, rotate in turn in every iteration: one reads the set and its
+// Secrets live in every reconcile (the design before issue 18's cache
+// reads, Reconciler.LiveReads), the other as shipped.
 func BenchmarkAPIRequests(b *testing.B) {
 	cp, k8s := apiServer(b)
 	c := testenv.MySQLClusterForTest(b, testenv.MySQLOptions{NoReplicas: true})
 	ns, lbl := "requests", map[string]string{"bench": "requests"}
 	createNamespace(b, k8s, ns)
 	adminSecret(b, k8s, ns)
-	var users []string
-	for i := range 8 {
-		users = append(users, fmt.Sprintf("req-%d", i))
-	}
 	tr := newTracker(b, cp.Config, lbl)
-	m := startManager(b, cp.Config, managerOptions{selector: lbl, concurrency: 8, workers: 4})
 	ctx := context.Background()
-	if err := k8s.Create(ctx, mysqlSet(ns, "app", lbl, []string{c.Primary.Addr()}, users)); err != nil {
-		b.Fatal(err)
+	type design struct {
+		name, set              string
+		live                   bool
+		m                      *manager
+		requests, writes, recs float64
 	}
-	tr.wait(b, tr.await(ns, "app", provisioned), 2*time.Minute, ns, "app", "provisioning")
-	var requests, writes, recs float64
+	designs := []*design{{name: "live", set: "live", live: true}, {name: "now", set: "app"}}
+	for _, d := range designs {
+		sel := map[string]string{"bench": "requests", "design": d.name}
+		d.m = startManager(b, cp.Config, managerOptions{selector: sel, concurrency: 8, workers: 4, liveReads: d.live})
+		var users []string
+		for i := range 8 {
+			users = append(users, fmt.Sprintf("%s-req-%d", d.name, i))
+		}
+		if err := k8s.Create(ctx, mysqlSet(ns, d.set, sel, []string{c.Primary.Addr()}, users)); err != nil {
+			b.Fatal(err)
+		}
+		tr.wait(b, tr.await(ns, d.set, provisioned), 2*time.Minute, ns, d.set, "provisioning")
+	}
 	b.ResetTimer()
 	for i := range b.N {
-		quiesce(b, m, 300*time.Millisecond)
-		id := fmt.Sprintf("req-%d", i)
-		req0, wr0, rec0, kinds0 := m.requests.total.Load(), m.requests.writes.Load(), reconciles(), m.requests.kinds()
-		toDistributed := tr.await(ns, "app", distributed(id))
-		if err := rotateReq(ctx, k8s, ns, "app", id); err != nil {
-			b.Fatal(err)
+		for _, d := range designs {
+			for _, q := range designs {
+				quiesce(b, q.m, 300*time.Millisecond)
+			}
+			m := d.m
+			id := fmt.Sprintf("req-%d", i)
+			req0, wr0, rec0, kinds0 := m.requests.total.Load(), m.requests.writes.Load(), reconciles(), m.requests.kinds()
+			toDistributed := tr.await(ns, d.set, distributed(id))
+			if err := rotateReq(ctx, k8s, ns, d.set, id); err != nil {
+				b.Fatal(err)
+			}
+			tr.wait(b, toDistributed, 2*time.Minute, ns, d.set, "Distributed")
+			toIdle := tr.await(ns, d.set, idleAfter(id))
+			if err := discardReq(ctx, k8s, ns, d.set, id); err != nil {
+				b.Fatal(err)
+			}
+			tr.wait(b, toIdle, 2*time.Minute, ns, d.set, "Idle")
+			quiesce(b, m, 300*time.Millisecond)
+			d.requests += float64(m.requests.total.Load() - req0)
+			d.writes += float64(m.requests.writes.Load() - wr0)
+			d.recs += reconciles() - rec0
+			b.Logf("%s: rotation %d: %d requests in %v reconciles: %s", d.name, i, m.requests.total.Load()-req0, reconciles()-rec0, m.requests.kindsSince(kinds0))
 		}
-		tr.wait(b, toDistributed, 2*time.Minute, ns, "app", "Distributed")
-		toIdle := tr.await(ns, "app", idleAfter(id))
-		if err := discardReq(ctx, k8s, ns, "app", id); err != nil {
-			b.Fatal(err)
-		}
-		tr.wait(b, toIdle, 2*time.Minute, ns, "app", "Idle")
-		quiesce(b, m, 300*time.Millisecond)
-		requests += float64(m.requests.total.Load() - req0)
-		writes += float64(m.requests.writes.Load() - wr0)
-		recs += reconciles() - rec0
-		b.Logf("rotation %d: %d requests in %v reconciles: %s", i, m.requests.total.Load()-req0, reconciles()-rec0, m.requests.kindsSince(kinds0))
 	}
 	b.StopTimer()
 	n := float64(b.N)
-	b.ReportMetric(requests/n, "api-req/rotation")
-	b.ReportMetric(writes/n, "api-writes/rotation")
-	b.ReportMetric(recs/n, "reconciles/rotation")
+	for _, d := range designs {
+		suffix := ""
+		if d.live {
+			suffix = "-live"
+		}
+		b.ReportMetric(d.requests/n, "api-req/rotation"+suffix)
+		b.ReportMetric(d.writes/n, "api-writes/rotation"+suffix)
+		b.ReportMetric(d.recs/n, "reconciles/rotation"+suffix)
+	}
 }

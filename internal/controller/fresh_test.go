@@ -1,0 +1,147 @@
+package controller
+
+import (
+	"context"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	fakeclient "sigs.k8s.io/controller-runtime/pkg/client/fake"
+)
+
+func TestCacheCurrent(t *testing.T) {
+	for _, tc := range []struct {
+		name, cached, want string
+		use                bool
+	}{
+		{"nothing written since start", "10", "", true},
+		{"the cache holds the write", "10", "10", true},
+		{"the cache holds a later change", "11", "10", true},
+		{"the cache is behind the write", "9", "10", false},
+		{"shorter is older", "99", "100", false},
+		{"a failed write", "10", readLive, false},
+		{"a version that is not a number", "abc", "10", false},
+		{"a missing version", "", "10", false},
+	} {
+		if got := cacheCurrent(tc.cached, tc.want); got != tc.use {
+			t.Errorf("%s: cacheCurrent(%q, %q) = %v, want %v", tc.name, tc.cached, tc.want, got, tc.use)
+		}
+	}
+}
+
+// liveCount counts the reads that reach the server.
+type liveCount struct {
+	client.Reader
+	n int
+}
+
+func (l *liveCount) Get(ctx context.Context, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+	l.n++
+	return l.Reader.Get(ctx, key, obj, opts...)
+}
+
+func scheme(t *testing.T) *runtime.Scheme {
+	s := runtime.NewScheme()
+	if err := clientgoscheme.AddToScheme(s); err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// TestFreshReads: a read comes from the cache only while the cache holds
+// the writes this manager made; after a write the cache has not seen, a
+// failed write or a delete, the server answers, and what the cache held
+// leaves nothing in the object read.
+func TestFreshReads(t *testing.T) {
+	ctx := context.Background()
+	key := client.ObjectKey{Namespace: "rekey-system", Name: "src"}
+	server := fakeclient.NewClientBuilder().WithScheme(scheme(t)).WithObjects(&corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Namespace: key.Namespace, Name: key.Name, Annotations: map[string]string{"old": "x"}},
+		Data:       map[string][]byte{"k": []byte("v1")},
+	}).Build()
+	// The cache holds what the server held before any write below, until
+	// a test moves it on.
+	cache := staticCache{&corev1.Secret{}}
+	if err := server.Get(ctx, key, cache.s); err != nil {
+		t.Fatal(err)
+	}
+	live := &liveCount{Reader: server}
+	f := &freshReads{cache: cache, live: live}
+	c := recordingClient{server, f}
+	read := func() *corev1.Secret {
+		t.Helper()
+		s := &corev1.Secret{}
+		if err := f.Get(ctx, key, s); err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+
+	if s := read(); string(s.Data["k"]) != "v1" || live.n != 0 {
+		t.Fatalf("nothing written yet: want v1 from the cache, got %q with %d live reads", s.Data["k"], live.n)
+	}
+
+	// rekey writes: the cache has not seen it, so the server answers.
+	s := read()
+	s.Data["k"] = []byte("v2")
+	delete(s.Annotations, "old")
+	if err := c.Update(ctx, s); err != nil {
+		t.Fatal(err)
+	}
+	got := read()
+	if string(got.Data["k"]) != "v2" || live.n != 1 {
+		t.Fatalf("after a write the cache lacks: want v2 read live, got %q with %d live reads", got.Data["k"], live.n)
+	}
+	if _, ok := got.Annotations["old"]; ok {
+		t.Fatal("the cached copy's annotation leaked into the live read")
+	}
+
+	// The cache catches up: read from it again, and the record is dropped.
+	if err := server.Get(ctx, key, cache.s); err != nil {
+		t.Fatal(err)
+	}
+	if got := read(); string(got.Data["k"]) != "v2" || live.n != 1 {
+		t.Fatalf("cache caught up: want v2 from it, got %q with %d live reads", got.Data["k"], live.n)
+	}
+	if len(f.written) != 0 {
+		t.Fatalf("record kept once the cache holds the write: %v", f.written)
+	}
+
+	// A write that fails on a conflict: rekey's view is stale, the next
+	// read is live even though the cache looks current.
+	stale := got.DeepCopy()
+	stale.ResourceVersion = "1"
+	if err := c.Update(ctx, stale); !apierrors.IsConflict(err) {
+		t.Fatalf("want a conflict, got %v", err)
+	}
+	read()
+	if live.n != 2 {
+		t.Fatalf("after a conflict: want a live read, got %d live reads in all", live.n)
+	}
+
+	// A delete: the server says it is gone, whatever the cache holds.
+	if err := c.Delete(ctx, got.DeepCopy()); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Get(ctx, key, &corev1.Secret{}); !apierrors.IsNotFound(err) {
+		t.Fatalf("after a delete: want NotFound from the server, got %v", err)
+	}
+}
+
+// staticCache is a cache that holds one object as it was when last
+// copied in: a watch that has not yet delivered later writes.
+type staticCache struct{ s *corev1.Secret }
+
+func (c staticCache) Get(_ context.Context, key client.ObjectKey, obj client.Object, _ ...client.GetOption) error {
+	if key != client.ObjectKeyFromObject(c.s) {
+		return apierrors.NewNotFound(corev1.Resource("secrets"), key.Name)
+	}
+	c.s.DeepCopyInto(obj.(*corev1.Secret))
+	return nil
+}
+
+func (staticCache) List(context.Context, client.ObjectList, ...client.ListOption) error { return nil }
