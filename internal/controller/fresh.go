@@ -40,6 +40,10 @@ type freshReads struct {
 	// timeout that may have landed, a delete): the next read goes to the
 	// server. An entry is dropped once the cache is seen to hold the write.
 	written map[freshKey]string
+	// own is, per Secret, the resourceVersion of this manager's last
+	// successful write of it, kept after the cache caught up: the watch
+	// event of that very version is rekey hearing itself (ownWrite).
+	own map[freshKey]string
 }
 
 // readLive marks an object whose server state this manager cannot vouch for.
@@ -121,10 +125,25 @@ func (f *freshReads) wrote(obj client.Object, err error, deleted bool) {
 	}
 	f.mu.Lock()
 	if f.written == nil {
-		f.written = map[freshKey]string{}
+		f.written, f.own = map[freshKey]string{}, map[freshKey]string{}
 	}
-	f.written[keyOf(obj)] = rv
+	k := keyOf(obj)
+	f.written[k] = rv
+	if _, secret := obj.(*corev1.Secret); secret && rv != readLive {
+		f.own[k] = rv
+	} else {
+		delete(f.own, k)
+	}
 	f.mu.Unlock()
+}
+
+// ownWrite: obj is a Secret exactly as this manager's last write of it
+// left it.
+func (f *freshReads) ownWrite(obj client.Object) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	rv, ok := f.own[keyOf(obj)]
+	return ok && rv == obj.GetResourceVersion()
 }
 
 // recordingClient is the manager's client with every write of a set or a

@@ -11,6 +11,7 @@ import (
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	fakeclient "sigs.k8s.io/controller-runtime/pkg/client/fake"
+	"sigs.k8s.io/controller-runtime/pkg/event"
 )
 
 func TestCacheCurrent(t *testing.T) {
@@ -145,3 +146,50 @@ func (c staticCache) Get(_ context.Context, key client.ObjectKey, obj client.Obj
 }
 
 func (staticCache) List(context.Context, client.ObjectList, ...client.ListOption) error { return nil }
+
+// TestNotOwnWrite: the watch event of rekey's own write of a Secret does not
+// wake the set again; a later change by anyone, a failed write and a
+// delete do.
+func TestNotOwnWrite(t *testing.T) {
+	ctx := context.Background()
+	s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "app", Name: "db-creds"}}
+	server := fakeclient.NewClientBuilder().WithScheme(scheme(t)).Build()
+	r := &Reconciler{fresh: &freshReads{live: server}}
+	c := recordingClient{server, r.fresh}
+	p := r.notOwnWrite()
+	if err := c.Create(ctx, s); err != nil {
+		t.Fatal(err)
+	}
+	if p.Create(event.CreateEvent{Object: s.DeepCopy()}) {
+		t.Error("rekey's own create woke the set")
+	}
+	s.Data = map[string][]byte{"k": []byte("v")}
+	if err := c.Update(ctx, s); err != nil {
+		t.Fatal(err)
+	}
+	if p.Update(event.UpdateEvent{ObjectOld: s.DeepCopy(), ObjectNew: s.DeepCopy()}) {
+		t.Error("rekey's own update woke the set")
+	}
+	edited := s.DeepCopy()
+	edited.Data["k"] = []byte("by hand")
+	if err := server.Update(ctx, edited); err != nil {
+		t.Fatal(err)
+	}
+	if !p.Update(event.UpdateEvent{ObjectOld: s.DeepCopy(), ObjectNew: edited.DeepCopy()}) {
+		t.Error("a hand edit did not wake the set")
+	}
+	if !p.Delete(event.DeleteEvent{Object: s.DeepCopy()}) {
+		t.Error("a delete did not wake the set")
+	}
+	// A write that failed: rekey cannot vouch for any version.
+	if err := c.Update(ctx, s.DeepCopy()); !apierrors.IsConflict(err) {
+		t.Fatalf("want a conflict, got %v", err)
+	}
+	if !p.Update(event.UpdateEvent{ObjectOld: s.DeepCopy(), ObjectNew: s.DeepCopy()}) {
+		t.Error("after a failed write, an event of the version rekey last wrote did not wake the set")
+	}
+	// Without fresh reads (LiveReads), every event wakes the set.
+	if !(&Reconciler{}).notOwnWrite().Create(event.CreateEvent{Object: s.DeepCopy()}) {
+		t.Error("LiveReads: an event was filtered")
+	}
+}

@@ -153,6 +153,7 @@ func (r *Reconciler) continueRotation(ctx context.Context, t *turn) (ctrl.Result
 	if err := r.writeStatus(ctx, t, func(st *v1.CredentialSetStatus) {
 		st.Phase, st.DistributedAt, st.RolledOutAt = v1.PhaseDistributed, &now, nil
 		st.RestartID = id
+		arrived(cs, st, gen, now)
 	}); err != nil {
 		return ctrl.Result{}, nil, err
 	}
@@ -247,6 +248,20 @@ func (r *Reconciler) discard(ctx context.Context, t *turn, auto bool) (ctrl.Resu
 	r.rotationEvent(cs, id, "Normal", reason.RotationCompleted, "Discard", "rotation %s complete: generation %d is current", id, gen)
 	r.dropAnnotations(ctx, cs, engine.RotateAnnotation, engine.DiscardAnnotation)
 	return ctrl.Result{}, nil, nil
+}
+
+// arrived completes the Distributed transition of a set that declares no
+// consumer: with nothing to restart it rolled out the moment its secrets
+// were distributed, and that is what the distribution Secrets hold. The
+// transition's write records both, rather than observe in a second write.
+func arrived(cs *v1.CredentialSet, st *v1.CredentialSetStatus, gen int64, now metav1.Time) {
+	if engine.DeclaredConsumers(cs.Spec) > 0 {
+		return
+	}
+	st.RolledOutAt = &now
+	next := *cs
+	next.Status = *st
+	st.SecretHash = secretHash(&next, gen)
 }
 
 func overlapNote(p *plan) string {

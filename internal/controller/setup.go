@@ -10,10 +10,13 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/util/workqueue"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	crcontroller "sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
@@ -124,7 +127,8 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		Watches(&appsv1.StatefulSet{}, mapFor(v1.KindStatefulSet)).
 		Watches(&appsv1.Deployment{}, mapFor(v1.KindDeployment)).
 		Watches(&appsv1.DaemonSet{}, mapFor(v1.KindDaemonSet)).
-		Watches(&corev1.Secret{}, handler.EnqueueRequestsFromMapFunc(setOfSecret(mgr.GetClient()))).
+		Watches(&corev1.Secret{}, handler.EnqueueRequestsFromMapFunc(setOfSecret(mgr.GetClient())),
+			builder.WithPredicates(r.notOwnWrite())).
 		// The keyed lock wakes a set waiting for its backend through the
 		// controller's own queue.
 		WatchesRawSource(source.Func(func(_ context.Context, q workqueue.TypedRateLimitingInterface[reconcile.Request]) error {
@@ -134,6 +138,18 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		WithOptions(crcontroller.Options{MaxConcurrentReconciles: r.workers()}).
 		Named("credentialset").
 		Complete(r)
+}
+
+// notOwnWrite lets through every change of a Secret but the event of
+// rekey's own write of it: the reconcile that wrote it already acts on
+// what it wrote, and a second one would only read everything again (a hand
+// edit or a delete has a version of its own, and still wakes the set).
+func (r *Reconciler) notOwnWrite() predicate.Predicate {
+	own := func(o client.Object) bool { return r.fresh != nil && r.fresh.ownWrite(o) }
+	return predicate.Funcs{
+		CreateFunc: func(e event.CreateEvent) bool { return !own(e.Object) },
+		UpdateFunc: func(e event.UpdateEvent) bool { return !own(e.ObjectNew) },
+	}
 }
 
 // workers is MaxConcurrentReconciles, or its default.
