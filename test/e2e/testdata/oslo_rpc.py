@@ -42,7 +42,10 @@ def main():
     # The client calls its own server (topic.server): a call a stopping
     # process had taken off the shared topic queue would be lost with it,
     # which is oslo's shutdown, not a credential, and not what is measured.
-    client = om.get_rpc_client(transport, om.Target(topic=topic, server=name), timeout=10)
+    # get_rpc_client came with oslo.messaging 14.1; the pinned 14.0 (Debian
+    # bookworm's) builds the client itself, as services of that release do.
+    new_client = getattr(om, 'get_rpc_client', om.RPCClient)
+    client = new_client(transport, om.Target(topic=topic, server=name), timeout=10)
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     calls = failed = 0
