@@ -76,6 +76,16 @@ const (
 	// MOCORotatesItself: the MOCO that manages the set's MySQLCluster
 	// rotates its system users itself; rekey does nothing on that cluster.
 	MOCORotatesItself Reason = "MOCORotatesItself"
+	// AuthenticationFailed: the backend refused the credential rekey logs
+	// in with (wrong, revoked, expired, or its account locked). It never
+	// clears by itself: a person fixes the credential or the account, and
+	// a retry with the same credential only repeats the failure (and, on a
+	// server with a failed-login limit, keeps the account locked).
+	AuthenticationFailed Reason = "AuthenticationFailed"
+	// PermissionDenied: the backend accepted rekey's credential, but it
+	// lacks a privilege the step needs; the message names it when the
+	// backend's answer tells.
+	PermissionDenied Reason = "PermissionDenied"
 	// MOCONotReady: MOCO has not (or not yet) made what a moco set needs
 	// (the MySQLCluster, its controller Secret with all 8 passwords), or
 	// this installation of rekey does not serve MOCO clusters.
@@ -150,3 +160,15 @@ const (
 	Verified        Reason = "Verified"
 	CapsEqual       Reason = "CapsEqual"
 )
+
+// NeedsPerson reports whether a problem of reason r cannot clear by
+// itself: retrying with nothing changed (the spec, the Secrets it names)
+// only repeats it. For AuthenticationFailed every retry is also one more
+// refused login, which a server with a failed-login limit counts.
+func NeedsPerson(r Reason) bool {
+	switch r {
+	case AuthenticationFailed, PermissionDenied:
+		return true
+	}
+	return false
+}
