@@ -128,7 +128,7 @@ func TestReinitReplicaMidRotation(t *testing.T) {
 			t.Fatal(err)
 		}
 		discard(t, ns, "reinit", "reinit-2")
-		mustContain(t, "BackendError event", waitEventNoting(t, ns, "reinit", reason.BackendError, r2.Addr()), "re-initialised", "moco-admin")
+		mustContain(t, "AuthenticationFailed event", waitEventNoting(t, ns, "reinit", reason.AuthenticationFailed, r2.Addr()), "re-initialised", "moco-admin", "MySQL error 1045")
 		if cs := getSet(t, ns, "reinit"); cs.Status.Phase != v1.PhaseDistributed || cs.Status.DiscardApplied {
 			t.Fatalf("discard completed without the rebuilt replica: %s", stateOf(cs))
 		}
@@ -139,7 +139,7 @@ func TestReinitReplicaMidRotation(t *testing.T) {
 		mk.reached()
 		old = completed(t, 3, old, r2)
 		targets.add(r2)
-		mk.done(t, "discard held (BackendError naming the instance and its missing admin) until the admin was recreated; then its users were created with the new password only; completed")
+		mk.done(t, "discard held (AuthenticationFailed naming the instance and its missing admin) until the admin was recreated; then its users were created with the new password only; completed")
 	})
 
 	t.Run("rebuilt by CLONE from the primary while Distributed", func(t *testing.T) {

@@ -30,6 +30,9 @@ type Backend struct {
 	AdminKey string
 	// AdminPassword is the admin's fixed password when it is not rotated.
 	AdminPassword string
+	// adminRef is where AdminPassword comes from (nil when the spec gives
+	// none), named when MySQL refuses it.
+	adminRef *v1.SecretKeyRef
 	// transport protects every connection: verified TLS unless the spec
 	// explicitly opts out.
 	transport transport
@@ -73,7 +76,8 @@ func New(spec *v1.MySQLSpec, instances []Instance, adminPassword string, caPEM [
 		return nil, err
 	}
 	b := &Backend{Instances: instances, Users: users, AdminUser: spec.Admin.User,
-		AdminPassword: adminPassword, transport: t, AdminKey: adminKey(spec.Admin.User, users)}
+		AdminPassword: adminPassword, transport: t, AdminKey: adminKey(spec.Admin.User, users),
+		adminRef: spec.Admin.PasswordSecretRef}
 	if b.AdminKey == "" && adminPassword == "" {
 		return nil, fmt.Errorf("admin user %s is not rotated by this set, so mysql.admin.passwordSecretRef must give its password", spec.Admin.User)
 	}
@@ -113,9 +117,12 @@ func (b *Backend) Keys() []string {
 // first (MySQL keeps only a hash); dual passwords overlap until DISCARD.
 func (b *Backend) Traits() engine.Traits { return engine.Traits{Overlap: true} }
 
-// NewSecrets implements engine.Backend; user names do not change with the
-// generation.
-func (b *Backend) NewSecrets(int64) (engine.Secrets, error) { return engine.NewPasswords(b.Keys()) }
+// NewSecrets implements engine.Backend: each user's password has the
+// length decided for it (passwordLength); user names do not change with
+// the generation.
+func (b *Backend) NewSecrets(int64) (engine.Secrets, error) {
+	return engine.NewPasswords(passwordLengths(b.Users))
+}
 
 // Render implements engine.Backend: consumers read each password under its
 // source Secret key.
@@ -157,7 +164,7 @@ func (b *Backend) forEachInstance(ctx context.Context, step string, lift bool, p
 		g.Go(func() error {
 			s, err := openSession(ctx, phase, lift, inst, b.transport, b.AdminUser, passwords...)
 			if err != nil {
-				return err
+				return b.adminLoginError(err)
 			}
 			s.secrets = append(s.secrets, values(secrets)...)
 			s.perUser = b.perUser

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 
@@ -99,20 +100,39 @@ func threadState(s string) string {
 	return strings.ToLower(s)
 }
 
-// lastError quotes MySQL's last replication error, cut before any
-// statement text: an applier error may quote the failing statement
-// ("Query: '...'"), which can carry another application's credentials.
-func lastError(errno, msg string) string {
+// lastError names MySQL's last replication error by its number and
+// rekey's words for it. The message itself is never quoted: it names the
+// source's host and replication user as the server saw them, and an
+// applier error quotes the failing statement, which can carry another
+// application's credentials.
+func lastError(errno, _ string) string {
 	if errno == "" || errno == "0" {
 		return ""
 	}
-	if i := strings.Index(msg, "Query:"); i >= 0 {
-		msg = strings.TrimSpace(msg[:i]) + " [statement omitted]"
+	n, err := strconv.ParseUint(errno, 10, 16)
+	if err != nil {
+		return " (an error rekey cannot read)"
 	}
-	if len(msg) > 200 {
-		msg = msg[:200] + "..."
+	if text, ok := replicationErrors[uint16(n)]; ok {
+		return fmt.Sprintf(" (error %d: %s)", n, text)
 	}
-	return fmt.Sprintf(" (error %s: %s)", errno, msg)
+	if known, ok := mysqlErrors[uint16(n)]; ok {
+		return fmt.Sprintf(" (error %d: %s)", n, known.text)
+	}
+	return fmt.Sprintf(" (error %d)", n)
+}
+
+// replicationErrors are rekey's words for the errors a replica's threads
+// stop on most.
+var replicationErrors = map[uint16]string{
+	1032:  "a row the source changed is missing here",
+	1045:  "the source refused the replication user's password",
+	1062:  "a row the source added exists here already",
+	1236:  "the source could not send the binary log the replica needs",
+	2003:  "cannot connect to the source",
+	2005:  "the source's host name does not resolve",
+	2061:  "the source requires a secure connection or its public key for the replication user",
+	13114: "the source could not send the binary log the replica needs",
 }
 
 // topologyProblems finds the primary and checks that every other instance

@@ -56,13 +56,13 @@ func TestDecideHealth(t *testing.T) {
 				o.Channels[0].IORunning, o.Channels[0].IOErrno = "Connecting", "2003"
 				o.Channels[0].IOError = "Error connecting to source 'repl@db-0:3306'. Message: Can't connect"
 			}), r2},
-			want: []string{"db-1", "IO thread is still connecting", "error 2003", "Can't connect"}},
+			want: []string{"db-1", "IO thread is still connecting", "error 2003: cannot connect to the source"}, not: []string{"Can't connect", "repl@db-0"}},
 		{name: "an applier error never quotes its statement",
 			obs: []observation{p, with(r1, func(o *observation) {
 				o.Channels[0].SQLRunning, o.Channels[0].SQLErrno = "No", "1396"
 				o.Channels[0].SQLError = "Error 'Operation ALTER USER failed' on query. Default database: ''. Query: 'ALTER USER 'app'@'%' IDENTIFIED BY 's3cretS3cret''"
 			}), r2},
-			want: []string{"db-1", "SQL thread is stopped", "error 1396", "statement omitted"}, not: []string{"s3cretS3cret", "IDENTIFIED"}},
+			want: []string{"db-1", "SQL thread is stopped", "error 1396: a user statement failed"}, not: []string{"s3cretS3cret", "IDENTIFIED", "Operation ALTER USER failed"}},
 		{name: "a named channel", obs: []observation{p, with(r1, func(o *observation) {
 			o.Channels[0].Name, o.Channels[0].SQLRunning = "upstream", "No"
 		}), r2}, want: []string{"replication channel upstream"}},

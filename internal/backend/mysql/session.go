@@ -10,7 +10,9 @@ import (
 
 	driver "github.com/go-sql-driver/mysql"
 
+	"rekey.io/rekey/internal/engine"
 	"rekey.io/rekey/internal/failpoint"
+	"rekey.io/rekey/internal/reason"
 )
 
 // Instance is one mysqld the backend acts on.
@@ -72,8 +74,10 @@ func connect(ctx context.Context, login func(context.Context) error) error {
 
 // openSession connects as user with the first password that MySQL accepts.
 // lift says whether the session runs credential DDL (see session.lift).
+// A login MySQL refuses is a *loginFailure, which the Backend turns into a
+// refusal naming where the admin's password comes from.
 func openSession(ctx context.Context, step string, lift bool, inst Instance, t transport, user string, passwords ...string) (*session, error) {
-	var lastErr error
+	var refused *loginFailure
 	for _, pw := range passwords {
 		if pw == "" {
 			continue
@@ -90,11 +94,17 @@ func openSession(ctx context.Context, step string, lift bool, inst Instance, t t
 		})
 		if err != nil {
 			db.Close()
-			lastErr = err
-			if isAccessDenied(err) {
-				continue
+			lf, ok := asLoginFailure(inst, user, err)
+			if !ok {
+				return nil, t.connError(inst, err, passwords...)
 			}
-			return nil, t.connError(inst, err, passwords...)
+			refused = lf
+			if lf.kind == failLocked {
+				// Any password is refused while the account is locked,
+				// and each try counts as one more failed login.
+				break
+			}
+			continue
 		}
 		s := &session{inst: inst, db: db, conn: conn, secrets: passwords, step: step, lift: lift}
 		if err := s.prepare(ctx); err != nil {
@@ -103,16 +113,39 @@ func openSession(ctx context.Context, step string, lift bool, inst Instance, t t
 		}
 		return s, nil
 	}
-	if lastErr == nil {
-		lastErr = errors.New("no password to connect with")
+	if refused == nil {
+		return nil, fmt.Errorf("log in to %s as %s: no password to connect with", inst.Name, user)
 	}
-	if isAccessDenied(lastErr) {
-		// A re-initialised instance has lost every account rekey made
-		// there, its admin too: rekey repairs the others once it can log in.
-		return nil, fmt.Errorf("log in to %s as %s: every password rekey holds for it was refused; if %s was re-initialised, the cluster's bootstrap must recreate the admin account %s there (with the password rekey holds) before rekey can repair the rotated users: %w",
-			inst.Name, user, inst.Name, user, redact(lastErr, passwords...))
+	return nil, refused
+}
+
+// loginFailure: MySQL refused a login (error 1045, a locked account, an
+// expired password). The text is rekey's; the error number is all that is
+// kept of MySQL's answer.
+type loginFailure struct {
+	inst, user string
+	kind       failKind // failAuth or failLocked
+	text       string   // e.g. "MySQL error 3955 (the account is locked ...)"
+	err        error
+}
+
+func (e *loginFailure) Error() string {
+	return fmt.Sprintf("%s for user %s at %s", e.text, e.user, e.inst)
+}
+
+func (e *loginFailure) Unwrap() error { return e.err }
+
+// asLoginFailure reports whether err is MySQL refusing user's login.
+func asLoginFailure(inst Instance, user string, err error) (*loginFailure, bool) {
+	var me *driver.MySQLError
+	if !errors.As(err, &me) {
+		return nil, false
 	}
-	return nil, fmt.Errorf("log in to %s as %s: %w", inst.Name, user, redact(lastErr, passwords...))
+	kind, text := explainMySQL(me)
+	if kind != failAuth && kind != failLocked {
+		return nil, false
+	}
+	return &loginFailure{inst: inst.Name, user: user, kind: kind, text: text, err: me}, true
 }
 
 // checkLogin opens and closes a plain connection as user: the observable
@@ -126,6 +159,12 @@ func checkLogin(ctx context.Context, t transport, inst Instance, user, password 
 	if err := connect(ctx, db.PingContext); err != nil {
 		if isAccessDenied(err) {
 			return &loginRefused{inst: inst.Name, user: user}
+		}
+		if lf, ok := asLoginFailure(inst, user, err); ok && lf.kind == failLocked {
+			// Not the password's fault, and trying another one counts as
+			// one more failed login.
+			return &engine.Refusal{Reason: string(reason.AuthenticationFailed), Message: fmt.Sprintf(
+				"%s: consumers of user %s cannot log in either; nothing was changed: unlock the account on the server (ALTER USER ... ACCOUNT UNLOCK)", lf.Error(), user)}
 		}
 		return t.connError(inst, err, password)
 	}
@@ -233,9 +272,21 @@ func (s *session) exec(ctx context.Context, stmt string) error {
 	return nil
 }
 
+// wrap says which step failed on which instance, in rekey's words: a
+// refusal (already rekey's text) passes as it is, a lost connection holds
+// the phase as an unreachable instance, a missing privilege is a
+// PermissionDenied refusal, and anything else keeps only MySQL's error
+// number.
 func (s *session) wrap(what string, err error) error {
+	if _, ok := engine.AsRefusal(err); ok {
+		return err
+	}
 	if isConnError(err) {
 		return unreachable(s.inst, redact(err, s.secrets...))
+	}
+	if kind, text := explain(err); kind == failPermission {
+		return &engine.Refusal{Reason: string(reason.PermissionDenied), Message: fmt.Sprintf(
+			"%s on %s: %s for the admin user: grant it that privilege and rekey goes on by itself", what, s.inst.Name, text)}
 	}
 	return fmt.Errorf("%s on %s: %w", what, s.inst.Name, redact(err, s.secrets...))
 }
@@ -255,18 +306,24 @@ func isConnError(err error) bool {
 		strings.Contains(err.Error(), "EOF")
 }
 
-// redactedError keeps secret values out of messages: MySQL may echo part of
-// a statement ("near '...'") in a syntax error.
-type redactedError struct{ msg string }
+// redactedError keeps secret values and whatever a server sent out of
+// messages: MySQL may echo part of a statement ("near '...'") in a syntax
+// error, and its messages name the manager's address. The chain is kept
+// for rekey's own decisions (error numbers), never for text.
+type redactedError struct {
+	msg string
+	err error
+}
 
 func (e *redactedError) Error() string { return e.msg }
+
+func (e *redactedError) Unwrap() error { return e.err }
 
 func redact(err error, secrets ...string) error {
 	if err == nil {
 		return nil
 	}
-	msg := err.Error()
-	changed := false
+	msg, changed := scrubbed(err)
 	for _, s := range secrets {
 		if len(s) >= 4 && strings.Contains(msg, s) {
 			msg = strings.ReplaceAll(msg, s, "[redacted]")
@@ -276,7 +333,7 @@ func redact(err error, secrets ...string) error {
 	if !changed {
 		return err
 	}
-	return &redactedError{msg}
+	return &redactedError{msg, err}
 }
 
 func firstWords(s string) string {

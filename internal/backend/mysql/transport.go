@@ -155,19 +155,36 @@ func validateInstance(i Instance) error {
 
 // connError classifies a failure to connect: a certificate that does not
 // verify is a refusal that says what to fix (waiting would not help: the
-// trust is configured, and it is re-read on every reconcile), anything
-// else an unreachable instance, which holds the phase until it answers.
-// The driver's errors never hold the password; the certificate's names
-// and issuer are not secret. passwords are redacted all the same.
+// trust is configured, and it is re-read on every reconcile), as is a
+// server that requires TLS the spec turned off or an answer that is not
+// MySQL's; anything else an unreachable instance, which holds the phase
+// until it answers. The text is rekey's own (explain): nothing the server
+// sent, its certificate's names included, reaches a message.
 func (t transport) connError(inst Instance, err error, passwords ...string) error {
 	if msg := t.explainTLS(inst, err); msg != "" {
-		return &engine.Refusal{Reason: string(reason.BackendError), Message: redact(errors.New(msg), passwords...).Error()}
+		return &engine.Refusal{Reason: string(reason.BackendError), Message: msg}
 	}
-	return unreachable(inst, redact(err, passwords...))
+	kind, text := explain(err)
+	switch kind {
+	case failTLS:
+		return &engine.Refusal{Reason: string(reason.BackendError), Message: fmt.Sprintf(
+			"%s: %s, so rekey sent it no credentials: set spec.mysql.tls to Required (with spec.mysql.tlsCASecretRef naming the CA of the servers' certificates), or enable TLS on the server", inst.Name, text)}
+	case failOther:
+		return &engine.Refusal{Reason: string(reason.BackendError), Message: fmt.Sprintf(
+			"%s: %s; nothing was changed: check that spec.mysql names the MySQL servers' addresses and ports", inst.Name, text)}
+	case failAuth, failLocked:
+		return &engine.Refusal{Reason: string(reason.AuthenticationFailed), Message: fmt.Sprintf(
+			"%s refused a login: %s; nothing was changed: fix the account or its password", inst.Name, text)}
+	case failPermission:
+		return &engine.Refusal{Reason: string(reason.PermissionDenied), Message: fmt.Sprintf(
+			"%s: %s; nothing was changed: grant the account that privilege", inst.Name, text)}
+	}
+	return unreachable(inst, &redactedError{text, err})
 }
 
 // explainTLS says what to fix when err is a TLS verification failure, ""
-// when it is not one.
+// when it is not one. It names the certificate's fault, never its names
+// or issuer: a set can point rekey at any TLS service the manager reaches.
 func (t transport) explainTLS(inst Instance, err error) string {
 	var (
 		unknown  x509.UnknownAuthorityError
@@ -180,13 +197,36 @@ func (t transport) explainTLS(inst Instance, err error) string {
 		if t.roots != nil {
 			fix = "the CA in the Secret key named by spec.mysql.tlsCASecretRef did not sign it: put the right CA there"
 		}
-		return fmt.Sprintf("the TLS certificate of %s is not trusted (%v), so rekey sent it no credentials: %s", inst.Name, unknown, fix)
+		return fmt.Sprintf("the TLS certificate of %s is not trusted (signed by an unknown authority), so rekey sent it no credentials: %s", inst.Name, fix)
 	case errors.As(err, &hostname):
-		return fmt.Sprintf("the TLS certificate of %s is not valid for the name rekey verifies (%v), so rekey sent it no credentials: set spec.mysql.tlsServerName to a name the certificate holds, or give the instances certificates for their own hosts", inst.Name, hostname)
+		return fmt.Sprintf("the TLS certificate of %s is not valid for %s, the name rekey verifies, so rekey sent it no credentials: set spec.mysql.tlsServerName to a name the certificate holds, or give the instances certificates for their own hosts", inst.Name, t.verifiedName(inst))
 	case errors.As(err, &invalid):
-		return fmt.Sprintf("the TLS certificate of %s is not valid (%v), so rekey sent it no credentials: renew it", inst.Name, invalid)
+		return fmt.Sprintf("the TLS certificate of %s is not valid (%s), so rekey sent it no credentials: renew it", inst.Name, invalidReason(invalid))
 	case errors.Is(err, driver.ErrNoTLS):
 		return fmt.Sprintf("%s does not offer TLS, which spec.mysql.tls %s requires: enable TLS on the server (ssl-cert, ssl-key)", inst.Name, t.mode)
 	}
 	return ""
+}
+
+// verifiedName is the name inst's certificate is verified for.
+func (t transport) verifiedName(inst Instance) string {
+	if t.serverName != "" {
+		return t.serverName
+	}
+	return inst.serverName()
+}
+
+// invalidReason is rekey's word for why a certificate is invalid.
+func invalidReason(e x509.CertificateInvalidError) string {
+	switch e.Reason {
+	case x509.Expired:
+		return "expired or not yet valid"
+	case x509.NotAuthorizedToSign:
+		return "signed by a certificate that is not a CA"
+	case x509.IncompatibleUsage:
+		return "not for server authentication"
+	case x509.NameConstraintsWithoutSANs, x509.CANotAuthorizedForThisName, x509.CANotAuthorizedForExtKeyUsage:
+		return "outside its CA's constraints"
+	}
+	return fmt.Sprintf("x509 reason %d", e.Reason)
 }

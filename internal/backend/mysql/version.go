@@ -3,6 +3,7 @@ package mysql
 import (
 	"context"
 	"fmt"
+	"regexp"
 	"strings"
 	"sync"
 
@@ -47,7 +48,7 @@ func (b *Backend) Version(ctx context.Context, cur engine.Secrets) (string, erro
 }
 
 func (b *Backend) instanceVersion(ctx context.Context, inst Instance, passwords []string) (string, error) {
-	var lastErr error
+	var refused *loginFailure
 	for _, pw := range passwords {
 		if pw == "" {
 			continue
@@ -64,12 +65,19 @@ func (b *Backend) instanceVersion(ctx context.Context, inst Instance, passwords 
 			v, _, _ = strings.Cut(v, "-")
 			return v, nil
 		}
-		lastErr = err
-		if !isAccessDenied(err) {
+		lf, ok := asLoginFailure(inst, b.AdminUser, err)
+		if !ok {
 			return "", b.transport.connError(inst, err, passwords...)
 		}
+		refused = lf
+		if lf.kind == failLocked {
+			break // see openSession
+		}
 	}
-	return "", fmt.Errorf("read the version of %s as %s: %w", inst.Name, b.AdminUser, redact(lastErr, passwords...))
+	if refused == nil {
+		return "", fmt.Errorf("read the version of %s as %s: no password to connect with", inst.Name, b.AdminUser)
+	}
+	return "", b.adminLoginError(refused)
 }
 
 // minVersion is the oldest MySQL the backend's statements run on. Each
@@ -95,6 +103,7 @@ const minVersion = "8.0.21"
 // the instance is asked elsewhere.
 func versionRefusal(instance, raw string) *engine.Refusal {
 	v, _, _ := strings.Cut(strings.TrimSpace(raw), "-")
+	raw = quotableVersion(raw)
 	switch {
 	case strings.Contains(strings.ToLower(raw), "mariadb"):
 		return &engine.Refusal{Reason: string(reason.UnsupportedVersion), Message: fmt.Sprintf(
@@ -108,6 +117,18 @@ func versionRefusal(instance, raw string) *engine.Refusal {
 	}
 	return nil
 }
+
+// quotableVersion is raw if it is shaped like a version string (short,
+// letters, digits and . + ~ _ -), else a placeholder: whatever answers on
+// the address the set names must not have its text repeated.
+func quotableVersion(raw string) string {
+	if len(raw) <= 64 && versionChars.MatchString(raw) {
+		return raw
+	}
+	return "(not a version string)"
+}
+
+var versionChars = regexp.MustCompile(`^[0-9A-Za-z.+~_-]+$`)
 
 // wellFormedVersion: digits separated by dots, at least major.minor.
 func wellFormedVersion(v string) bool {

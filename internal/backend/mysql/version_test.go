@@ -29,6 +29,7 @@ func TestVersionRefusal(t *testing.T) {
 		{"garbage", true, "cannot read"},
 		{"8", true, "cannot read"},
 		{"8.0.x", true, "cannot read"},
+		{"8.0 CANARY <html>", true, "(not a version string)"},
 	} {
 		rf := versionRefusal("db-1", tc.raw)
 		if (rf != nil) != tc.refuse {
