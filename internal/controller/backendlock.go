@@ -78,6 +78,9 @@ type backendLocks struct {
 	woken map[string]wakeUp
 	queue workqueue.TypedRateLimitingInterface[reconcile.Request]
 	now   func() time.Time
+	// held is how long a set's backoff still holds it (nil: never): a
+	// release does not wake a set before its backoff ends.
+	backoff func(types.NamespacedName) time.Duration
 }
 
 type wakeUp struct {
@@ -96,11 +99,12 @@ func newBackendLocks() *backendLocks {
 		woken: map[string]wakeUp{}, now: time.Now}
 }
 
-// setQueue gives the lock the controller's queue, to wake waiting sets.
-func (l *backendLocks) setQueue(q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+// setQueue gives the lock the controller's queue, to wake waiting sets,
+// and what says how long a set's backoff still holds it.
+func (l *backendLocks) setQueue(q workqueue.TypedRateLimitingInterface[reconcile.Request], backoff func(types.NamespacedName) time.Duration) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	l.queue = q
+	l.queue, l.backoff = q, backoff
 }
 
 // tryLock takes every key for set, or none; then busy is a key another set
@@ -198,14 +202,27 @@ func (l *backendLocks) reserved(k string) bool {
 }
 
 // wake queues the first set waiting for k when k is free and nobody woken
-// for it is on the way, and keeps k for it. Caller holds mu.
+// for it is on the way, and keeps k for it. A waiter its backoff still
+// holds is passed over and leaves the line: it comes back on its own when
+// the backoff ends, and sets failing on one server must not wake each
+// other past their backoff. Caller holds mu.
 func (l *backendLocks) wake(k string) {
-	if _, taken := l.held[k]; taken || len(l.waiting[k]) == 0 || l.reserved(k) {
+	if _, taken := l.held[k]; taken || l.reserved(k) {
 		return
 	}
-	next := l.waiting[k][0]
-	if l.waiting[k] = l.waiting[k][1:]; len(l.waiting[k]) == 0 {
-		delete(l.waiting, k)
+	var next types.NamespacedName
+	for {
+		if len(l.waiting[k]) == 0 {
+			delete(l.waiting, k)
+			return
+		}
+		next = l.waiting[k][0]
+		if l.waiting[k] = l.waiting[k][1:]; len(l.waiting[k]) == 0 {
+			delete(l.waiting, k)
+		}
+		if l.backoff == nil || l.backoff(next) <= 0 {
+			break
+		}
 	}
 	l.woken[k] = wakeUp{set: next, at: l.now()}
 	if l.queue != nil {

@@ -94,7 +94,7 @@ func newTestLocks() (*backendLocks, workqueue.TypedRateLimitingInterface[reconci
 	c := &lockClock{t: time.Unix(1e9, 0)}
 	l.now = c.now
 	q := workqueue.NewTypedRateLimitingQueue(workqueue.DefaultTypedControllerRateLimiter[reconcile.Request]())
-	l.setQueue(q)
+	l.setQueue(q, nil)
 	return l, q, c
 }
 
@@ -213,5 +213,35 @@ func TestBackendLocksMovedSet(t *testing.T) {
 	}
 	if got := queued(q); !slices.Equal(got, []string{"c"}) {
 		t.Fatalf("woken %v, want [c]", got)
+	}
+}
+
+// TestBackendLockPassesOverHeld: a release never wakes a set its backoff
+// still holds (it comes back by itself when the backoff ends); the next
+// waiter is woken instead, so sets failing on one server do not wake each
+// other past their backoff.
+func TestBackendLockPassesOverHeld(t *testing.T) {
+	l, q, _ := newTestLocks()
+	heldSets := map[string]bool{"b": true}
+	l.backoff = func(s types.NamespacedName) time.Duration {
+		if heldSets[s.Name] {
+			return time.Minute
+		}
+		return 0
+	}
+	if _, ok := l.tryLock(set("a"), []string{"k"}); !ok {
+		t.Fatal("a: free key refused")
+	}
+	for _, s := range []string{"b", "c"} {
+		if _, ok := l.tryLock(set(s), []string{"k"}); ok {
+			t.Fatalf("%s: k is a's", s)
+		}
+	}
+	l.unlock(set("a"), []string{"k"})
+	if got := queued(q); !slices.Equal(got, []string{"c"}) {
+		t.Fatalf("woken %v, want [c]: b is held by its backoff", got)
+	}
+	if slices.Contains(l.waiting["k"], set("b")) {
+		t.Errorf("b still waits in line: %v", l.waiting["k"])
 	}
 }

@@ -2,80 +2,175 @@ package controller
 
 import (
 	"fmt"
+	"maps"
+	"slices"
 	"sync"
 	"time"
 
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/util/workqueue"
 
+	v1 "rekey.io/rekey/api/v1alpha1"
 	"rekey.io/rekey/internal/reason"
 )
 
-// Unreachable backoff bounds: the first retry of a set whose backend did
-// not answer comes after unreachableFirst, each failure in a row doubles
-// the wait, up to unreachableMax. A host that is gone for hours then costs
-// a login attempt (a worker for up to the dial deadline, a Warning Event)
-// every five minutes instead of every ten seconds, and one that answers
-// again is seen within the current wait at most.
+// Backoff bounds of a failing set: the first retry comes after
+// backoffFirst, each failure in a row doubles the wait, up to backoffMax.
+// A backend that is gone for hours then costs one attempt (a worker for up
+// to the dial deadline, one Warning folded into the Event's series) every
+// five minutes, and one that answers again within seconds is seen soon.
 const (
-	unreachableFirst = 10 * time.Second
-	unreachableMax   = 5 * time.Minute
+	backoffFirst = time.Second
+	backoffMax   = 5 * time.Minute
 )
 
-// unreachableBackoff is the wait after failures (≥ 1) unreachable
-// attempts in a row.
-func unreachableBackoff(failures int) time.Duration {
-	d := unreachableFirst
-	for i := 1; i < failures && d < unreachableMax; i++ {
-		d *= 2
+// retryNote is what a problem retried with backoff says about it. It is
+// the same on every attempt: a message that changed with the count or the
+// wait would make each failure write the status anew.
+var retryNote = fmt.Sprintf("rekey retries with a backoff that doubles from %s up to %s", backoffFirst, backoffMax)
+
+// retries holds failing sets back: a set whose reconcile failed is not
+// tried again before its backoff ends, whatever wakes it (a consumer's
+// rollout, a Secret event, another set releasing the backend), unless a
+// person asked for something new: its spec, annotations (a trigger such as
+// rekey.io/rotate) or labels changed, or it is being deleted. The waits
+// come from client-go's per-item exponential limiter, the one
+// controller-runtime's queue uses.
+type retries struct {
+	once    sync.Once
+	limiter workqueue.TypedRateLimiter[types.NamespacedName]
+
+	mu   sync.Mutex
+	held map[types.NamespacedName]hold
+}
+
+// hold is one failing set's backoff: no attempt before until, unless the
+// set no longer looks as it did when it failed (by).
+type hold struct {
+	until time.Time
+	by    wakeKey
+}
+
+// wakeKey is what a person changes to ask for a fresh attempt at once.
+type wakeKey struct {
+	generation  int64
+	annotations string
+	labels      string
+	deleting    bool
+}
+
+func wakeKeyOf(cs *v1.CredentialSet) wakeKey {
+	return wakeKey{generation: cs.Generation, annotations: flat(cs.Annotations), labels: flat(cs.Labels),
+		deleting: !cs.DeletionTimestamp.IsZero()}
+}
+
+// flat is a map as one comparable string (keys sorted).
+func flat(m map[string]string) string {
+	s := ""
+	for _, k := range slices.Sorted(maps.Keys(m)) {
+		s += fmt.Sprintf("%q=%q;", k, m[k])
 	}
-	return min(d, unreachableMax)
+	return s
 }
 
-// unreachableStreaks counts, per set, the reconciles in a row that found
-// its backend unreachable.
-type unreachableStreaks struct {
-	mu sync.Mutex
-	n  map[types.NamespacedName]int
-}
-
-// next records one more failure of set and returns how many in a row.
-func (s *unreachableStreaks) next(set types.NamespacedName) int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.n == nil {
-		s.n = map[types.NamespacedName]int{}
+// holdLeft decides whether a set woken at now is still held by its
+// backoff: left > 0 is how long it is; fresh means the hold no longer
+// applies because a person changed the set since it failed (its backoff
+// starts over).
+func holdLeft(h hold, ok bool, now wakeKey, at time.Time) (left time.Duration, fresh bool) {
+	if !ok {
+		return 0, false
 	}
-	s.n[set]++
-	return s.n[set]
-}
-
-// reset forgets set's streak: its backend answered, or the set is gone.
-func (s *unreachableStreaks) reset(set types.NamespacedName) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	delete(s.n, set)
-}
-
-// backoff applies the unreachable backoff to a reconcile held because an
-// instance does not answer (prob is InstanceUnreachable): it returns the
-// wait and says it in the problem, which becomes the Degraded condition
-// and the Warning Event.
-func (r *Reconciler) backoff(set types.NamespacedName, prob *problem) (*problem, time.Duration) {
-	n := r.streaks.next(set)
-	wait := unreachableBackoff(n)
-	msg := fmt.Sprintf("%s; next attempt in %s", prob.message, wait)
-	if n > 1 {
-		msg = fmt.Sprintf("%s (%d attempts in a row failed; the wait doubles up to %s, and is back to %s once it answers)", msg, n, unreachableMax, unreachableFirst)
+	if h.by != now {
+		return 0, true
 	}
-	return &problem{prob.reason, msg}, wait
+	if at.Before(h.until) {
+		return h.until.Sub(at), false
+	}
+	return 0, false
 }
 
-// endStreak: any reconcile not held by an unreachable instance ends the
-// set's streak. The repair check of a Distributed set (repairPending) is
-// not held, and keeps its fixed recheck, so that a rebuilt instance is
-// repaired soon after it answers; it leaves the streak as it is.
-func (r *Reconciler) endStreak(set types.NamespacedName, prob *problem) {
-	if prob == nil || prob.reason != reason.InstanceUnreachable {
-		r.streaks.reset(set)
+func (r *retries) init() {
+	r.once.Do(func() {
+		r.limiter = workqueue.NewTypedItemExponentialFailureRateLimiter[types.NamespacedName](backoffFirst, backoffMax)
+		r.held = map[types.NamespacedName]hold{}
+	})
+}
+
+// holding is how long set, as cs shows it now, is still held (0: try it).
+func (r *retries) holding(set types.NamespacedName, cs *v1.CredentialSet, now time.Time) time.Duration {
+	r.init()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	h, ok := r.held[set]
+	left, fresh := holdLeft(h, ok, wakeKeyOf(cs), now)
+	if fresh {
+		delete(r.held, set)
+		r.limiter.Forget(set)
 	}
+	return left
+}
+
+// left is how long set is held, whatever it looks like now (0: not held).
+func (r *retries) left(set types.NamespacedName, now time.Time) time.Duration {
+	r.init()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if h, ok := r.held[set]; ok && now.Before(h.until) {
+		return h.until.Sub(now)
+	}
+	return 0
+}
+
+// fail records one more failure of set (cs as this reconcile read it) and
+// returns the wait before the next attempt and the failures in a row.
+func (r *retries) fail(set types.NamespacedName, cs *v1.CredentialSet, now time.Time) (time.Duration, int) {
+	r.init()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	wait := r.limiter.When(set)
+	r.held[set] = hold{until: now.Add(wait), by: wakeKeyOf(cs)}
+	return wait, r.limiter.NumRequeues(set)
+}
+
+// reset forgets set's failures: it got through, or is gone.
+func (r *retries) reset(set types.NamespacedName) {
+	r.init()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	delete(r.held, set)
+	r.limiter.Forget(set)
+}
+
+// outcome is how a reconcile's result is retried.
+type outcome int
+
+const (
+	// succeeded: no problem; the backoff starts over.
+	succeeded outcome = iota
+	// failed: retried with the set's backoff, held against wake-ups.
+	failed
+	// waiting: a problem with a recheck of its own (a rollout wait, the
+	// health gate's poll, a refusal re-checked on a fixed period); the
+	// backoff is left as it is.
+	waiting
+)
+
+// outcomeOf classifies a reconcile: an error (classified as a problem or
+// not) is a failure, except the health gate, which polls so that the
+// phase resumes soon after the cluster is healthy again; a problem that
+// comes with no recheck of its own is a failure too (nothing else would
+// bring it back but a wake-up); other problems wait on their own timer.
+func outcomeOf(fromErr bool, prob *problem, requeue time.Duration) outcome {
+	switch {
+	case prob == nil && !fromErr:
+		return succeeded
+	case prob != nil && prob.reason == reason.ClusterUnhealthy:
+		return waiting
+	case fromErr:
+		return failed
+	case requeue == 0:
+		return failed
+	}
+	return waiting
 }

@@ -11,7 +11,6 @@ import (
 	"github.com/go-logr/logr"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log"
@@ -74,7 +73,7 @@ type Reconciler struct {
 
 	locksOnce sync.Once
 	locks     *backendLocks
-	streaks   unreachableStreaks
+	retries   retries
 
 	// waitNoted: set UID → the rotation whose WaitingForRollout Event was
 	// emitted (once per rotation; a restarted manager emits it once more).
@@ -120,12 +119,12 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	if err := r.reads().Get(ctx, req.NamespacedName, cs); err != nil {
 		r.lockTable().unlock(req.NamespacedName, keys)
 		r.lockTable().forget(req.NamespacedName)
-		r.streaks.reset(req.NamespacedName)
 		if apierrors.IsNotFound(err) {
 			metrics.Forget(req.Namespace, req.Name)
 		}
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
+	attemptOf(ctx).set = cs.DeepCopy()
 	ctx = withTargetMemo(withSetView(ctx, cs))
 	if live := BackendLockKeys(cs); !slices.Equal(live, keys) {
 		// The spec moved to other servers since the cache saw it (or the
@@ -153,7 +152,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	}
 	var obs observation
 	res, prob, err := r.reconcile(ctx, cs, &obs)
-	res, prob, err = r.triage(ctx, req.NamespacedName, res, prob, err)
+	res, prob, err = r.triage(ctx, res, prob, err)
 	return r.report(ctx, cs, &obs, res, prob, err)
 }
 
@@ -173,12 +172,14 @@ func (r *Reconciler) waitForBackend(ctx context.Context, req ctrl.Request, keys 
 // triage turns an error the user can act on into a problem (reported, and
 // retried on a timer rather than with controller-runtime's backoff); other
 // errors stay errors, and become a BackendError problem too so that they
-// are visible where users look, not only in the manager's log.
-func (r *Reconciler) triage(ctx context.Context, set types.NamespacedName, res ctrl.Result, prob *problem, err error) (ctrl.Result, *problem, error) {
-	if err != nil && prob == nil && !isRace(ctx, err) {
+// are visible where users look, not only in the manager's log. What it
+// found decides how the set is retried (outcomeOf; backedOff applies it).
+func (r *Reconciler) triage(ctx context.Context, res ctrl.Result, prob *problem, err error) (ctrl.Result, *problem, error) {
+	fromErr := err != nil && prob == nil && !isRace(ctx, err)
+	if fromErr {
 		prob = classify(err)
 		if prob == nil {
-			prob = &problem{reason.BackendError, err.Error() + "; rekey retries with backoff"}
+			prob = &problem{reason.BackendError, err.Error() + "; " + retryNote}
 		} else {
 			err = nil
 			if res.RequeueAfter == 0 || prob.reason == reason.ClusterUnhealthy {
@@ -187,11 +188,11 @@ func (r *Reconciler) triage(ctx context.Context, set types.NamespacedName, res c
 				res.RequeueAfter = 10 * time.Second
 			}
 			if prob.reason == reason.InstanceUnreachable {
-				prob, res.RequeueAfter = r.backoff(set, prob)
+				prob = &problem{prob.reason, prob.message + "; " + retryNote}
 			}
 		}
 	}
-	r.endStreak(set, prob)
+	attemptOf(ctx).outcome = outcomeOf(fromErr, prob, res.RequeueAfter)
 	return res, prob, err
 }
 
@@ -199,17 +200,29 @@ func (r *Reconciler) triage(ctx context.Context, set types.NamespacedName, res c
 // metrics, the RotationStuck signal, status — and says when to come back.
 func (r *Reconciler) report(ctx context.Context, cs *v1.CredentialSet, obs *observation, res ctrl.Result, prob *problem, err error) (ctrl.Result, error) {
 	if prob != nil {
-		r.event(cs, "Warning", prob.reason, "Reconcile", "%s", prob.message)
 		metrics.Refused(cs.Namespace, cs.Name, string(prob.reason))
 	}
 	known := obs.onto(cs.Status)
 	metrics.Observe(cs.Namespace, cs.Name, &known)
 	metrics.Coverage(cs.Namespace, cs.Name, known.Consumers, cs.Spec.ConsumerGroups)
-	r.noteTransport(cs, obs.transport)
+	insecure := r.transportWarning(cs, obs.transport)
 	stuck := r.rotationStuck(cs, known, prob)
 	metrics.Stuck(cs.Namespace, cs.Name, stuck.message != "")
-	if oerr := r.observe(ctx, cs, known, prob, obs.transport, stuck); oerr != nil && err == nil && !isRace(ctx, oerr) {
+	oerr := r.observe(ctx, cs, known, prob, obs.transport, stuck)
+	if oerr != nil && err == nil && !isRace(ctx, oerr) {
 		err = oerr
+	}
+	// The Warnings after the write of the conditions they report: no
+	// reader sees a Warning while the set still reads healthy. A write
+	// lost to a race is redone, with its Warnings, by the next reconcile;
+	// one the API server refused leaves the Warning as the only signal.
+	if oerr == nil || !isRace(ctx, oerr) {
+		if prob != nil {
+			r.event(cs, "Warning", prob.reason, "Reconcile", "%s", prob.message)
+		}
+		if insecure != "" {
+			r.event(cs, "Warning", reason.InsecureTransport, "Connect", "%s", insecure)
+		}
 	}
 	if stuck.left > 0 {
 		// Wake up when the rotation would count as stuck.

@@ -3,6 +3,7 @@ package controller
 import (
 	"context"
 	"strings"
+	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -123,7 +124,9 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		})
 	}
 	return ctrl.NewControllerManagedBy(mgr).
-		For(&v1.CredentialSet{}).
+		// A set's own status writes that only restate what it reports do
+		// not wake it (setWakes); backedOff holds a failing one to its backoff.
+		For(&v1.CredentialSet{}, builder.WithPredicates(setWakes())).
 		Watches(&appsv1.StatefulSet{}, mapFor(v1.KindStatefulSet)).
 		Watches(&appsv1.Deployment{}, mapFor(v1.KindDeployment)).
 		Watches(&appsv1.DaemonSet{}, mapFor(v1.KindDaemonSet)).
@@ -132,12 +135,12 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		// The keyed lock wakes a set waiting for its backend through the
 		// controller's own queue.
 		WatchesRawSource(source.Func(func(_ context.Context, q workqueue.TypedRateLimitingInterface[reconcile.Request]) error {
-			r.lockTable().setQueue(q)
+			r.lockTable().setQueue(q, func(set types.NamespacedName) time.Duration { return r.retries.left(set, r.now()) })
 			return nil
 		})).
 		WithOptions(crcontroller.Options{MaxConcurrentReconciles: r.workers()}).
 		Named("credentialset").
-		Complete(r)
+		Complete(backedOff{r})
 }
 
 // notOwnWrite lets through every change of a Secret but the event of

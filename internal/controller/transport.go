@@ -28,18 +28,20 @@ func transportOf(b engine.Backend) transportSeen {
 	return transportSeen{known: true, insecure: tr.InsecureTransport()}
 }
 
-// noteTransport warns once per spec generation that asks for unverified
-// or plaintext connections: a Warning on every reconcile would bury the
-// ones that need action, none would let it go unnoticed.
-func (r *Reconciler) noteTransport(cs *v1.CredentialSet, seen transportSeen) {
+// transportWarning is the InsecureTransport Warning this reconcile owes
+// ("" for none): once per spec generation that asks for unverified or
+// plaintext connections — a Warning on every reconcile would bury the ones
+// that need action, none would let it go unnoticed. Decided on the status
+// as read, before this reconcile writes the condition; emitted after.
+func (r *Reconciler) transportWarning(cs *v1.CredentialSet, seen transportSeen) string {
 	if !seen.known || seen.insecure == "" {
-		return
+		return ""
 	}
 	c := meta.FindStatusCondition(cs.Status.Conditions, reason.CondTransportVerified)
 	if c != nil && c.Status == metav1.ConditionFalse && c.ObservedGeneration == cs.Generation && c.Message == seen.insecure {
-		return
+		return ""
 	}
-	r.event(cs, "Warning", reason.InsecureTransport, "Connect", "%s", seen.insecure)
+	return seen.insecure
 }
 
 func setTransportCondition(st *v1.CredentialSetStatus, gen int64, seen transportSeen) {

@@ -53,6 +53,10 @@ var (
 		Name: "rekey_rotation_stuck",
 		Help: "1 while the set's rotation has been active longer than its stuckAfter (condition RotationStuck), else 0.",
 	}, []string{"namespace", "name"})
+	failures = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "rekey_consecutive_failures",
+		Help: "Reconciles of the set in a row that failed (0 once one gets through); the set is retried with a backoff that doubles with each, so the number is kept here rather than in its status or Events.",
+	}, []string{"namespace", "name"})
 	retirements = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "rekey_retirements_total",
 		Help: "Old credentials retired (discarded, deleted) at the end of a rotation.",
@@ -64,7 +68,7 @@ var (
 
 func init() {
 	crmetrics.Registry.MustRegister(phase, rotations, refusals, phaseDuration, lastSuccess, generation, age,
-		consumers, groupMembers, retirements, stuck)
+		consumers, groupMembers, retirements, stuck, failures)
 }
 
 // Results of a rotation, the values of rekey_rotations_total's result label.
@@ -148,6 +152,11 @@ func Stuck(namespace, name string, isStuck bool) {
 	stuck.WithLabelValues(namespace, name).Set(v)
 }
 
+// Failures records how many reconciles of the set in a row failed.
+func Failures(namespace, name string, n int) {
+	failures.WithLabelValues(namespace, name).Set(float64(n))
+}
+
 // Retired counts old credentials retired.
 func Retired(namespace, name string) { retirements.WithLabelValues(namespace, name).Inc() }
 
@@ -179,6 +188,7 @@ func Forget(namespace, name string) {
 	groupMembers.DeletePartialMatch(prometheus.Labels{"namespace": namespace, "name": name})
 	retirements.DeletePartialMatch(prometheus.Labels{"namespace": namespace, "name": name})
 	stuck.DeleteLabelValues(namespace, name)
+	failures.DeleteLabelValues(namespace, name)
 	age.set(namespace, name, nil)
 }
 
