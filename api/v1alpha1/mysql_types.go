@@ -126,6 +126,8 @@ type MySQLAdmin struct {
 }
 
 // MySQLUser is one account that rotates.
+//
+// +kubebuilder:validation:XValidation:rule="!has(self.passwordLength) || self.passwordLength <= 32 || (self.name != 'moco-repl' && !(has(self.grants) && self.grants.exists(g, 'REPLICATION SLAVE' in g.privileges || (g.object == '*.*' && 'ALL PRIVILEGES' in g.privileges))))",fieldPath=".passwordLength",message="passwordLength: this user can be a replica's source user (moco-repl, or granted REPLICATION SLAVE or ALL PRIVILEGES on *.*), and MySQL refuses a replication password longer than 32 characters: set passwordLength to 32 or remove it (the default is 32 characters, 190 bits)"
 type MySQLUser struct {
 	// +kubebuilder:validation:Pattern=`^[A-Za-z0-9_][-A-Za-z0-9_.]{0,31}$`
 	Name string `json:"name"`
@@ -145,6 +147,14 @@ type MySQLUser struct {
 	// +optional
 	// +kubebuilder:validation:MaxItems=32
 	Grants []MySQLGrant `json:"grants,omitempty"`
+	// PasswordLength is how many characters (letters and digits) the
+	// passwords rekey generates for this user have; default 32, about 190
+	// bits, never less. At most 32 for a user a replica may use as its
+	// source user: MySQL refuses a longer replication password.
+	// +optional
+	// +kubebuilder:validation:Minimum=32
+	// +kubebuilder:validation:Maximum=128
+	PasswordLength int32 `json:"passwordLength,omitempty"`
 }
 
 // MySQLGrant is GRANT <privileges> ON <object> TO user. (Not named "on":

@@ -46,6 +46,13 @@ const (
 // AdminUser is the account MOCO's controller administers mysqld as.
 const AdminUser = "moco-admin"
 
+// ReplicationUser is the account MOCO names in CHANGE REPLICATION SOURCE
+// TO … SOURCE_USER, with REPLICATION_PASSWORD, whenever it points a replica
+// at its source (every replica start, since mysqld runs with
+// skip_replica_start, and every switchover): its password must be one
+// MySQL accepts there, at most 32 characters.
+const ReplicationUser = "moco-repl"
+
 // MySQLPort is the port of every MOCO mysqld (not configurable in MOCO).
 const MySQLPort = 3306
 

@@ -145,3 +145,17 @@ func TestControllerSecretProblem(t *testing.T) {
 		t.Errorf("unlabelled Secret: %q", p)
 	}
 }
+
+// The replication user must be one of the rotated users, under the key
+// MOCO reads its SOURCE_PASSWORD from.
+func TestReplicationUserIsRotated(t *testing.T) {
+	for _, k := range Keys {
+		if k.User == ReplicationUser {
+			if k.Key != "REPLICATION_PASSWORD" {
+				t.Fatalf("%s is stored under %s, MOCO reads REPLICATION_PASSWORD", ReplicationUser, k.Key)
+			}
+			return
+		}
+	}
+	t.Fatalf("%s is not among the rotated users", ReplicationUser)
+}

@@ -15,6 +15,9 @@ type User struct {
 	Host   string
 	Key    string // source Secret key of its password
 	Grants []v1.MySQLGrant
+	// PasswordLength is the length of its generated passwords, decided by
+	// passwordLength.
+	PasswordLength int
 }
 
 // Account is the quoted 'name'@'host' form used in SQL.
@@ -61,7 +64,7 @@ func ResolveUsers(spec *v1.MySQLSpec) ([]User, error) {
 	case "moco":
 		// MOCO's system users, under the keys MOCO stores them in.
 		for _, m := range moco.Keys {
-			users = append(users, User{Name: m.User, Host: v1.DefaultMySQLUserHost, Key: m.Key, Grants: mocoGrants[m.User]})
+			users = append(users, User{Name: m.User, Host: v1.DefaultMySQLUserHost, Key: m.Key, Grants: mocoGrants[m.User], PasswordLength: DefaultPasswordLength})
 		}
 	case "":
 	default:
@@ -72,7 +75,11 @@ func ResolveUsers(spec *v1.MySQLSpec) ([]User, error) {
 		if key == "" {
 			key = DefaultKey(u.Name)
 		}
-		users = append(users, User{Name: u.Name, Host: u.AccountHost(), Key: key, Grants: u.Grants})
+		n, err := passwordLength(int(u.PasswordLength), mayReplicate(u.Name, u.Grants))
+		if err != nil {
+			return nil, fmt.Errorf("user %s: %w", u.Name, err)
+		}
+		users = append(users, User{Name: u.Name, Host: u.AccountHost(), Key: key, Grants: u.Grants, PasswordLength: n})
 	}
 	if len(users) == 0 {
 		return nil, fmt.Errorf("no users to rotate: set mysql.preset or mysql.users")

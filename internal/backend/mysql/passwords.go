@@ -1,0 +1,64 @@
+package mysql
+
+import (
+	"fmt"
+	"slices"
+
+	v1 "rekey.io/rekey/api/v1alpha1"
+	"rekey.io/rekey/internal/engine"
+	"rekey.io/rekey/internal/moco"
+)
+
+// DefaultPasswordLength is the length of every generated MySQL password a
+// spec does not lengthen: the strength floor (about 190 bits), which is
+// also the most a replication password may be, so a user granted
+// replication later still works as a replica's source user.
+const DefaultPasswordLength = engine.DefaultPasswordLength
+
+// MaxReplicationPasswordLength is the longest SOURCE_PASSWORD MySQL takes
+// in CHANGE REPLICATION SOURCE TO (error 3056 above it, verified on
+// 9.7.4). MOCO issues that statement with moco-repl's password on every
+// replica start and switchover.
+const MaxReplicationPasswordLength = 32
+
+// mayReplicate reports whether a replica may use the user as its source
+// user: MOCO's replication user, or a user granted REPLICATION SLAVE
+// (directly, or with ALL PRIVILEGES on *.*, which includes it).
+func mayReplicate(name string, grants []v1.MySQLGrant) bool {
+	if name == moco.ReplicationUser {
+		return true
+	}
+	for _, g := range grants {
+		if slices.Contains(g.Privileges, "REPLICATION SLAVE") || g.Object == "*.*" && slices.Contains(g.Privileges, "ALL PRIVILEGES") {
+			return true
+		}
+	}
+	return false
+}
+
+// passwordLength decides the length of a user's generated passwords from
+// the spec's override (0 when unset) and whether a replica may use the
+// user. Admission refuses the same inputs; this is the second line.
+func passwordLength(override int, replication bool) (int, error) {
+	n := override
+	if n == 0 {
+		n = DefaultPasswordLength
+	}
+	switch {
+	case n < engine.MinPasswordLength || n > engine.MaxPasswordLength:
+		return 0, fmt.Errorf("passwordLength %d: use %d (%d bits) to %d", n, engine.MinPasswordLength, engine.MinPasswordBits, engine.MaxPasswordLength)
+	case replication && n > MaxReplicationPasswordLength:
+		return 0, fmt.Errorf("passwordLength %d: a replica may use this user as its source user, and MySQL refuses a replication password longer than %d characters: set passwordLength to %d or remove it", n, MaxReplicationPasswordLength, MaxReplicationPasswordLength)
+	}
+	return n, nil
+}
+
+// passwordLengths maps each user's source Secret key to the length of its
+// generated passwords.
+func passwordLengths(users []User) map[string]int {
+	out := make(map[string]int, len(users))
+	for _, u := range users {
+		out[u.Key] = u.PasswordLength
+	}
+	return out
+}
