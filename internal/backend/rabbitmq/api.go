@@ -4,11 +4,15 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
+	"net"
 	"net/http"
 	"net/url"
 	"strings"
+	"syscall"
 	"time"
 
 	rabbithole "github.com/michaelklishin/rabbit-hole/v2"
@@ -81,8 +85,13 @@ func drain(res *http.Response, err error) error {
 
 // apiError sorts an error of the management API into what the controller
 // acts on: an unreachable broker holds the phase until it answers, a
-// refused admin needs the user to fix the admin Secret, the rest is
-// retried with backoff.
+// refused admin (AuthenticationFailed) or one without the administrator
+// tag (PermissionDenied) needs a person, an untrusted certificate or an
+// answer that is not the management API's needs the spec fixed; the rest
+// is retried with backoff. The text is rekey's own with at most an HTTP
+// status code: a set can point rekey at any URL the manager reaches, and
+// what answers there (a body, a header, a certificate's names) must not
+// come back to the set's tenant.
 func (b *Backend) apiError(ctx context.Context, op string, err error) error {
 	if err == nil {
 		return nil
@@ -90,28 +99,127 @@ func (b *Backend) apiError(ctx context.Context, op string, err error) error {
 	if ctx.Err() != nil {
 		return fmt.Errorf("%s on %s: %w", op, b.endpoint, ctx.Err())
 	}
-	var cve *tls.CertificateVerificationError
-	if errors.As(err, &cve) { // waiting would not help: the trust is configured
+	k, text := classifyHTTP(err)
+	switch k {
+	case httpTLS: // waiting would not help: the trust is configured
 		return &engine.Refusal{Reason: string(reason.BackendError), Message: fmt.Sprintf(
-			"%s on %s: the management API's certificate is not trusted (%v): put the CA that signed it in rabbitmq.tls.caSecretRef", op, b.endpoint, cve.Err)}
+			"%s on %s: the management API's certificate is not trusted (%s), so rekey sent it no credentials: put the CA that signed it in rabbitmq.tls.caSecretRef", op, b.endpoint, text)}
+	case httpUnreachable:
+		return b.unreachable(&hiddenError{op + ": " + text, err})
+	case httpAuth:
+		return &engine.Refusal{Reason: string(reason.AuthenticationFailed), Message: fmt.Sprintf(
+			"%s on %s: the management API refused the admin user %q (HTTP 401): the username or password in the admin %s is wrong, or the user was deleted or changed on the broker; put the working admin credentials there. Nothing was changed", op, b.endpoint, b.adminUser, b.adminSecret)}
+	case httpForbidden:
+		return &engine.Refusal{Reason: string(reason.PermissionDenied), Message: fmt.Sprintf(
+			"%s on %s: the admin user %q may not (HTTP 403): give it the administrator tag. Nothing was changed", op, b.endpoint, b.adminUser)}
+	case httpNotAPI:
+		return &engine.Refusal{Reason: string(reason.BackendError), Message: fmt.Sprintf(
+			"%s on %s: %s, not the RabbitMQ management API's: check that spec.rabbitmq.endpoint is the management API's base URL. Nothing was changed", op, b.endpoint, text)}
+	}
+	return &hiddenError{fmt.Sprintf("%s on %s: %s", op, b.endpoint, text), err}
+}
+
+// httpKind is what a failed management API call is.
+type httpKind int
+
+const (
+	httpOther       httpKind = iota // an HTTP error status rekey does not expect
+	httpUnreachable                 // no answer, or a gateway's 502-504
+	httpTLS                         // the certificate does not verify
+	httpAuth                        // 401: the credential is refused
+	httpForbidden                   // 403: the user lacks a tag or permission
+	httpNotAPI                      // an answer, but not the management API's
+)
+
+// classifyHTTP says what err (of rabbit-hole, net/http or the network)
+// is, in rekey's words: built from error types and status codes only.
+// rabbit-hole's ErrorResponse carries the broker's body, net/http's
+// "malformed HTTP response" quotes what the server sent, and a
+// certificate error its names; none of that is used.
+func classifyHTTP(err error) (httpKind, string) {
+	var (
+		cve *tls.CertificateVerificationError
+		rhe tls.RecordHeaderError
+		er  rabbithole.ErrorResponse
+		se  *json.SyntaxError
+		te  *json.UnmarshalTypeError
+		ne  net.Error
+	)
+	switch {
+	case errors.As(err, &cve):
+		return httpTLS, certificateFault(cve.Err)
+	case errors.As(err, &rhe):
+		return httpNotAPI, "the server does not speak TLS"
+	case strings.Contains(err.Error(), "401 Unauthorized"): // rabbit-hole returns a 401 as a bare string
+		return httpAuth, "HTTP 401"
+	case errors.As(err, &er) && er.StatusCode >= 502 && er.StatusCode <= 504:
+		return httpUnreachable, fmt.Sprintf("HTTP %d from a gateway", er.StatusCode)
+	case errors.As(err, &er) && er.StatusCode == http.StatusForbidden:
+		return httpForbidden, "HTTP 403"
+	case errors.As(err, &er):
+		return httpOther, fmt.Sprintf("unexpected answer (HTTP %d)", er.StatusCode)
+	case errors.As(err, &se), errors.As(err, &te), errors.Is(err, io.ErrUnexpectedEOF) && !isNetError(err):
+		return httpNotAPI, "an answer that is not the JSON rekey expects"
+	case errors.As(err, &ne) && ne.Timeout(), errors.Is(err, context.DeadlineExceeded):
+		return httpUnreachable, "no answer in time"
+	case errors.Is(err, syscall.ECONNREFUSED):
+		return httpUnreachable, "connection refused"
+	case errors.Is(err, syscall.ECONNRESET), errors.Is(err, syscall.EPIPE), errors.Is(err, io.EOF):
+		return httpUnreachable, "the connection was closed"
+	}
+	var dns *net.DNSError
+	if errors.As(err, &dns) {
+		return httpUnreachable, "host not found"
 	}
 	var ue *url.Error
 	if errors.As(err, &ue) {
-		return b.unreachable(fmt.Errorf("%s: %w", op, ue.Err))
+		if isNetError(ue.Err) {
+			return httpUnreachable, "network error"
+		}
+		// net/http's own complaints (a malformed response, a response
+		// to an https request over http) quote what the server sent.
+		return httpNotAPI, "an answer that is not HTTP as rekey expects it"
 	}
-	var er rabbithole.ErrorResponse
-	switch {
-	case errors.As(err, &er) && er.StatusCode >= 502 && er.StatusCode <= 504:
-		return b.unreachable(fmt.Errorf("%s: %w", op, err))
-	case errors.As(err, &er) && er.StatusCode == http.StatusForbidden:
-		return &engine.Refusal{Reason: string(reason.BackendError), Message: fmt.Sprintf(
-			"%s on %s: the admin user %q may not (403 %s): give it the administrator tag", op, b.endpoint, b.adminUser, er.Reason)}
-	case strings.Contains(err.Error(), "401 Unauthorized"): // rabbit-hole returns a 401 as a bare string
-		return &engine.Refusal{Reason: string(reason.BackendError), Message: fmt.Sprintf(
-			"%s on %s: the management API refused the admin user %q (401): check the username and password in the admin Secret", op, b.endpoint, b.adminUser)}
-	}
-	return fmt.Errorf("%s on %s: %w", op, b.endpoint, err)
+	return httpOther, "unexpected answer"
 }
+
+func isNetError(err error) bool {
+	var op *net.OpError
+	return errors.As(err, &op)
+}
+
+// certificateFault names why a certificate does not verify, never what
+// it holds.
+func certificateFault(err error) string {
+	var (
+		unknown  x509.UnknownAuthorityError
+		hostname x509.HostnameError
+		invalid  x509.CertificateInvalidError
+	)
+	switch {
+	case errors.As(err, &unknown):
+		return "signed by an unknown authority"
+	case errors.As(err, &hostname):
+		return "not valid for the endpoint's host"
+	case errors.As(err, &invalid) && invalid.Reason == x509.Expired:
+		return "expired or not yet valid"
+	case errors.As(err, &invalid):
+		return "invalid"
+	}
+	return "does not verify"
+}
+
+// hiddenError is rekey's text for an error whose own text may quote what
+// a server sent; the error stays in the chain for rekey's decisions
+// (isNotFound, isBadRequest).
+type hiddenError struct {
+	msg string
+	err error
+}
+
+func (e *hiddenError) Error() string { return e.msg }
+
+func (e *hiddenError) Unwrap() error { return e.err }
 
 func (b *Backend) unreachable(err error) error {
 	return &engine.UnreachableError{Instance: b.endpoint, Err: err}
@@ -123,11 +231,8 @@ func isNotFound(err error) bool {
 	return errors.As(err, &er) && er.StatusCode == http.StatusNotFound
 }
 
-// isBadRequest returns the broker's reason for a 400.
-func isBadRequest(err error) (string, bool) {
+// isBadRequest: the broker refused the request as invalid (400).
+func isBadRequest(err error) bool {
 	var er rabbithole.ErrorResponse
-	if errors.As(err, &er) && er.StatusCode == http.StatusBadRequest {
-		return er.Reason, true
-	}
-	return "", false
+	return errors.As(err, &er) && er.StatusCode == http.StatusBadRequest
 }

@@ -6,14 +6,18 @@ package rabbitmq
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"net/http"
+	"regexp"
 	"time"
 
 	v1 "rekey.io/rekey/api/v1alpha1"
 	"rekey.io/rekey/internal/engine"
 	"rekey.io/rekey/internal/naming"
+	"rekey.io/rekey/internal/reason"
 )
 
 // Source Secret keys: a generation is a user name and its password, both
@@ -43,6 +47,7 @@ type Backend struct {
 	endpoint      string // management API base URL, no trailing slash
 	adminUser     string
 	adminPassword string
+	adminSecret   string // where the admin's credentials are, named when refused
 	transport     http.RoundTripper
 	plaintext     bool   // an http:// endpoint, accepted by spec.rabbitmq.allowPlaintextHTTP
 	skipVerify    bool   // https without certificate verification
@@ -114,8 +119,24 @@ func New(spec *v1.RabbitMQSpec, owner, adminUser, adminPassword string, caPEM []
 		plaintext: !https, skipVerify: https && spec.TLS != nil && spec.TLS.InsecureSkipVerify,
 		owner: owner, base: spec.User.Base, adopt: adopt, tags: spec.User.Tags,
 		permissions: spec.User.Permissions, topics: spec.User.TopicPermissions,
-		url: t,
+		url: t, adminSecret: adminSecretName(spec.Admin),
 	}, nil
+}
+
+// adminSecretName names the admin Secret and its keys, as a refusal
+// tells a person where to fix the credentials.
+func adminSecretName(a v1.RabbitMQAdmin) string {
+	user, pw := a.UsernameKey, a.PasswordKey
+	if user == "" {
+		user = "username"
+	}
+	if pw == "" {
+		pw = "password"
+	}
+	if a.SecretRef.Name == "" {
+		return "Secret"
+	}
+	return fmt.Sprintf("Secret %s (keys %s and %s)", a.SecretRef.Name, user, pw)
 }
 
 // InsecureTransport implements engine.TransportReporter: the admin's
@@ -162,10 +183,31 @@ func (b *Backend) Version(ctx context.Context, _ engine.Secrets) (string, error)
 	if err != nil {
 		return "", b.redact(b.apiError(ctx, "read the overview", err))
 	}
-	if ov.RabbitMQVersion == "" {
-		return "", fmt.Errorf("the overview of %s names no rabbitmq_version", b.endpoint)
+	if !versionShape.MatchString(ov.RabbitMQVersion) {
+		// Quoted nowhere: whatever answers at the endpoint is not repeated.
+		return "", &engine.Refusal{Reason: string(reason.BackendError), Message: fmt.Sprintf(
+			"read the overview on %s: it names no rabbitmq_version rekey can read, so this is not the RabbitMQ management API: check spec.rabbitmq.endpoint. Nothing was changed", b.endpoint)}
 	}
 	return ov.RabbitMQVersion, nil
+}
+
+// versionShape is what a broker's rabbitmq_version looks like (3.10.8,
+// 4.0.0-rc.1+build); it ends up in status.keyVersion.
+var versionShape = regexp.MustCompile(`^[0-9]{1,4}(\.[0-9]{1,6}){1,3}([-+~][0-9A-Za-z.+~-]{1,40})?$`)
+
+// clusterNameShape is what a RabbitMQ cluster name usually looks like
+// (rabbit@host, a Kubernetes name); others are kept as a digest.
+var clusterNameShape = regexp.MustCompile(`^[A-Za-z0-9][-A-Za-z0-9@._:+]{0,252}$`)
+
+// clusterID is the status.cluster form of a cluster name: the name when
+// it has the usual shape, else a digest of it, so that a name (or any text
+// that answers at the endpoint) is never repeated where the tenant reads.
+func clusterID(name string) string {
+	if clusterNameShape.MatchString(name) {
+		return name
+	}
+	sum := sha256.Sum256([]byte(name))
+	return "sha256-" + hex.EncodeToString(sum[:12])
 }
 
 // ClusterID implements engine.Scoped with the cluster's name, which every
@@ -180,5 +222,5 @@ func (b *Backend) ClusterID(ctx context.Context) (string, error) {
 	if cn == nil || cn.Name == "" {
 		return "", fmt.Errorf("%s reports an empty cluster_name", b.endpoint)
 	}
-	return cn.Name, nil
+	return clusterID(cn.Name), nil
 }

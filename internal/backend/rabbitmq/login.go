@@ -45,7 +45,9 @@ func (b *Backend) authenticates(ctx context.Context, user, password string) (boo
 	case res.StatusCode == http.StatusUnauthorized:
 		return body.Reason == notManagementUser, nil
 	case res.StatusCode >= 502 && res.StatusCode <= 504:
-		return false, b.unreachable(fmt.Errorf("log in as %s: %s", user, res.Status))
+		return false, b.unreachable(fmt.Errorf("log in as %s: HTTP %d from a gateway", user, res.StatusCode))
 	}
-	return false, fmt.Errorf("log in as %s on %s: unexpected %s (%s)", user, b.endpoint, res.Status, body.Reason)
+	// The status line's text and the body are the server's: only the
+	// code is repeated (see apiError).
+	return false, fmt.Errorf("log in as %s on %s: unexpected answer (HTTP %d)", user, b.endpoint, res.StatusCode)
 }

@@ -124,12 +124,12 @@ func testRefusals(t *testing.T, br *broker) {
 			t.Fatal(err)
 		}
 		_, err = b.Version(ctx, nil)
-		refused(t, err, string(reason.BackendError), "admin Secret", "not-the-admin-password")
+		refused(t, err, string(reason.AuthenticationFailed), "admin Secret", "not-the-admin-password")
 		cur := gen(t, b, 1)
 		_, err = b.Provision(ctx, cur)
-		refused(t, err, string(reason.BackendError), br.m.AdminUser, "not-the-admin-password", cur[KeyPassword])
+		refused(t, err, string(reason.AuthenticationFailed), br.m.AdminUser, "not-the-admin-password", cur[KeyPassword])
 		_, err = b.ClusterID(ctx)
-		refused(t, err, string(reason.BackendError), "admin Secret", "not-the-admin-password")
+		refused(t, err, string(reason.AuthenticationFailed), "admin Secret", "not-the-admin-password")
 	})
 }
 

@@ -167,21 +167,18 @@ func (b *Backend) syncTopicPermissions(ctx context.Context, c *rabbithole.Client
 
 // grantError explains a refused permission: the broker answers 400 both
 // for a vhost that does not exist and for a pattern PCRE cannot compile,
-// and its reason does not always decode, so the vhost is looked up.
+// so the vhost is looked up. The broker's own reason is not repeated (see
+// apiError).
 func (b *Backend) grantError(ctx context.Context, c *rabbithole.Client, user, vhost, field string, err error) error {
-	why, bad := isBadRequest(err)
-	if !bad {
+	if !isBadRequest(err) {
 		return b.apiError(ctx, "set "+field+" of "+user, err)
 	}
 	if _, verr := c.GetVhost(vhost); isNotFound(verr) {
 		return &engine.Refusal{Reason: string(reason.BackendError), Message: fmt.Sprintf(
 			"vhost %q named in %s does not exist on %s: create it (rabbitmqctl add_vhost) or remove it from the CredentialSet", vhost, field, b.endpoint)}
 	}
-	if why == "" {
-		why = "400 Bad Request" // its reason is a list rabbit-hole cannot decode
-	}
 	return &engine.Refusal{Reason: string(reason.InvalidSpec), Message: fmt.Sprintf(
-		"the broker at %s refused %s for user %s (%s): fix its regular expressions (the broker compiles them as PCRE) in the CredentialSet", b.endpoint, field, user, why)}
+		"the broker at %s refused %s for user %s (HTTP 400): fix its regular expressions (the broker compiles them as PCRE; rabbitmqctl set_permissions with the same patterns shows the broker's complaint) in the CredentialSet", b.endpoint, field, user)}
 }
 
 // adminRefusal keeps rekey from rewriting or deleting the very user it
