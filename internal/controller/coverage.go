@@ -110,7 +110,7 @@ func (r *Reconciler) syncGroups(ctx context.Context, cs *v1.CredentialSet, known
 					}
 				}
 				if len(unknown) > 0 {
-					r.event(cs, "Warning", reason.AckIgnored, "Coverage", "group %s has no members %v; they were not counted: fix the names, or add them to spec.consumerGroups", g.Name, unknown)
+					r.event(cs, "Warning", reason.AckIgnored, "Coverage", "group %s has no members %s; they were not counted: fix the names, or add them to spec.consumerGroups", g.Name, summarize(unknown, "names", "the acknowledgement annotation"))
 				}
 			}
 		}

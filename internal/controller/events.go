@@ -1,6 +1,7 @@
 package controller
 
 import (
+	"fmt"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
@@ -10,9 +11,46 @@ import (
 	"rekey.io/rekey/internal/reason"
 )
 
+// maxEventNote bounds every Event's note, in bytes. The API server refuses
+// an Event whose note exceeds 1,024 bytes, and the recorder does not retry
+// it: the Warning would never exist. The margin leaves room for a note the
+// recorder or the server decorates.
+const maxEventNote = 900
+
+// elision replaces the middle of a text too long for where it goes.
+const elision = " … (cut short; the set's conditions and kubectl rekey status -v give the whole text) … "
+
+// EventNote is the note an Event gets for msg: msg itself when it fits in
+// maxEventNote bytes, else its start and its end (which names the next
+// step) around a marker that says where the rest is. Lists that can be
+// long are summarised before (summarize); this is the bound that holds
+// whatever a message holds.
+func EventNote(msg string) string { return elide(msg, maxEventNote) }
+
+// elide bounds s to n bytes (n well above len(elision)), keeping its start
+// and its end, in valid UTF-8.
+func elide(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	keep := n - len(elision)
+	head, tail := keep*3/5, keep*2/5
+	return strings.ToValidUTF8(s[:head], "") + elision + strings.ToValidUTF8(s[len(s)-tail:], "")
+}
+
+// summarize names a list that can be long in a bounded way: all of it
+// when short, else how many, the first few, and where the rest is.
+func summarize(items []string, noun, where string) string {
+	const shown = 3
+	if len(items) <= shown {
+		return strings.Join(items, ", ")
+	}
+	return fmt.Sprintf("%d %s (first: %s; %s lists them all)", len(items), noun, strings.Join(items[:shown], ", "), where)
+}
+
 func (r *Reconciler) event(cs *v1.CredentialSet, typ string, why reason.Reason, action, msg string, args ...any) {
 	if r.Recorder != nil {
-		r.Recorder.Eventf(cs, nil, typ, string(why), action, msg, args...)
+		r.Recorder.Eventf(cs, nil, typ, string(why), action, "%s", EventNote(fmt.Sprintf(msg, args...)))
 	}
 }
 
@@ -28,7 +66,7 @@ func (r *Reconciler) rotationEvent(cs *v1.CredentialSet, id, typ string, why rea
 	}
 	related := &corev1.ObjectReference{APIVersion: v1.GroupVersion.String(), Kind: "CredentialSet",
 		Namespace: cs.Namespace, Name: cs.Name, UID: cs.UID, FieldPath: "rotation:" + id}
-	r.Recorder.Eventf(cs, related, typ, string(why), action, msg, args...)
+	r.Recorder.Eventf(cs, related, typ, string(why), action, "%s", EventNote(fmt.Sprintf(msg, args...)))
 }
 
 // noteWaiting emits WaitingForRollout once per rotation (not on every
@@ -50,7 +88,7 @@ func (r *Reconciler) noteWaiting(cs *v1.CredentialSet, st v1.CredentialSetStatus
 	}
 	what := "every consumer"
 	if len(waiting) > 0 {
-		what = strings.Join(waiting, ", ")
+		what = summarize(waiting, "consumers", "status.consumers")
 	}
 	if st.ResetPending {
 		r.rotationEvent(cs, id, "Normal", reason.WaitingForRollout, "Reset", "rollback of rotation %s: waiting for %s to roll out the current credentials again before every instance is reset", st.LastRotationID, what)

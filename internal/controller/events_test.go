@@ -1,8 +1,10 @@
 package controller
 
 import (
+	"fmt"
 	"strings"
 	"testing"
+	"unicode/utf8"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -62,5 +64,73 @@ func TestWaitingForRolloutOncePerRotation(t *testing.T) {
 	}
 	if ev.related[0] == ev.related[1] || ev.related[0] == "" {
 		t.Fatalf("two rotations' Events share the related reference %q", ev.related[0])
+	}
+}
+
+// TestEventNoteBounded: whatever a message holds, the note fits well
+// under the API server's 1,024-byte limit, stays valid UTF-8, and keeps
+// its start and its end (where the next step is said).
+func TestEventNoteBounded(t *testing.T) {
+	long := func(unit string, n int) string { return "START " + strings.Repeat(unit, n) + " END: run kubectl rekey recover" }
+	for _, tc := range []struct {
+		name string
+		msg  string
+	}{
+		{"short", "rotation r1 started"},
+		{"exactly the bound", strings.Repeat("x", maxEventNote)},
+		{"one over", strings.Repeat("x", maxEventNote+1)},
+		{"ascii, 64 KiB", long("app-user@% on db-7.db.ns.svc:3306, ", 2000)},
+		{"multi-byte", long("ユーザー→", 5000)},
+	} {
+		got := EventNote(tc.msg)
+		if len(got) > maxEventNote {
+			t.Errorf("%s: %d bytes, over %d", tc.name, len(got), maxEventNote)
+		}
+		if !utf8.ValidString(got) {
+			t.Errorf("%s: not valid UTF-8", tc.name)
+		}
+		if len(tc.msg) <= maxEventNote && got != tc.msg {
+			t.Errorf("%s: a note that fits was changed: %q", tc.name, got)
+		}
+		if len(tc.msg) > maxEventNote {
+			if !strings.HasSuffix(got, tc.msg[len(tc.msg)-20:]) || !strings.Contains(got, "kubectl rekey status -v") {
+				t.Errorf("%s: lost its end or the pointer to the rest: %q", tc.name, got)
+			}
+		}
+	}
+}
+
+// TestLargestEventsBounded: the Events that list consumers, at the API's
+// maximum list sizes and name lengths, are summarised and bounded as
+// recorded.
+func TestLargestEventsBounded(t *testing.T) {
+	ev := &eventLog{}
+	r := &Reconciler{Recorder: ev}
+	cs := &v1.CredentialSet{Status: v1.CredentialSetStatus{Phase: v1.PhaseDistributed, RotationID: "r1"}}
+	cs.Name, cs.Namespace, cs.UID = strings.Repeat("s", 253), strings.Repeat("n", 63), "uid-1"
+	for i := range 96 { // 64 consumers and 32 groups
+		cs.Status.Consumers = append(cs.Status.Consumers, v1.ConsumerStatus{Kind: v1.KindStatefulSet,
+			Namespace: strings.Repeat("n", 63), Name: fmt.Sprintf("%0253d", i)})
+	}
+	r.noteWaiting(cs, cs.Status, engine.Decision{Requeue: engine.RequeueRollout})
+	cs.Status.ResetPending, cs.Status.LastRotationID = true, strings.Repeat("r", 253)
+	r.noteWaiting(cs, cs.Status, engine.Decision{Requeue: engine.RequeueRollout})
+	names := make([]string, 1000)
+	for i := range names {
+		names[i] = fmt.Sprintf("Deployment %s/%0253d", strings.Repeat("n", 63), i)
+	}
+	r.event(cs, "Warning", reason.UsersInUse, "Delete", "the set is kept because %s may still use them", summarize(names, "consumers", "spec.consumers"))
+	r.event(cs, "Warning", reason.BackendError, "Reconcile", "%s", strings.Repeat("x", 70000))
+	if len(ev.got) != 4 {
+		t.Fatalf("want 4 Events, got %d", len(ev.got))
+	}
+	for _, e := range ev.got {
+		note := e[strings.Index(e, ": ")+2:]
+		if len(note) > maxEventNote {
+			t.Errorf("note of %d bytes: %.120s…", len(note), note)
+		}
+	}
+	if !strings.Contains(ev.got[0], "96 consumers (first: ") || !strings.Contains(ev.got[2], "1000 consumers (first: ") {
+		t.Errorf("long lists not summarised: %.300s / %.300s", ev.got[0], ev.got[2])
 	}
 }

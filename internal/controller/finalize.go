@@ -106,7 +106,7 @@ func (r *Reconciler) finalize(ctx context.Context, cs *v1.CredentialSet) (ctrl.R
 	}
 	if len(inUse) > 0 {
 		slices.Sort(inUse)
-		r.event(cs, "Warning", reason.UsersInUse, "Delete", "the set and its backend identities are kept because %s may still use them: delete those consumers, or remove them from spec.consumers / spec.consumerGroups, and the deletion completes", strings.Join(inUse, ", "))
+		r.event(cs, "Warning", reason.UsersInUse, "Delete", "the set and its backend identities are kept because %s may still use them: delete those consumers, or remove them from spec.consumers / spec.consumerGroups, and the deletion completes", summarize(inUse, "consumers", "spec.consumers"))
 		return ctrl.Result{RequeueAfter: 30 * time.Second}, nil
 	}
 	if !slices.Contains(cs.Finalizers, naming.DeprovisionFinalizer) {

@@ -92,13 +92,17 @@ func setConditions(st *v1.CredentialSetStatus, gen int64, prob *problem, allOut 
 	}
 }
 
+// maxConditionMessage is the API's limit on a condition's message (bytes):
+// a longer one would make the whole status write fail.
+const maxConditionMessage = 32768
+
 func conditionSetter(st *v1.CredentialSetStatus, gen int64) func(string, bool, reason.Reason, string) {
 	return func(typ string, ok bool, why reason.Reason, msg string) {
 		s := metav1.ConditionFalse
 		if ok {
 			s = metav1.ConditionTrue
 		}
-		meta.SetStatusCondition(&st.Conditions, metav1.Condition{Type: typ, Status: s, Reason: string(why), Message: msg, ObservedGeneration: gen})
+		meta.SetStatusCondition(&st.Conditions, metav1.Condition{Type: typ, Status: s, Reason: string(why), Message: elide(msg, maxConditionMessage), ObservedGeneration: gen})
 	}
 }
 
