@@ -71,7 +71,9 @@ func TestWaitingForRolloutOncePerRotation(t *testing.T) {
 // under the API server's 1,024-byte limit, stays valid UTF-8, and keeps
 // its start and its end (where the next step is said).
 func TestEventNoteBounded(t *testing.T) {
-	long := func(unit string, n int) string { return "START " + strings.Repeat(unit, n) + " END: run kubectl rekey recover" }
+	long := func(unit string, n int) string {
+		return "START " + strings.Repeat(unit, n) + " END: run kubectl rekey recover"
+	}
 	for _, tc := range []struct {
 		name string
 		msg  string
