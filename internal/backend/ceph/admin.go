@@ -2,7 +2,6 @@ package ceph
 
 import (
 	"context"
-	"errors"
 	"fmt"
 
 	"rekey.io/rekey/internal/engine"
@@ -132,10 +131,8 @@ func (b *Backend) RecoverAdmin(ctx context.Context) (recovered bool, err error) 
 	_, rotatorExists := dump[RotatorEntity]
 	switch {
 	case !stored && lsErr != nil:
-		if errors.Is(lsErr, ErrAuthFailed) {
-			return false, &engine.Refusal{Reason: string(reason.AdminRotationFailed), Message: fmt.Sprintf(
-				"the cluster refuses the stored %s keyring and no %s keyring is stored: put a working admin keyring in the admin keyring Secret", b.admin, RotatorEntity)}
-		}
+		// A refused admin key (AuthenticationFailed, naming the Secret):
+		// with no rotator keyring stored there is nothing to recover with.
 		return false, lsErr
 	case !stored && !rotatorExists:
 		return false, nil

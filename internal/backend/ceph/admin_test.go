@@ -1,6 +1,7 @@
 package ceph
 
 import (
+	"errors"
 	"os"
 	"testing"
 
@@ -136,7 +137,10 @@ func TestRecoverAdminWithoutAnyWorkingKey(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, err := f.b.RecoverAdmin(ctx)
-	f.wantRefusal(t, err, reason.AdminRotationFailed, "client.admin")
+	f.wantRefusal(t, err, reason.AuthenticationFailed, "client.admin")
+	if !errors.Is(err, ErrAuthFailed) {
+		t.Fatal("the refusal no longer tells ErrAuthFailed")
+	}
 	if _, ok := engine.AsUnreachable(err); ok {
 		t.Fatal("a refused key is not an unreachable mon")
 	}

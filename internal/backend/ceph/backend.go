@@ -46,6 +46,7 @@ type Backend struct {
 	monitors []string
 	conf     string
 	admin    string
+	adminRef v1.SecretKeyRef // where the admin's keyring is, named when refused
 	overlap  bool
 	keep     int
 	entities []v1.CephEntity
@@ -72,7 +73,7 @@ func New(spec *v1.CephSpec, store KeyringStore, cli string) (*Backend, error) {
 		return nil, err
 	}
 	b := &Backend{Store: store, cli: cli, monitors: spec.Monitors, conf: conf,
-		admin: spec.AdminEntity(), keep: int(spec.PriorKeysKept()), entities: spec.Entities}
+		admin: spec.AdminEntity(), adminRef: spec.Admin.KeyringSecretRef, keep: int(spec.PriorKeysKept()), entities: spec.Entities}
 	if b.cli == "" {
 		b.cli = "ceph"
 	}

@@ -97,9 +97,12 @@ func writePrivate(path, content string) error {
 	return os.Rename(tmp, path)
 }
 
-// run runs a ceph command as the admin.
+// run runs a ceph command as the admin. The admin's key refused, or its
+// caps refusing the command, is a refusal a person must act on (see
+// adminError); errors.Is still tells ErrAuthFailed and ErrDenied.
 func (s *session) run(ctx context.Context, args ...string) ([]byte, error) {
-	return s.exec(ctx, s.admin.Entity, s.adminFile, "", args)
+	out, err := s.exec(ctx, s.admin.Entity, s.adminFile, "", args)
+	return out, s.b.adminError(s.admin.Entity, err)
 }
 
 // runAs runs a ceph command as kr's entity, through a keyring file that
@@ -151,6 +154,9 @@ func (s *session) exec(ctx context.Context, entity, keyring, key string, args []
 		Detail: sanitize(stderr.String(), s.admin.Key, key)}
 	var xe *exec.ExitError
 	switch {
+	case cctx.Err() != nil && authRefused(stderr.String()):
+		// Killed while retrying a refused key: not a network problem.
+		ce.kind = ErrAuthFailed
 	case cctx.Err() != nil:
 		ce.kind, ce.Detail = errTimedOut, "no answer in "+(b.connectTimeout()+b.commandTimeout()).String()
 	case errors.As(err, &xe):

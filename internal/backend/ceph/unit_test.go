@@ -1,6 +1,7 @@
 package ceph
 
 import (
+	"errors"
 	"slices"
 	"strings"
 	"testing"
@@ -9,6 +10,7 @@ import (
 
 	v1 "rekey.io/rekey/api/v1alpha1"
 	"rekey.io/rekey/internal/engine"
+	"rekey.io/rekey/internal/reason"
 )
 
 const testKey = "AgBJqANrJEEbJyAA7gn58ZdrXynfXjrKhqDKlit8W+xUbq6Fjld3dMhMR18="
@@ -144,13 +146,28 @@ func TestNewRefusesConfusingSpecs(t *testing.T) {
 	}
 }
 
+const canary = "CANARY-9e1c-internal-only"
+
 func TestSanitizeAndClassify(t *testing.T) {
 	stderr := "2026-11-23T02:42:58.861+0000 7fc4 -1 auth: error parsing file /x/k: val=" + testKey + ": Malformed input\n" +
 		"Error EINVAL: something " + testKey + " odd\n"
-	got := sanitize(stderr)
-	if strings.Contains(got, testKey) || strings.Contains(got, "error parsing") || !strings.Contains(got, "Error EINVAL: something [redacted] odd") {
-		t.Fatalf("sanitize = %q", got)
+	// Only Ceph's error names and numbers survive: the monitor's words
+	// (or whatever answers at the address the spec names) never do.
+	for in, want := range map[string]string{
+		stderr: "EINVAL",
+		"[errno 13] RADOS permission denied (error connecting to the cluster)":     "errno 13",
+		"Error EACCES: access denied " + canary:                                    "EACCES",
+		"Error EINVAL: a\nError EINVAL: b\nError ENOENT: c":                        "EINVAL, ENOENT",
+		canary + "\n[errno 110] RADOS timed out (error connecting to the cluster)": "errno 110",
+		"Error " + canary: "",
+	} {
+		if got := sanitize(in); got != want || strings.Contains(got, testKey) {
+			t.Errorf("sanitize(%q) = %q, want %q", in, got, want)
+		}
 	}
+	// The CLI's log of a key the monitors refuse while it hunts, then the
+	// timeout it ends with (as seen with an admin key another set rotated).
+	badMethod := "2026-11-27T21:02:03.141+0000 7f2a -1 monclient(hunting): handle_auth_bad_method server allowed_methods [2] but i only support [2]\n"
 	for _, tc := range []struct {
 		code   int
 		stderr string
@@ -161,6 +178,9 @@ func TestSanitizeAndClassify(t *testing.T) {
 		{2, "Error ENOENT: failed to find client.x in keyring", ErrNotFound},
 		{1, "timed out", errTimedOut},
 		{1, stderr + "timed out", ErrAuthFailed},
+		{1, badMethod + badMethod + "[errno 110] RADOS timed out (error connecting to the cluster)", ErrAuthFailed},
+		{110, badMethod + "timed out", ErrAuthFailed},
+		{1, "[errno 110] RADOS timed out (error connecting to the cluster)", errTimedOut},
 		{22, "Error EINVAL: bad", nil},
 	} {
 		if got := classify(tc.code, tc.stderr); got != tc.want {
@@ -338,5 +358,45 @@ func TestSameCluster(t *testing.T) {
 		if got := SameCluster(tc.a, tc.b); got != tc.want {
 			t.Errorf("SameCluster(%v, %v) = %v, want %v", tc.a, tc.b, got, tc.want)
 		}
+	}
+}
+
+// TestAdminError: the admin's key refused is AuthenticationFailed naming
+// the entity, the monitors and the Secret key, never "unreachable"; its
+// caps refusing a command is PermissionDenied; rekey's own decisions still
+// see ErrAuthFailed and ErrDenied; anything else passes unchanged.
+func TestAdminError(t *testing.T) {
+	b := &Backend{monitors: []string{"v2:10.0.0.1:3300"}, adminRef: v1.SecretKeyRef{Name: "ceph-admin", Key: "keyring"}}
+	for _, tc := range []struct {
+		name   string
+		err    error
+		reason reason.Reason
+		is     error
+		says   []string
+	}{
+		{"key refused", &CommandError{Command: "auth ls", As: "client.admin", kind: ErrAuthFailed}, reason.AuthenticationFailed, ErrAuthFailed,
+			[]string{"refused the key of client.admin", "Secret ceph-admin key keyring", "v2:10.0.0.1:3300", "ceph auth get client.admin", "nothing was changed"}},
+		{"caps refuse", &CommandError{Command: "auth get client.x", As: "client.admin", kind: ErrDenied}, reason.PermissionDenied, ErrDenied,
+			[]string{"ceph auth get client.x", "EACCES", "caps"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			err := b.adminError("client.admin", tc.err)
+			rf, ok := engine.AsRefusal(err)
+			if !ok || rf.Reason != string(tc.reason) || !errors.Is(err, tc.is) {
+				t.Fatalf("adminError = %v, want a %s refusal that is %v", err, tc.reason, tc.is)
+			}
+			if _, ok := engine.AsUnreachable(err); ok {
+				t.Fatal("a refused admin is not an unreachable monitor")
+			}
+			for _, w := range tc.says {
+				if !strings.Contains(rf.Message, w) {
+					t.Errorf("%q does not say %q", rf.Message, w)
+				}
+			}
+		})
+	}
+	other := &CommandError{Command: "auth get client.x", kind: ErrNotFound}
+	if got := b.adminError("client.admin", other); got != other {
+		t.Fatalf("adminError changed %v into %v", other, got)
 	}
 }
