@@ -178,7 +178,7 @@ func (b *Backend) forEachInstance(ctx context.Context, step string, lift bool, p
 			return err
 		})
 	}
-	return g.Wait()
+	return safe(g.Wait())
 }
 
 // Provision implements engine.Backend: create missing users with their
@@ -224,11 +224,12 @@ func refusedKeys(logins []login, errs []error) []string {
 // cluster (the health gate, health.go) and only when no user has a dual
 // password: one that exists before rotation starts is indistinguishable
 // from one rekey set, and would make RETAIN be skipped. A missing user has none: Apply creates it. Nothing here
-// writes, so super_read_only is left alone.
+// writes, so super_read_only is left alone. Nor does it start when a new
+// password would be too long for a user an instance lets replicas use.
 func (b *Backend) Precheck(ctx context.Context, cur engine.Secrets) error {
 	var (
-		mu    sync.Mutex
-		found []string
+		mu             sync.Mutex
+		found, tooLong []string
 	)
 	obs, err := b.observeAll(ctx, "precheck/instance-done", b.adminPasswords(cur, nil), cur, func(s *session) error {
 		if err := s.checkVersion(ctx); err != nil {
@@ -238,13 +239,14 @@ func (b *Backend) Precheck(ctx context.Context, cur engine.Secrets) error {
 		if err != nil {
 			return err
 		}
+		mu.Lock()
+		defer mu.Unlock()
 		for _, u := range b.Users {
 			if of(accts, u).dual {
-				mu.Lock()
 				found = append(found, u.String()+" on "+s.inst.Name)
-				mu.Unlock()
 			}
 		}
+		tooLong = append(tooLong, tooLongForReplication(s.inst.Name, b.Users, accts)...)
 		return nil
 	})
 	if err != nil {
@@ -263,6 +265,9 @@ func (b *Backend) Precheck(ctx context.Context, cur engine.Secrets) error {
 		return &engine.Refusal{Reason: string(reason.DualPasswordExists), Message: fmt.Sprintf(
 			"%s already has a secondary password, which rekey did not set and cannot tell from its own; the rotation did not start. Reset it to the source Secret's current password with ALTER USER ... IDENTIFIED BY then ALTER USER ... DISCARD OLD PASSWORD (kubectl rekey recover does this), then rotate again",
 			strings.Join(found, ", "))}
+	}
+	if rf := replicationRefusal(tooLong); rf != nil {
+		return rf
 	}
 	return nil
 }
@@ -352,6 +357,8 @@ func values(s engine.Secrets) []string {
 	return out
 }
 
+// unreachable holds the phase until inst answers. The controller quotes
+// Err, so its text is rekey's (redact) from here on.
 func unreachable(inst Instance, err error) error {
-	return &engine.UnreachableError{Instance: inst.Name, Err: err}
+	return &engine.UnreachableError{Instance: inst.Name, Err: redact(err)}
 }

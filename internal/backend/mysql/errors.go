@@ -225,6 +225,22 @@ func hasForeign(err error) bool {
 	return false
 }
 
+// safe is the last check on an error leaving the backend for a condition:
+// refusals and unreachable instances carry rekey's text already; anything
+// else has what the server sent replaced (redact).
+func safe(err error) error {
+	if err == nil {
+		return nil
+	}
+	if _, ok := engine.AsRefusal(err); ok {
+		return err
+	}
+	if _, ok := engine.AsUnreachable(err); ok {
+		return err
+	}
+	return redact(err)
+}
+
 // adminLoginError turns MySQL's refusal of the admin's login into an
 // AuthenticationFailed refusal that names the account, the instance, the
 // error number and where the password comes from, and says what a person
