@@ -10,6 +10,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"regexp"
 	"strings"
 	"time"
 
@@ -208,11 +209,15 @@ func (s *session) version(ctx context.Context) (string, error) {
 	}
 	// "ceph version 20.2.4 (7f79…) tentacle (stable)"
 	f := strings.Fields(v.Version)
-	if len(f) < 3 || f[0] != "ceph" || f[1] != "version" {
-		return "", fmt.Errorf("ceph version: unexpected answer %q", v.Version)
+	if len(f) < 3 || f[0] != "ceph" || f[1] != "version" || !cephVersionShape.MatchString(f[2]) {
+		// Not quoted: the answer is the monitor's, and it reaches status.
+		return "", errors.New("ceph version: an answer rekey cannot read as a Ceph version")
 	}
 	return f[2], nil
 }
+
+// cephVersionShape is a Ceph release's version (20.2.4, 19.2.3-123-gabc).
+var cephVersionShape = regexp.MustCompile(`^[0-9]{1,4}(\.[0-9]{1,6}){1,3}(-[0-9A-Za-z.-]{1,40})?$`)
 
 // keyringOf reads the keyring a source Secret holds for a spec entity and
 // checks that it names that entity (or, Overlapping, one of its
