@@ -161,8 +161,13 @@ func TestCephNoLockout(t *testing.T) {
 		}
 		deleteAtEnd(t, second)
 		msg := waitDegraded(t, other, "second", reason.InvalidSpec)
-		mustContain(t, "the InvalidSpec condition", msg, ns+"/first", shared, "spec.ceph.entities")
-		mustContain(t, "the InvalidSpec event", waitEvent(t, other, "second", string(reason.InvalidSpec)), ns+"/first", shared)
+		// The refusal says the entity is taken, not by whom: the first set
+		// is in a namespace the second's readers may not see.
+		mustContain(t, "the InvalidSpec condition", msg, "a CredentialSet in another namespace", shared, "spec.ceph.entities")
+		mustContain(t, "the InvalidSpec event", waitEvent(t, other, "second", string(reason.InvalidSpec)), "a CredentialSet in another namespace", shared)
+		if strings.Contains(msg, ns) {
+			t.Fatalf("the refusal names the first set's namespace %s: %q", ns, msg)
+		}
 		if rec, err := c.CLI(ctxT(t), "config-key", "get", "rekey/owner/"+shared); err != nil || !strings.HasPrefix(string(rec), string(first.UID)+" ") {
 			t.Fatalf("%s's ownership record is %q (%v), want the first set's", shared, rec, err)
 		}
@@ -179,7 +184,7 @@ func TestCephNoLockout(t *testing.T) {
 			t.Fatal(err)
 		}
 		deleteAtEnd(t, taker)
-		mustContain(t, "the InvalidSpec condition", waitDegraded(t, other, "taker", reason.InvalidSpec), ns+"/gens", "generation 2 of "+ovl)
+		mustContain(t, "the InvalidSpec condition", waitDegraded(t, other, "taker", reason.InvalidSpec), "a CredentialSet in another namespace", "generation 2 of "+ovl)
 		if got := cephEntities(t, c, ovl+".2"); len(got) != 0 {
 			t.Fatalf("the refused set created %v", got)
 		}

@@ -23,7 +23,7 @@ func TestCrossNamespaceConsent(t *testing.T) {
 	ns, other := newNamespace(t), newNamespace(t)
 	alice := tenantClient(t, "tenant-bob", ns)
 	installNamespacePolicy(t, alice, ns)
-	startManager(t, cp.Config)
+	startManager(t, asManagerServiceAccount(cp.Config))
 	ctx := ctxT(t)
 
 	// The author must hold the rights in the other namespace: bob does not.

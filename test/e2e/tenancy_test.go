@@ -36,7 +36,8 @@ const tenantUser = "tenant-alice"
 type attackRow struct{ attack, refused, evidence string }
 
 // tenantClient is a client acting as user, with a Role in each namespace
-// of ns granting what a namespace's editor has for rekey's purposes.
+// of ns granting what a namespace's editor has for rekey's purposes
+// (CredentialSets, Secrets, workloads).
 func tenantClient(t *testing.T, user string, namespaces ...string) client.Client {
 	t.Helper()
 	ctx := ctxT(t)
@@ -44,7 +45,7 @@ func tenantClient(t *testing.T, user string, namespaces ...string) client.Client
 		role := &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "tenant-" + user}, Rules: []rbacv1.PolicyRule{
 			{APIGroups: []string{"rekey.io"}, Resources: []string{"credentialsets"}, Verbs: []string{"get", "list", "watch", "create", "update", "patch", "delete"}},
 			{APIGroups: []string{""}, Resources: []string{"secrets"}, Verbs: []string{"get", "list", "create", "update", "patch", "delete"}},
-			{APIGroups: []string{"apps"}, Resources: []string{"deployments"}, Verbs: []string{"get", "list", "create", "update", "patch", "delete"}},
+			{APIGroups: []string{"apps"}, Resources: []string{"deployments", "statefulsets", "daemonsets"}, Verbs: []string{"get", "list", "create", "update", "patch", "delete"}},
 		}}
 		rb := &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "tenant-" + user},
 			RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: role.Name},
@@ -64,9 +65,11 @@ func tenantClient(t *testing.T, user string, namespaces ...string) client.Client
 	return c
 }
 
-// installNamespacePolicy installs the admission policy shipped in
-// config/policy, as kubectl apply -k config/default does, and waits until
-// the API server enforces it.
+// installNamespacePolicy installs the admission policies shipped in
+// config/policy (what a set may read and touch, and who writes its status),
+// as kubectl apply -k config/default does, and waits until the API server
+// enforces them. A manager that must write status meanwhile runs as
+// asManagerServiceAccount.
 func installNamespacePolicy(t *testing.T, tenant client.Client, tenantNS string) {
 	t.Helper()
 	ctx := ctxT(t)
@@ -75,6 +78,7 @@ func installNamespacePolicy(t *testing.T, tenant client.Client, tenantNS string)
 		t.Fatal(err)
 	}
 	dec := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(raw), 4096)
+	var installed []*unstructured.Unstructured
 	for {
 		u := &unstructured.Unstructured{}
 		if err := dec.Decode(&u.Object); err != nil {
@@ -86,8 +90,30 @@ func installNamespacePolicy(t *testing.T, tenant client.Client, tenantNS string)
 		if err := k8s.Create(ctx, u); err != nil && !apierrors.IsAlreadyExists(err) {
 			t.Fatalf("install %s %s: %v", u.GetKind(), u.GetName(), err)
 		}
-		t.Cleanup(func() { _ = k8s.Delete(context.Background(), u) })
+		installed = append(installed, u)
 	}
+	// Removed at the end, and waited for: the next tests run their manager
+	// as the admin, whose status writes the status policy refuses.
+	t.Cleanup(func() {
+		for _, u := range installed {
+			_ = k8s.Delete(context.Background(), u)
+		}
+		probe := unreachableSet(tenantNS, "status-probe", nil, nil)
+		if err := k8s.Create(context.Background(), probe); err != nil {
+			t.Errorf("status probe: %v", err)
+			return
+		}
+		defer k8s.Delete(context.Background(), probe)
+		eventually(t, time.Minute, "the status policy to be gone", func() (bool, string) {
+			cs := &v1.CredentialSet{}
+			if err := k8s.Get(context.Background(), client.ObjectKeyFromObject(probe), cs); err != nil {
+				return false, err.Error()
+			}
+			// Admission runs on every write, one that changes nothing too.
+			err := k8s.Status().Update(context.Background(), cs)
+			return err == nil || !apierrors.IsForbidden(err), fmt.Sprint(err)
+		})
+	})
 	// Policies are compiled and loaded asynchronously: probe until a
 	// foreign target is refused.
 	probe := func() *v1.CredentialSet {
@@ -159,7 +185,7 @@ func secretAbsent(t *testing.T, ns, name string) bool {
 func TestHostileTenant(t *testing.T) {
 	ns, victim := newNamespace(t), newNamespace(t)
 	alice := tenantClient(t, tenantUser, ns)
-	startManager(t, cp.Config)
+	startManager(t, asManagerServiceAccount(cp.Config))
 	ctx := ctxT(t)
 	createSecret(t, ns, "ops-admin", map[string]string{"password": "tenant-admin-password"})
 	victimDeployment(t, victim, "api")

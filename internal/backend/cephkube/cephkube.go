@@ -81,9 +81,13 @@ func build(ctx context.Context, cs *v1.CredentialSet, k registry.Kube, o registr
 
 // uniqueEntities refuses a set that would rotate an entity another set on
 // the same cluster already rotates (ceph.Clash): the two would delete each
-// other's generations. The set created first keeps it, so a working set is
-// never stopped by a newcomer; the newcomer changes nothing on the cluster
-// until its spec is fixed.
+// other's generations. A set that provisioned keeps it (of two that did,
+// the one created first), so a working set is never stopped by a newcomer,
+// and the newcomer changes nothing on the cluster until its spec is fixed.
+// A set that never provisioned keeps nothing: one created first with an
+// admin keyring that does not work must not squat an entity another
+// namespace's set needs (the ownership record on the monitors decides
+// between two that provision at once).
 func uniqueEntities(ctx context.Context, k registry.Kube, cs *v1.CredentialSet) error {
 	sets, err := k.Sets(ctx)
 	if err != nil {
@@ -91,15 +95,24 @@ func uniqueEntities(ctx context.Context, k registry.Kube, cs *v1.CredentialSet) 
 	}
 	for i := range sets {
 		o := &sets[i]
-		if o.UID == cs.UID || o.Spec.Ceph == nil || !setFirst(o, cs) {
+		if o.UID == cs.UID || o.Spec.Ceph == nil || !keepsEntities(o, cs) {
 			continue
 		}
 		if what := ceph.Clash(o.Spec.Ceph, cs.Spec.Ceph); what != "" {
-			return &registry.SpecError{Msg: fmt.Sprintf("CredentialSet %s/%s, created earlier, already rotates %s on this Ceph cluster: two sets would delete each other's generations, so this set changed nothing. Remove or rename that entry of spec.ceph.entities (or delete one of the two sets)",
-				o.Namespace, o.Name, what)}
+			return &registry.SpecError{Msg: fmt.Sprintf("%s already rotates %s on this Ceph cluster: two sets would delete each other's generations, so this set changed nothing. Remove or rename that entry of spec.ceph.entities (or delete one of the two sets)",
+				registry.OtherSet(cs, o), what)}
 		}
 	}
 	return nil
+}
+
+// keepsEntities: o keeps clashing entities rather than cs — it provisioned
+// and cs has not, or both have and o was created first.
+func keepsEntities(o, cs *v1.CredentialSet) bool {
+	if op, cp := o.Status.KeyGeneration > 0, cs.Status.KeyGeneration > 0; op != cp || !op {
+		return op
+	}
+	return setFirst(o, cs)
 }
 
 // setFirst tells whether a was created before b (by name when the API

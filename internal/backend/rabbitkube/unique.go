@@ -17,11 +17,14 @@ import (
 // reports the same cluster name (status.cluster): a cluster's nodes, or a
 // Service and a node's address, reach the same users.
 //
-// Of two such sets, the one that provisioned first keeps the names (or,
-// when neither has, the one created first), and a set that provisioned is
-// never refused for a clash: its users carry its mark, which the broker
-// checks on every change, so a set created or edited later can at most be
-// refused itself, never stop one that works. Refusing rather than waiting
+// Of two such sets, the one that provisioned keeps the names, and a set
+// that provisioned is never refused for a clash: its users carry its mark,
+// which the broker checks on every change, so a set created or edited later
+// can at most be refused itself, never stop one that works. While neither
+// has provisioned, neither is refused: a set that merely came first (with
+// credentials that do not work, say) must not squat a name another
+// namespace's working set needs; the broker's mark decides which one gets
+// the users, and the other is refused here once the first provisioned. Refusing rather than waiting
 // keeps retirement simple: generation users belong to one set, so only
 // that set's consumers can hold them and retirement waits for no other set
 // (scopeMoved). The one user several sets may hold is an adopted one, and
@@ -57,10 +60,10 @@ func uniqueUsers(ctx context.Context, cs *v1.CredentialSet, b *rabbitmq.Backend,
 			if myCluster != o.Status.Cluster {
 				continue
 			}
-			where = fmt.Sprintf("RabbitMQ cluster %s (reached by that set through %s)", myCluster, o.Spec.RabbitMQ.Endpoint)
+			where = fmt.Sprintf("RabbitMQ cluster %s", myCluster)
 		}
-		return &registry.SpecError{Msg: fmt.Sprintf("CredentialSet %s/%s %s on %s, and it came first; two sets would make the same users, so this set changed nothing: give this set another rabbitmq.user.base (it then starts by itself, as it does once that set is deleted)",
-			o.Namespace, o.Name, what, where)}
+		return &registry.SpecError{Msg: fmt.Sprintf("%s %s on %s, and it provisioned first; two sets would make the same users, so this set changed nothing: give this set another rabbitmq.user.base (it then starts by itself, as it does once that set is deleted)",
+			registry.OtherSet(cs, o), what, where)}
 	}
 	return nil
 }
@@ -79,11 +82,11 @@ func clash(me, o *v1.RabbitMQSpec) string {
 	return ""
 }
 
-// precedes: o keeps clashing names rather than cs — it provisioned
-// and cs has not, or neither has and o was created first (its UID breaks a
-// tie within the same second).
+// precedes: o keeps clashing names rather than cs — it provisioned and
+// cs has not, or both have and o was created first (its UID breaks a tie
+// within the same second). A set that never provisioned precedes nothing.
 func precedes(o, cs *v1.CredentialSet) bool {
-	if op, cp := o.Status.KeyGeneration > 0, cs.Status.KeyGeneration > 0; op != cp {
+	if op, cp := o.Status.KeyGeneration > 0, cs.Status.KeyGeneration > 0; op != cp || !op {
 		return op
 	}
 	if !o.CreationTimestamp.Equal(&cs.CreationTimestamp) {

@@ -50,9 +50,11 @@ func TestPrecedes(t *testing.T) {
 	}{
 		{"it provisioned, this set has not", set("b", 20, 1), set("a", 10, 0), true},
 		{"this set provisioned, it has not", set("a", 10, 0), set("b", 20, 1), false},
-		{"neither provisioned: the earlier one", set("b", 10, 0), set("a", 20, 0), true},
-		{"the same second: the smaller UID", set("a", 10, 0), set("b", 10, 0), true},
-		{"the same second, the larger UID", set("b", 10, 0), set("a", 10, 0), false},
+		{"neither provisioned: the earlier one does not squat", set("b", 10, 0), set("a", 20, 0), false},
+		{"neither provisioned: nor the later one", set("a", 20, 0), set("b", 10, 0), false},
+		{"both provisioned: the earlier one", set("b", 10, 1), set("a", 20, 1), true},
+		{"both provisioned, the same second: the smaller UID", set("a", 10, 1), set("b", 10, 1), true},
+		{"both provisioned, the same second, the larger UID", set("b", 10, 1), set("a", 10, 1), false},
 	} {
 		if got := precedes(tc.o, tc.cs); got != tc.want {
 			t.Errorf("%s: precedes = %v, want %v", tc.name, got, tc.want)

@@ -239,3 +239,14 @@ func oneOf(s []string) string {
 	}
 	return strings.Join(s[:len(s)-1], ", ") + " or " + s[len(s)-1]
 }
+
+// OtherSet names, in a message to cs's readers, another set that holds
+// something cs asks for: by name in cs's own namespace, whose sets its
+// readers already see; only as "a CredentialSet in another namespace"
+// otherwise, so that a refusal is no oracle on who uses what elsewhere.
+func OtherSet(cs, other *v1.CredentialSet) string {
+	if other.Namespace == cs.Namespace {
+		return "CredentialSet " + other.Namespace + "/" + other.Name
+	}
+	return "a CredentialSet in another namespace"
+}

@@ -66,3 +66,16 @@ func TestDiscardWhenAndUnknownFormat(t *testing.T) {
 		t.Errorf("UnknownFormat, unqualified = %q, want %q", got, want)
 	}
 }
+
+func TestOtherSet(t *testing.T) {
+	me := &v1.CredentialSet{ObjectMeta: metav1.ObjectMeta{Namespace: "orders", Name: "db"}}
+	for _, tc := range []struct{ ns, name, want string }{
+		{"orders", "queue", "CredentialSet orders/queue"},
+		{"payments", "queue", "a CredentialSet in another namespace"},
+	} {
+		o := &v1.CredentialSet{ObjectMeta: metav1.ObjectMeta{Namespace: tc.ns, Name: tc.name}}
+		if got := OtherSet(me, o); got != tc.want {
+			t.Errorf("OtherSet(%s/%s) = %q, want %q", tc.ns, tc.name, got, tc.want)
+		}
+	}
+}
