@@ -63,7 +63,8 @@ func secretCache(namespaces ...string) map[client.Object]cache.ByObject {
 }
 
 // setOfSecret maps a Secret rekey wrote back to its set, when the set is
-// one this manager watches (sets, a cache of them): a manager limited to
+// one this manager watches (sets, a cache of them) and the Secret carries
+// the set's UID: a manager limited to
 // some namespaces or labels never reconciles a set outside them because
 // a Secret named it, as its watch of sets never would. A set not cached
 // yet is queued by its own watch event.
@@ -74,7 +75,15 @@ func setOfSecret(sets client.Reader) handler.MapFunc {
 			return nil
 		}
 		key := types.NamespacedName{Namespace: ns, Name: name}
-		if err := sets.Get(ctx, key, &v1.CredentialSet{}); err != nil {
+		cs := &v1.CredentialSet{}
+		if err := sets.Get(ctx, key, cs); err != nil {
+			return nil
+		}
+		// Anyone may write that annotation on a Secret of theirs; only the
+		// set's UID, which rekey stamps on what it writes, makes the event
+		// the set's (a tenant cannot make rekey reconcile, and connect to
+		// the backend of, another namespace's set at will).
+		if cs.UID == "" || o.GetAnnotations()[naming.CredentialSetUIDAnnot] != string(cs.UID) {
 			return nil
 		}
 		return []reconcile.Request{{NamespacedName: key}}

@@ -15,32 +15,39 @@ import (
 
 // TestSetOfSecret: a Secret rekey wrote wakes its set only when the set is
 // one this manager watches (in its cache): a second manager, limited to
-// other sets, never reconciles this one because of its Secrets.
+// other sets, never reconciles this one because of its Secrets. And only a
+// Secret with the set's UID: a Secret a tenant annotated with another
+// namespace's set wakes nothing.
 func TestSetOfSecret(t *testing.T) {
 	scheme := runtime.NewScheme()
 	if err := v1.AddToScheme(scheme); err != nil {
 		t.Fatal(err)
 	}
 	watched := fakeclient.NewClientBuilder().WithScheme(scheme).
-		WithObjects(&v1.CredentialSet{ObjectMeta: metav1.ObjectMeta{Namespace: "app", Name: "db"}}).Build()
-	secret := func(annot string) *corev1.Secret {
-		s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "rekey-system", Name: "s"}}
+		WithObjects(&v1.CredentialSet{ObjectMeta: metav1.ObjectMeta{Namespace: "app", Name: "db", UID: "uid-db"}}).Build()
+	secret := func(annot, uid string) *corev1.Secret {
+		s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "rekey-system", Name: "s", Annotations: map[string]string{}}}
 		if annot != "" {
-			s.Annotations = map[string]string{naming.CredentialSetAnnot: annot}
+			s.Annotations[naming.CredentialSetAnnot] = annot
+		}
+		if uid != "" {
+			s.Annotations[naming.CredentialSetUIDAnnot] = uid
 		}
 		return s
 	}
 	for _, tc := range []struct {
-		annot string
-		want  int
+		annot, uid string
+		want       int
 	}{
-		{"app/db", 1},
-		{"app/other", 0}, // not watched by this manager (or deleted)
-		{"", 0},
-		{"app/", 0},
-		{"db", 0},
+		{"app/db", "uid-db", 1},
+		{"app/db", "", 0},          // a tenant's Secret naming the set
+		{"app/db", "uid-other", 0}, // another set's Secret, renamed
+		{"app/other", "uid-db", 0}, // not watched by this manager (or deleted)
+		{"", "uid-db", 0},
+		{"app/", "uid-db", 0},
+		{"db", "uid-db", 0},
 	} {
-		got := setOfSecret(watched)(context.Background(), secret(tc.annot))
+		got := setOfSecret(watched)(context.Background(), secret(tc.annot, tc.uid))
 		if len(got) != tc.want {
 			t.Errorf("annotation %q: %d requests, want %d", tc.annot, len(got), tc.want)
 			continue
