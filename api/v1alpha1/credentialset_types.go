@@ -230,10 +230,14 @@ type RotationSpec struct {
 }
 
 // RotationPhase is where a CredentialSet is in its rotation cycle.
-// +kubebuilder:validation:Enum=Idle;Rotating;Distributed
+// +kubebuilder:validation:Enum=Pending;Idle;Rotating;Distributed
 type RotationPhase string
 
 const (
+	// PhasePending: the set has no credentials yet (generation 1 is not
+	// provisioned, or cannot be: its conditions say why). It is never
+	// Idle before it has something to serve.
+	PhasePending     RotationPhase = "Pending"
 	PhaseIdle        RotationPhase = "Idle"
 	PhaseRotating    RotationPhase = "Rotating"
 	PhaseDistributed RotationPhase = "Distributed"

@@ -190,3 +190,25 @@ func TestSetUpdateWakes(t *testing.T) {
 		}
 	}
 }
+
+// TestFirstPhase: a set is Pending, never Idle, until generation 1 is
+// provisioned, also when a manager before Pending existed recorded it as
+// Idle; any other phase stays as it is.
+func TestFirstPhase(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		st   v1.CredentialSetStatus
+		want v1.RotationPhase
+	}{
+		{"new", v1.CredentialSetStatus{}, v1.PhasePending},
+		{"pending", v1.CredentialSetStatus{Phase: v1.PhasePending}, v1.PhasePending},
+		{"idle, never provisioned", v1.CredentialSetStatus{Phase: v1.PhaseIdle}, v1.PhasePending},
+		{"provisioned", v1.CredentialSetStatus{Phase: v1.PhaseIdle, KeyGeneration: 1}, v1.PhaseIdle},
+		{"rotating", v1.CredentialSetStatus{Phase: v1.PhaseRotating, KeyGeneration: 1, RotationID: "r"}, v1.PhaseRotating},
+		{"no phase but a generation", v1.CredentialSetStatus{KeyGeneration: 2}, v1.PhaseIdle},
+	} {
+		if got := firstPhase(tc.st); got != tc.want {
+			t.Errorf("%s: %s, want %s", tc.name, got, tc.want)
+		}
+	}
+}

@@ -90,6 +90,9 @@ func (r *Reconciler) provision(ctx context.Context, cs *v1.CredentialSet, p *pla
 	if err := r.casStatus(ctx, cs, func(st *v1.CredentialSetStatus) {
 		st.KeyGeneration, st.KeyVersion, st.PriorKeyCount = max(got.Generation, 1), version, priors
 		st.CurrentSince = &now
+		if st.Phase == v1.PhasePending {
+			st.Phase = v1.PhaseIdle
+		}
 	}); err != nil {
 		return err
 	}

@@ -145,8 +145,8 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		}
 		return res, err
 	}
-	if cs.Status.Phase == "" {
-		if err := r.casStatus(ctx, cs, func(st *v1.CredentialSetStatus) { st.Phase = v1.PhaseIdle }); err != nil {
+	if phase := firstPhase(cs.Status); phase != cs.Status.Phase {
+		if err := r.casStatus(ctx, cs, func(st *v1.CredentialSetStatus) { st.Phase = phase }); err != nil {
 			return ctrl.Result{}, err
 		}
 	}
@@ -154,6 +154,21 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	res, prob, err := r.reconcile(ctx, cs, &obs)
 	res, prob, err = r.triage(ctx, res, prob, err)
 	return r.report(ctx, cs, &obs, res, prob, err)
+}
+
+// firstPhase is the phase a set must show before anything else happens: a
+// new set is Pending until generation 1 is provisioned (never Idle, so that
+// a wait for Idle does not succeed on a set that serves nothing), and so is
+// one a manager before Pending existed recorded as Idle with nothing
+// provisioned.
+func firstPhase(st v1.CredentialSetStatus) v1.RotationPhase {
+	if st.KeyGeneration == 0 && st.RotationID == "" && !st.ResetPending && (st.Phase == "" || st.Phase == v1.PhaseIdle) {
+		return v1.PhasePending
+	}
+	if st.Phase == "" {
+		return v1.PhaseIdle
+	}
+	return st.Phase
 }
 
 // waitForBackend takes the backend lock on keys for the set, or queues it

@@ -47,7 +47,7 @@ func (t *tracker) observe(p v1.RotationPhase) {
 	defer t.mu.Unlock()
 	name := string(p)
 	switch {
-	case p == v1.PhaseIdle && !t.rotated:
+	case (p == v1.PhaseIdle || p == v1.PhasePending) && !t.rotated:
 		name = "Idle-before"
 	case p == v1.PhaseIdle:
 		name = "Idle-after"

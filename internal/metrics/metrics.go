@@ -13,7 +13,7 @@ import (
 	v1 "rekey.io/rekey/api/v1alpha1"
 )
 
-var phases = []string{"Idle", "Rotating", "Distributed"}
+var phases = []string{"Pending", "Idle", "Rotating", "Distributed"}
 
 var (
 	phase = prometheus.NewGaugeVec(prometheus.GaugeOpts{
@@ -88,7 +88,7 @@ var results = []string{ResultCompleted, ResultAborted, ResultFailed}
 func Observe(namespace, name string, st *v1.CredentialSetStatus) {
 	for _, p := range phases {
 		v := 0.0
-		if p == string(st.Phase) || (st.Phase == "" && p == "Idle") {
+		if p == string(st.Phase) || (st.Phase == "" && p == "Pending") {
 			v = 1
 		}
 		phase.WithLabelValues(namespace, name, p).Set(v)

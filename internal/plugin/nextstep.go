@@ -28,6 +28,8 @@ func nextStep(cs *v1.CredentialSet, now time.Time) string {
 		return fmt.Sprintf("wait: resetting %s to the current %s after the consumers rolled back", backendName(cs), secretWord(cs))
 	}
 	switch st.Phase {
+	case v1.PhasePending:
+		return "wait: the operator provisions the credentials"
 	case v1.PhaseIdle:
 		if st.KeyGeneration == 0 {
 			return "wait: the operator provisions the credentials"

@@ -24,6 +24,7 @@ func TestNextStep(t *testing.T) {
 	}{
 		{"never reconciled", v1.CredentialSetStatus{}, nil, "", "wait: the operator has not picked this set up yet"},
 		{"provisioning", v1.CredentialSetStatus{Phase: v1.PhaseIdle}, nil, "", "wait: the operator provisions the credentials"},
+		{"pending", v1.CredentialSetStatus{Phase: v1.PhasePending}, nil, "", "wait: the operator provisions the credentials"},
 		{"idle", v1.CredentialSetStatus{Phase: v1.PhaseIdle, KeyGeneration: 3, Conditions: healthy}, one, "", "rotate when needed"},
 		{"rotating", v1.CredentialSetStatus{Phase: v1.PhaseRotating, KeyGeneration: 3}, one, "", "wait: applying new passwords"},
 		{"degraded wins", v1.CredentialSetStatus{Phase: v1.PhaseRotating, KeyGeneration: 3, Conditions: degraded}, one, "", "instance db-1 is unreachable"},
