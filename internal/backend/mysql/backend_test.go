@@ -52,4 +52,5 @@ func TestHostilePasswordsRoundTripOnRealMySQL(t *testing.T) {
 			t.Fatalf("%s left with super_read_only=%s", r.Name, v)
 		}
 	}
+	t.Run("ReplicationPassword", func(t *testing.T) { checkReplicationPassword(t, c) })
 }

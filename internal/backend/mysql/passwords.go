@@ -3,10 +3,12 @@ package mysql
 import (
 	"fmt"
 	"slices"
+	"strings"
 
 	v1 "rekey.io/rekey/api/v1alpha1"
 	"rekey.io/rekey/internal/engine"
 	"rekey.io/rekey/internal/moco"
+	"rekey.io/rekey/internal/reason"
 )
 
 // DefaultPasswordLength is the length of every generated MySQL password a
@@ -61,4 +63,31 @@ func passwordLengths(users []User) map[string]int {
 		out[u.Key] = u.PasswordLength
 	}
 	return out
+}
+
+// tooLongForReplication names the users (with the instance) whose next
+// password would be longer than MySQL takes for replication although the
+// instance says a replica may use them: granted REPLICATION SLAVE outside
+// what the spec lists (an adopted user, a grant added by hand), which
+// admission could not see.
+func tooLongForReplication(inst string, users []User, accts map[string]account) []string {
+	var out []string
+	for _, u := range users {
+		if u.PasswordLength > MaxReplicationPasswordLength && of(accts, u).replication {
+			out = append(out, fmt.Sprintf("%s on %s (passwordLength %d)", u, inst, u.PasswordLength))
+		}
+	}
+	return out
+}
+
+// replicationRefusal refuses a rotation whose new password a replica
+// could not use; nil when there is nothing to refuse.
+func replicationRefusal(found []string) *engine.Refusal {
+	if len(found) == 0 {
+		return nil
+	}
+	slices.Sort(found)
+	return &engine.Refusal{Reason: string(reason.RotateRefused), Message: fmt.Sprintf(
+		"%s holds REPLICATION SLAVE, so a replica may use it as its source user, and MySQL refuses a replication password longer than %d characters; the rotation did not start. Set passwordLength to %d or remove it (the default, %d characters, is %d bits), or revoke REPLICATION SLAVE if no replica uses the user",
+		strings.Join(found, ", "), MaxReplicationPasswordLength, MaxReplicationPasswordLength, DefaultPasswordLength, engine.MinPasswordBits)}
 }

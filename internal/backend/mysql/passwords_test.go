@@ -95,3 +95,34 @@ func TestGeneratedPasswordLengths(t *testing.T) {
 		t.Fatalf("a 40-character replication password: err = %v, want a refusal naming user repl", err)
 	}
 }
+
+func TestTooLongForReplication(t *testing.T) {
+	long := User{Name: "feed", Host: "%", Key: "FEED_PASSWORD", PasswordLength: 48}
+	short := User{Name: "repl", Host: "%", Key: "REPL_PASSWORD", PasswordLength: 32}
+	app := User{Name: "app", Host: "%", Key: "APP_PASSWORD", PasswordLength: 64}
+	for _, tc := range []struct {
+		name  string
+		accts map[string]account
+		want  []string
+	}{
+		{"a long password for a user the instance lets replicate", map[string]account{
+			"feed@%": {exists: true, replication: true}, "repl@%": {exists: true, replication: true}, "app@%": {exists: true}},
+			[]string{"feed@% on db-0 (passwordLength 48)"}},
+		{"long passwords, nobody may replicate", map[string]account{"feed@%": {exists: true}, "app@%": {exists: true}}, nil},
+		{"a user not created yet", map[string]account{}, nil},
+	} {
+		got := tooLongForReplication("db-0", []User{long, short, app}, tc.accts)
+		if strings.Join(got, "|") != strings.Join(tc.want, "|") {
+			t.Errorf("%s: %q, want %q", tc.name, got, tc.want)
+		}
+	}
+	if replicationRefusal(nil) != nil {
+		t.Fatal("a refusal with nothing to refuse")
+	}
+	rf := replicationRefusal([]string{"feed@% on db-1 (passwordLength 48)", "feed@% on db-0 (passwordLength 48)"})
+	for _, want := range []string{"feed@% on db-0 (passwordLength 48), feed@% on db-1", "longer than 32 characters", "Set passwordLength to 32 or remove it", "190 bits"} {
+		if rf == nil || rf.Reason != "RotateRefused" || !strings.Contains(rf.Message, want) {
+			t.Fatalf("refusal %+v lacks %q", rf, want)
+		}
+	}
+}

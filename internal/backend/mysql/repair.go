@@ -45,6 +45,10 @@ type account struct {
 	dual     bool // has a secondary password (RETAIN already ran)
 	creating bool // created by rekey, grants not yet confirmed
 	swapping bool // a password swap by RepairPending is half done
+	// replication: granted REPLICATION SLAVE globally, so a replica may
+	// use it as its source user (mysql.user only knows direct grants, not
+	// a role's).
+	replication bool
 }
 
 // needsCreate: the user is missing or its creation was interrupted.
@@ -55,18 +59,18 @@ func (a account) needsCreate() bool { return !a.exists || a.creating }
 // user exists.
 func (s *session) account(ctx context.Context, u User) (account, error) {
 	var dual sql.NullInt64
-	var mark sql.NullString
+	var mark, repl sql.NullString
 	err := s.conn.QueryRowContext(ctx,
 		"SELECT JSON_CONTAINS_PATH(COALESCE(User_attributes, '{}'), 'one', '$.additional_password'), "+
-			"JSON_UNQUOTE(JSON_EXTRACT(COALESCE(User_attributes, '{}'), '$.metadata.rekey')) FROM mysql.user WHERE User=? AND Host=?",
-		u.Name, u.Host).Scan(&dual, &mark)
+			"JSON_UNQUOTE(JSON_EXTRACT(COALESCE(User_attributes, '{}'), '$.metadata.rekey')), Repl_slave_priv FROM mysql.user WHERE User=? AND Host=?",
+		u.Name, u.Host).Scan(&dual, &mark, &repl)
 	if errors.Is(err, sql.ErrNoRows) {
 		return account{}, nil
 	}
 	if err != nil {
 		return account{}, s.wrap("read mysql.user", err)
 	}
-	return account{exists: true, dual: dual.Int64 == 1, creating: mark.String == "creating", swapping: mark.String == "swapping"}, nil
+	return account{exists: true, dual: dual.Int64 == 1, creating: mark.String == "creating", swapping: mark.String == "swapping", replication: repl.String == "Y"}, nil
 }
 
 // createUser creates u accepting password, with its grants, or finishes a
