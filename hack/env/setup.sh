@@ -5,6 +5,7 @@
 source "$(dirname "$0")/lib.sh"
 dir=$(dirname "$0")
 mkdir -p "$REKEY_CACHE"
+"$dir/preflight.sh"
 "$dir/rabbitmq.sh"
 "$dir/runc.sh"
 # The host's apt is free once rabbitmq-server is in: oslo.messaging (mostly
