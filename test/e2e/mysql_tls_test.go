@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -50,6 +51,12 @@ func TestMySQLTransport(t *testing.T) {
 	}
 	refused := func(name string, want ...string) {
 		t.Helper()
+		// Wait on the state, then read the Warning: rekey writes the
+		// condition before it emits the Event that reports it.
+		waitFor(t, time.Minute, name+" Degraded=True with the TLS problem", func() (bool, string) {
+			cond := condition(getSet(t, ns, name), reason.CondDegraded)
+			return cond != nil && cond.Status == metav1.ConditionTrue && strings.Contains(cond.Message, "TLS certificate"), fmt.Sprintf("%+v", cond)
+		})
 		note := waitEvent(t, ns, name, string(reason.BackendError))
 		for _, w := range want {
 			if !strings.Contains(note, w) {
