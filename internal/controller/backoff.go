@@ -146,8 +146,12 @@ func (r *retries) reset(set types.NamespacedName) {
 type outcome int
 
 const (
+	// untried: the reconcile ended before it tried anything (it waits
+	// for its backend's lock, or the set is being deleted); the backoff
+	// is left as it is.
+	untried outcome = iota
 	// succeeded: no problem; the backoff starts over.
-	succeeded outcome = iota
+	succeeded
 	// failed: retried with the set's backoff, held against wake-ups.
 	failed
 	// waiting: a problem with a recheck of its own (a rollout wait, the

@@ -44,9 +44,10 @@ func setWakes() predicate.Predicate {
 	}}
 }
 
-// attempt is what one reconcile's triage found, for backedOff.
+// attempt is what one reconcile found, for backedOff.
 type attempt struct {
 	set     *v1.CredentialSet // as the reconcile read it; nil: not read
+	gone    bool              // the set does not exist
 	outcome outcome
 }
 
@@ -85,9 +86,11 @@ func (q backedOff) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result
 	a := &attempt{}
 	res, err := r.Reconcile(withAttempt(ctx, a), req)
 	switch {
-	case a.set == nil:
-		// Gone, or not read: nothing to hold.
+	case a.gone:
 		r.retries.reset(req.NamespacedName)
+	case a.set == nil || a.outcome == untried:
+		// It waits for its backend, or is being deleted: its backoff
+		// stays as it is.
 	case a.outcome == failed:
 		wait, n := r.retries.fail(req.NamespacedName, a.set, r.now())
 		metrics.Failures(req.Namespace, req.Name, n)

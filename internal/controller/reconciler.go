@@ -120,6 +120,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		r.lockTable().unlock(req.NamespacedName, keys)
 		r.lockTable().forget(req.NamespacedName)
 		if apierrors.IsNotFound(err) {
+			attemptOf(ctx).gone = true
 			metrics.Forget(req.Namespace, req.Name)
 		}
 		return ctrl.Result{}, client.IgnoreNotFound(err)
