@@ -31,6 +31,7 @@ type CephSpec struct {
 	// +kubebuilder:validation:MaxItems=16
 	// +kubebuilder:validation:items:Pattern=`^(v[12]:)?(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9]([-A-Za-z0-9.]*[A-Za-z0-9])?)(:[0-9]{1,5})?$`
 	// +listType=set
+	// +kubebuilder:validation:items:MaxLength=300
 	Monitors []string `json:"monitors"`
 
 	// Admin is the identity rekey runs ceph commands as.
@@ -77,6 +78,7 @@ type CephSpec struct {
 	// +optional
 	// +listType=set
 	// +kubebuilder:validation:items:Enum=client.bootstrap-rgw;client.bootstrap-rbd;client.bootstrap-mgr;client.bootstrap-mds
+	// +kubebuilder:validation:MaxItems=4
 	RemoveUnusedKeys []string `json:"removeUnusedKeys,omitempty"`
 }
 

@@ -172,6 +172,7 @@ type ConsumerGroup struct {
 	// +kubebuilder:validation:MaxItems=1000
 	// +listType=set
 	// +kubebuilder:validation:items:Pattern=`^[A-Za-z0-9]([-A-Za-z0-9_.]{0,251}[A-Za-z0-9])?$`
+	// +kubebuilder:validation:items:MaxLength=253
 	Members []string `json:"members"`
 }
 
@@ -211,6 +212,8 @@ type RotationSpec struct {
 	// Interval between rotations with policy Schedule, counted from when
 	// the current credentials became current (e.g. 720h).
 	// +optional
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:MaxLength=32
 	Interval *metav1.Duration `json:"interval,omitempty"`
 
 	// +kubebuilder:default=Manual
@@ -219,6 +222,8 @@ type RotationSpec struct {
 	// GracePeriod is how long old credentials stay valid after the last
 	// consumer rolled out, with discardPolicy AfterRollout (default 5m).
 	// +optional
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:MaxLength=32
 	GracePeriod *metav1.Duration `json:"gracePeriod,omitempty"`
 	// StuckAfter is how long a rotation may stay active (Rotating or
 	// Distributed) before rekey raises the RotationStuck condition, a
@@ -226,6 +231,8 @@ type RotationSpec struct {
 	// waits for. Unset: the manager's --rotation-stuck-after (default 1h).
 	// +optional
 	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('1s')",message="rotation.stuckAfter must be a positive duration (e.g. 30m, 2h)"
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:MaxLength=32
 	StuckAfter *metav1.Duration `json:"stuckAfter,omitempty"`
 }
 

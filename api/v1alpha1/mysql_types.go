@@ -94,12 +94,14 @@ type MySQLInstances struct {
 	// +kubebuilder:validation:MaxItems=64
 	// +kubebuilder:validation:items:Pattern=`^[A-Za-z0-9]([-A-Za-z0-9.]*[A-Za-z0-9])?:[0-9]{1,5}$`
 	// +listType=set
+	// +kubebuilder:validation:items:MaxLength=259
 	Hosts []string `json:"hosts,omitempty"`
 }
 
 // StatefulSetInstances locates instances through a StatefulSet.
 type StatefulSetInstances struct {
 	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`
+	// +kubebuilder:validation:MaxLength=63
 	Name string `json:"name"`
 	// ServiceName is the headless Service; defaults to the StatefulSet's
 	// spec.serviceName.
@@ -117,6 +119,7 @@ type StatefulSetInstances struct {
 // MySQLAdmin is the account rekey connects as.
 type MySQLAdmin struct {
 	// +kubebuilder:validation:Pattern=`^[A-Za-z0-9_][-A-Za-z0-9_.]{0,31}$`
+	// +kubebuilder:validation:MaxLength=32
 	User string `json:"user"`
 	// PasswordSecretRef holds the admin's password. Required when the admin
 	// is not a rotated user; when it is, it is the password adopted at
@@ -130,11 +133,13 @@ type MySQLAdmin struct {
 // +kubebuilder:validation:XValidation:rule="!has(self.passwordLength) || self.passwordLength <= 32 || (self.name != 'moco-repl' && !(has(self.grants) && self.grants.exists(g, 'REPLICATION SLAVE' in g.privileges || (g.object == '*.*' && 'ALL PRIVILEGES' in g.privileges))))",fieldPath=".passwordLength",message="passwordLength: this user can be a replica's source user (moco-repl, or granted REPLICATION SLAVE or ALL PRIVILEGES on *.*), and MySQL refuses a replication password longer than 32 characters: set passwordLength to 32 or remove it (the default is 32 characters, 190 bits)"
 type MySQLUser struct {
 	// +kubebuilder:validation:Pattern=`^[A-Za-z0-9_][-A-Za-z0-9_.]{0,31}$`
+	// +kubebuilder:validation:MaxLength=32
 	Name string `json:"name"`
 	// Host part of the account; default "%".
 	// +optional
 	// +kubebuilder:default="%"
 	// +kubebuilder:validation:Pattern=`^[A-Za-z0-9%_.:-]{1,255}$`
+	// +kubebuilder:validation:MaxLength=255
 	Host string `json:"host,omitempty"`
 	// SecretKey is the key holding the password in the source and
 	// distributed Secrets; default <NAME>_PASSWORD in upper snake case.
@@ -167,9 +172,11 @@ type MySQLGrant struct {
 	// +kubebuilder:validation:MinItems=1
 	// +kubebuilder:validation:MaxItems=64
 	// +kubebuilder:validation:items:Pattern=`^([A-Z][A-Z0-9_]{0,63}|ALL PRIVILEGES|ALTER ROUTINE|CREATE (ROLE|ROUTINE|TABLESPACE|TEMPORARY TABLES|USER|VIEW)|DROP ROLE|LOCK TABLES|REPLICATION (CLIENT|SLAVE)|SHOW (DATABASES|VIEW))$`
+	// +kubebuilder:validation:items:MaxLength=64
 	Privileges []string `json:"privileges"`
 	// Object is db.table with * wildcards, e.g. "app.*" or "*.*".
 	// +kubebuilder:validation:Pattern=`^(\*|[A-Za-z0-9_$]{1,64})\.(\*|[A-Za-z0-9_$]{1,64})$`
+	// +kubebuilder:validation:MaxLength=129
 	Object string `json:"object"`
 	// +optional
 	WithGrantOption bool `json:"withGrantOption,omitempty"`
@@ -178,13 +185,16 @@ type MySQLGrant struct {
 // LocalSecretRef names a Secret in the CredentialSet's namespace.
 type LocalSecretRef struct {
 	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$`
+	// +kubebuilder:validation:MaxLength=253
 	Name string `json:"name"`
 }
 
 // SecretKeyRef is one key of a Secret in the CredentialSet's namespace.
 type SecretKeyRef struct {
 	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$`
+	// +kubebuilder:validation:MaxLength=253
 	Name string `json:"name"`
 	// +kubebuilder:validation:Pattern=`^[-._a-zA-Z0-9]+$`
+	// +kubebuilder:validation:MaxLength=253
 	Key string `json:"key"`
 }

@@ -73,10 +73,12 @@ type RabbitMQAdmin struct {
 	// +optional
 	// +kubebuilder:default=username
 	// +kubebuilder:validation:Pattern=`^[-._a-zA-Z0-9]+$`
+	// +kubebuilder:validation:MaxLength=253
 	UsernameKey string `json:"usernameKey,omitempty"`
 	// +optional
 	// +kubebuilder:default=password
 	// +kubebuilder:validation:Pattern=`^[-._a-zA-Z0-9]+$`
+	// +kubebuilder:validation:MaxLength=253
 	PasswordKey string `json:"passwordKey,omitempty"`
 }
 
@@ -84,6 +86,7 @@ type RabbitMQAdmin struct {
 type RabbitMQAdopt struct {
 	// User is the existing user's name.
 	// +kubebuilder:validation:Pattern=`^[A-Za-z0-9][-A-Za-z0-9_.]{0,99}$`
+	// +kubebuilder:validation:MaxLength=100
 	User string `json:"user"`
 	// PasswordSecretRef is a key of a Secret in the CredentialSet's
 	// namespace holding the user's current password.
@@ -109,6 +112,7 @@ type RabbitMQUser struct {
 	// Base of the user name; generation N is <base>-g<N>.
 	// +kubebuilder:validation:Pattern=`^[A-Za-z0-9][-A-Za-z0-9_.]{0,99}$`
 	// +kubebuilder:validation:XValidation:rule="!self.matches('-g[0-9]+$')",message="user.base must not itself end in -g<number>: rekey appends the generation that way"
+	// +kubebuilder:validation:MaxLength=100
 	Base string `json:"base"`
 	// Tags, e.g. management or monitoring; none by default. Tags
 	// beginning with rekey-owner- are rekey's own marks of ownership.
@@ -117,6 +121,7 @@ type RabbitMQUser struct {
 	// +kubebuilder:validation:MaxItems=8
 	// +kubebuilder:validation:XValidation:rule="self.all(t, !t.startsWith('rekey-owner-'))",message="user.tags beginning with rekey-owner- are reserved: rekey tags every user it creates rekey-owner-<CredentialSet UID> by itself"
 	// +kubebuilder:validation:items:Pattern=`^[a-z][a-z_-]{0,31}$`
+	// +kubebuilder:validation:items:MaxLength=32
 	Tags []string `json:"tags,omitempty"`
 	// Permissions per vhost (configure/write/read regular expressions).
 	// +optional
@@ -137,6 +142,7 @@ type RabbitMQUser struct {
 // expressions over resource names ("" grants nothing, ".*" everything).
 type RabbitMQPermission struct {
 	// +kubebuilder:validation:Pattern=`^[^\x00-\x1f]{1,255}$`
+	// +kubebuilder:validation:MaxLength=255
 	Vhost string `json:"vhost"`
 	// +kubebuilder:validation:MaxLength=1024
 	Configure string `json:"configure"`
@@ -149,8 +155,10 @@ type RabbitMQPermission struct {
 // RabbitMQTopicPermission limits routing keys on a topic exchange.
 type RabbitMQTopicPermission struct {
 	// +kubebuilder:validation:Pattern=`^[^\x00-\x1f]{1,255}$`
+	// +kubebuilder:validation:MaxLength=255
 	Vhost string `json:"vhost"`
 	// +kubebuilder:validation:Pattern=`^[^\x00-\x1f]{1,255}$`
+	// +kubebuilder:validation:MaxLength=255
 	Exchange string `json:"exchange"`
 	// +kubebuilder:validation:MaxLength=1024
 	Write string `json:"write"`
@@ -171,10 +179,12 @@ type RabbitMQTransportURL struct {
 	// +kubebuilder:validation:MinItems=1
 	// +kubebuilder:validation:MaxItems=16
 	// +kubebuilder:validation:items:Pattern=`^[A-Za-z0-9]([-A-Za-z0-9.]*[A-Za-z0-9])?:[0-9]{1,5}$`
+	// +kubebuilder:validation:items:MaxLength=259
 	Hosts []string `json:"hosts"`
 	// Vhost; default "/" (written as an empty path).
 	// +optional
 	// +kubebuilder:validation:Pattern=`^[^\x00-\x1f]{0,255}$`
+	// +kubebuilder:validation:MaxLength=255
 	Vhost string `json:"vhost,omitempty"`
 	// Query, e.g. ssl=1, without the leading "?".
 	// +optional
@@ -185,6 +195,7 @@ type RabbitMQTransportURL struct {
 	// +optional
 	// +kubebuilder:default=transport_url
 	// +kubebuilder:validation:Pattern=`^[-._a-zA-Z0-9]+$`
+	// +kubebuilder:validation:MaxLength=253
 	Key string `json:"key,omitempty"`
 }
 
@@ -193,13 +204,16 @@ type RabbitMQTransportURL struct {
 type RabbitMQConfigFile struct {
 	// Key of the distributed Secret, e.g. 01-nova.conf.
 	// +kubebuilder:validation:Pattern=`^[-._a-zA-Z0-9]+$`
+	// +kubebuilder:validation:MaxLength=253
 	Key string `json:"key"`
 	// +optional
 	// +kubebuilder:default=DEFAULT
 	// +kubebuilder:validation:Pattern=`^[A-Za-z0-9_.-]{1,64}$`
+	// +kubebuilder:validation:MaxLength=64
 	Section string `json:"section,omitempty"`
 	// +optional
 	// +kubebuilder:default=transport_url
 	// +kubebuilder:validation:Pattern=`^[A-Za-z0-9_.-]{1,64}$`
+	// +kubebuilder:validation:MaxLength=64
 	Option string `json:"option,omitempty"`
 }
