@@ -7,6 +7,7 @@ dir=$(dirname "$0")
 mkdir -p "$REKEY_CACHE"
 "$dir/preflight.sh"
 "$dir/rabbitmq.sh"
+"$dir/postgres.sh"
 "$dir/runc.sh"
 # The host's apt is free once rabbitmq-server is in: oslo.messaging (mostly
 # downloads) installs beside the Kubernetes build.
