@@ -266,7 +266,7 @@ func adminLoginMessage(lf *loginFailure, rotated bool, ref *v1.SecretKeyRef) str
 	var fix string
 	switch {
 	case lf.kind == failLocked:
-		fix = fmt.Sprintf("the account is locked, so rekey logs in as %s no more until a person acts: make sure %s is right, then unlock the account on the server (ALTER USER ... ACCOUNT UNLOCK for user %s) or wait for its PASSWORD_LOCK_TIME to pass", lf.user, where, lf.user)
+		fix = fmt.Sprintf("while it is locked MySQL refuses every login as %s, the right password too, so this does not clear by itself: make sure %s is right, then unlock the account on the server (ALTER USER ... ACCOUNT UNLOCK for user %s) or let its PASSWORD_LOCK_TIME pass", lf.user, where, lf.user)
 	case rotated:
 		fix = fmt.Sprintf("%s was refused: if %s was re-initialised, the cluster's bootstrap must recreate the admin account %s there with that password (kubectl rekey show prints it) before rekey can repair the rotated users; if the password was changed outside rekey, set it back", where, lf.inst, lf.user)
 	default:

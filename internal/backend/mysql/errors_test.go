@@ -113,7 +113,7 @@ func TestAdminLoginMessage(t *testing.T) {
 		{"wrong password from a Secret", lf(1045), false, ref,
 			[]string{"MySQL error 1045 (access denied", "for user ops-admin at 10.0.0.5:3306", "Secret mysql-admin key password", "put the admin's working password there"}},
 		{"locked", lf(3955), false, ref,
-			[]string{"MySQL error 3955", "locked", "ops-admin", "Secret mysql-admin key password", "no more until a person acts", "ACCOUNT UNLOCK"}},
+			[]string{"MySQL error 3955", "locked", "ops-admin", "Secret mysql-admin key password", "does not clear by itself", "ACCOUNT UNLOCK"}},
 		{"rotated admin refused", lf(1045), true, ref,
 			[]string{"the password rekey holds", "re-initialised", "recreate the admin account ops-admin"}},
 	} {
