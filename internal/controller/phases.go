@@ -188,6 +188,14 @@ func (r *Reconciler) discard(ctx context.Context, t *turn, auto bool) (ctrl.Resu
 					return ctrl.Result{}, nil, err
 				}
 			}
+			// Every instance must accept the new secrets before the first
+			// drops the old ones: one that refuses them (a user changed
+			// by hand, IDENTIFIED BY keeping the secondary, which repair
+			// takes for applied) would refuse the discard once it began,
+			// and then neither abort nor recover could help.
+			if err := p.backend.Verify(ctx, engine.Pending(src.Data, keys)); err != nil {
+				return ctrl.Result{}, nil, err
+			}
 			// Recorded before the first instance drops anything: an
 			// interrupted discard (a crash between instances, an instance
 			// lost half way) leaves some instances refusing the old

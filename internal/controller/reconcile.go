@@ -69,6 +69,10 @@ func (r *Reconciler) reconcile(ctx context.Context, cs *v1.CredentialSet, obs *o
 		return ctrl.Result{RequeueAfter: engine.RequeueRollout}, distProb, nil
 	}
 
+	if repairProb != nil && startsDiscard(d, cs.Status) {
+		return ctrl.Result{RequeueAfter: repairRecheck}, repairProb, nil
+	}
+
 	// Act.
 	res, prob, err := r.act(ctx, t, d, due.Why)
 	// A transition may have changed what the Secrets hold.

@@ -53,3 +53,12 @@ func (r *Reconciler) repairPending(ctx context.Context, t *turn) (*problem, erro
 	// not recreated it yet: reported, and tried again.
 	return &problem{reason.BackendError, err.Error() + "; rekey checks again every 10 s"}, nil
 }
+
+// startsDiscard: d would begin discarding the old secrets. Discard records
+// that it began before any instance drops anything, and from then on the
+// rotation can only complete (abort and recover are refused); so it must
+// not begin while an instance could not be checked or repaired: that
+// instance would refuse the discard, and nothing could finish it.
+func startsDiscard(d engine.Decision, st v1.CredentialSetStatus) bool {
+	return d.Action == engine.Discard && !st.DiscardStarted && !st.DiscardApplied
+}

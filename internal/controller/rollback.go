@@ -66,15 +66,19 @@ func (r *Reconciler) rollback(ctx context.Context, t *turn, recoverID string) (c
 
 // recover marks an idle set for a backend reset: a secondary secret that
 // nobody accounts for (DualPasswordExists) is removed once consumers run
-// the current secrets.
+// the current secrets. Consumers restart first: an idle status does not
+// prove they run the current secrets (a status and source Secret restored
+// from a backup while they ran a later rotation's), and the reset would
+// refuse whatever else they hold.
 func (r *Reconciler) recover(ctx context.Context, t *turn, id string) (ctrl.Result, *problem, error) {
 	cs := t.cs
 	if err := r.writeStatus(ctx, t, func(st *v1.CredentialSetStatus) {
 		st.ResetPending, st.LastRecoverID, st.RolledOutAt = true, id, nil
+		st.RestartID = engine.RecoverRestartID(id)
 	}); err != nil {
 		return ctrl.Result{}, nil, err
 	}
-	r.rotationEvent(cs, id, "Normal", reason.RecoveryStarted, "Recover", "recovery %s: every instance is reset to the current secrets of the source Secret", id)
+	r.rotationEvent(cs, id, "Normal", reason.RecoveryStarted, "Recover", "recovery %s: consumers restart onto the current secrets of the source Secret, then every instance is reset to them", id)
 	return ctrl.Result{RequeueAfter: time.Second}, nil, nil
 }
 

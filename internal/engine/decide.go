@@ -285,6 +285,13 @@ func RestartValue(st v1.CredentialSetStatus) string {
 // when no rotation ever completed (no earlier value to return to).
 func RollbackRestartID(id string) string { return "rollback-" + id }
 
+// RecoverRestartID is the restart value after recover request id on an
+// idle set: new, so every consumer restarts onto the current secrets
+// before the reset makes the backend forget whatever else they may hold
+// (a status and source Secret restored from a backup taken before a
+// rotation its consumers already run).
+func RecoverRestartID(id string) string { return "recover-" + id }
+
 // Distribution says what consumers' Secrets hold: current secrets when
 // idle, pending ones from the moment every instance accepts them, and
 // nothing (stand down) while a rotation has not yet applied them.

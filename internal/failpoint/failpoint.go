@@ -32,9 +32,19 @@ func load() {
 	}
 }
 
+// Crash, when set, is called by every Hit before the environment is
+// consulted: the state-space explorer (internal/explorer) crashes the
+// manager in-process at a persisted step by panicking from it, since it
+// explores thousands of crashes and cannot spend a process on each.
+// Production never sets it.
+var Crash func(name string)
+
 // Hit kills the process if name is the armed failpoint and this is the
 // armed hit.
 func Hit(name string) {
+	if Crash != nil {
+		Crash(name)
+	}
 	once.Do(load)
 	if armed == "" || armed != name {
 		return

@@ -142,7 +142,7 @@ func TestRabbitMQDiscardAbortRecover(t *testing.T) {
 		t.Fatal("recover went ahead without a yes")
 	}
 	hasLine(t, out, "The operator resets RabbitMQ to the current passwords, in this order:")
-	hasLine(t, out, "  1. status gets resetPending (Event RecoveryStarted); the consumers keep the current passwords: StatefulSet "+ns+"/nova-api")
+	hasLine(t, out, "  1. status gets resetPending (Event RecoveryStarted); the consumers restart onto the current passwords: StatefulSet "+ns+"/nova-api")
 	if strings.Contains(out, "ALTER USER") || strings.Contains(out, "MySQL") {
 		t.Errorf("recover of a RabbitMQ set speaks MySQL:\n%s", out)
 	}

@@ -233,7 +233,7 @@ func resetDiagnosis(cs *v1.CredentialSet, c *metav1.Condition, d diagnosis) (dia
 			cs.Name, c.Reason, backendName(cs), backendName(cs), secretWord(cs), c.Message)
 	}
 	d.intro = fmt.Sprintf("The operator resets %s to the current %s, in this order:", backendName(cs), secretWord(cs))
-	d.steps = append([]string{"status gets resetPending (Event RecoveryStarted); the consumers keep the current " + secretWord(cs) + ": " + consumerList(cs)}, resetSteps(cs)...)
+	d.steps = append([]string{"status gets resetPending (Event RecoveryStarted); the consumers restart onto the current " + secretWord(cs) + ": " + consumerList(cs)}, resetSteps(cs)...)
 	if req := cs.Annotations[engine.RotateAnnotation]; req != "" && req != st.LastRotationID {
 		d.then = fmt.Sprintf("Then the refused rotation request %s (rekey.io/rotate) starts by itself; remove it first with kubectl annotate credentialset %s %s- if it should not.",
 			req, cs.Name, engine.RotateAnnotation)

@@ -120,7 +120,7 @@ func TestRecoverDualPasswordAsksFirst(t *testing.T) {
 	want := "Diagnosis for credentialset " + ns + "/orders: a MySQL user has a secondary password that rekey did not set, so rotations are refused (DualPasswordExists).\n" +
 		"  The operator reports: " + dualMsg + "\n" +
 		"The operator resets MySQL to the current passwords, in this order:\n" +
-		"  1. status gets resetPending (Event RecoveryStarted); the consumers keep the current passwords: Deployment " + ns + "/orders-api\n" +
+		"  1. status gets resetPending (Event RecoveryStarted); the consumers restart onto the current passwords: Deployment " + ns + "/orders-api\n" +
 		"  2. once every consumer rolled out, every instance is reset to the current passwords (ALTER USER ... IDENTIFIED BY, then ALTER USER ... DISCARD OLD PASSWORD): any other password stops working\n" +
 		"  3. the source Secret rekey." + ns + ".orders (in the operator's namespace) drops any pending passwords, resetPending is cleared (Event ResetApplied) and the request annotation removed\n" +
 		"Then the refused rotation request r-refused (rekey.io/rotate) starts by itself; remove it first with kubectl annotate credentialset orders rekey.io/rotate- if it should not.\n" +

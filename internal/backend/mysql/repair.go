@@ -113,5 +113,5 @@ func (b *Backend) acceptedElsewhere(ctx context.Context, inst Instance, u User, 
 // missingRefusal: u is missing on inst and nothing proves which password
 // its consumers hold.
 func missingRefusal(inst Instance, u User) string {
-	return fmt.Sprintf("user %s does not exist on %s (re-initialised from an empty data directory?) and no other instance accepts the new password the source Secret holds for it, so rekey cannot tell that its consumers hold that password; nothing was created or discarded there. If the source Secret was edited, run kubectl rekey recover; otherwise kubectl rekey abort rolls back to the current passwords and recreates the user there", u, inst.Name)
+	return fmt.Sprintf("user %s does not exist on %s (re-initialised from an empty data directory?) and no other instance accepts the new password the source Secret holds for it, so rekey cannot tell that its consumers hold that password; nothing was created or discarded there. The discard began, so the rotation can only complete (abort and recover are refused): create the user there by hand with the new password (CREATE USER ... IDENTIFIED BY the value of its _PENDING key in the source Secret, with its grants) and the discard finishes by itself", u, inst.Name)
 }

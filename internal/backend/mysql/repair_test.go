@@ -160,7 +160,7 @@ func TestReinitRepairOnRealMySQL(t *testing.T) {
 		f.b.Concurrency = 1 // the primary first
 		err := f.b.Retire(ctx, f.cur, edited)
 		rf, ok := engine.AsRefusal(err)
-		if !ok || rf.Reason != string(reason.DiscardRefused) || !strings.Contains(rf.Message, f.app+"@% does not exist on primary") || !strings.Contains(rf.Message, "kubectl rekey abort") {
+		if !ok || rf.Reason != string(reason.DiscardRefused) || !strings.Contains(rf.Message, f.app+"@% does not exist on primary") || !strings.Contains(rf.Message, "can only complete") {
 			t.Fatalf("Retire = %v, want a DiscardRefused refusal naming %s on primary and the next step", err, f.app)
 		}
 		if strings.Contains(err.Error(), edited[DefaultKey(f.app)]) {

@@ -172,7 +172,7 @@ func planRetire(inst string, users []User, accts map[string]account, pendingErrs
 	p.create = append(p.create, finishing...)
 	if len(refused) > 0 {
 		return retirePlan{}, &engine.Refusal{Reason: string(reason.PendingRejected), Message: fmt.Sprintf(
-			"%s refuses the new password the source Secret holds for %s, so discarding the old one could lock its consumers out; nothing was discarded there. The source Secret may have been edited: run kubectl rekey recover to roll back",
+			"%s refuses the new password the source Secret holds for %s, so discarding the old one could lock its consumers out; nothing was discarded there. The discard began, so the rotation can only complete (abort and recover are refused): set each of these users there to the new password by hand (ALTER USER ... IDENTIFIED BY the value of its _PENDING key in the source Secret, then ALTER USER ... DISCARD OLD PASSWORD) and the discard finishes by itself",
 			inst, strings.Join(refused, ", "))}
 	}
 	if other != nil {

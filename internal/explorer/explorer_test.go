@@ -1,0 +1,87 @@
+package explorer
+
+import (
+	"os"
+	"strconv"
+	"testing"
+	"time"
+)
+
+// envInt reads a positive integer from the environment, or def.
+func envInt(name string, def int) int {
+	if v, err := strconv.Atoi(os.Getenv(name)); err == nil && v > 0 {
+		return v
+	}
+	return def
+}
+
+// TestExplore explores every state up to a depth that fits make test's
+// budget, then random walks, and fails on any violation with its
+// shortest trace. REKEY_EXPLORE_DEPTH, REKEY_EXPLORE_SECONDS and
+// REKEY_EXPLORE_WALKS make a longer run.
+func TestExplore(t *testing.T) {
+	o := DefaultOptions()
+	start, err := Start(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	depth := envInt("REKEY_EXPLORE_DEPTH", 6)
+	budget := time.Duration(envInt("REKEY_EXPLORE_SECONDS", 60)) * time.Second
+	r := BFS(start, o, depth, budget)
+	t.Logf("breadth first: %s; %d invariants in every state: %v", r, len(Invariants()), invariantNames())
+	for _, v := range r.Violations {
+		t.Error(v)
+	}
+	seed := int64(envInt("REKEY_EXPLORE_SEED", 1))
+	wr := Walk(start, o, seed, envInt("REKEY_EXPLORE_WALKS", 20), 40, budget/2)
+	t.Logf("random walks (seed %d): %s", seed, wr)
+	for _, v := range wr.Violations {
+		t.Error(v)
+	}
+}
+
+func invariantNames() []string {
+	var out []string
+	for _, inv := range Invariants() {
+		out = append(out, inv.Name)
+	}
+	return out
+}
+
+// explorePath explores the transitions of o breadth first to depth and
+// fails on any violation: each known path gets a run narrowed to the
+// transitions it needs, so that it is found (and kept fixed) within
+// seconds whatever the default run's budget reaches.
+func explorePath(t *testing.T, o Options, depth int) Report {
+	t.Helper()
+	start, err := Start(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := BFS(start, o, depth, 2*time.Minute)
+	t.Logf("%s", r)
+	for _, v := range r.Violations {
+		t.Error(v)
+	}
+	if !r.Complete {
+		t.Errorf("depth %d not explored within the budget", depth)
+	}
+	return r
+}
+
+// A set whose consumers hold the new passwords has its status and source
+// Secret restored from a backup taken while Idle; rotate is refused
+// (DualPasswordExists) and names recover, whose reset must not lock out
+// the consumers that still hold the new passwords.
+func TestPathRecoverAfterRestore(t *testing.T) {
+	explorePath(t, Options{Instances: []string{"i0"}, Backups: true,
+		Only: []string{"user: rotate r1", "user: recover c1", "user: discard (active", "consumer", "status"}}, 8)
+}
+
+// A DBA changes a user on one instance while a rotation is Distributed:
+// repair cannot tell which password its consumers hold, and a discard
+// must not start, or the rotation can neither finish nor roll back.
+func TestPathDiscardPastUnrepaired(t *testing.T) {
+	explorePath(t, Options{Instances: []string{"i0", "i1"}, HandChanges: true, Crashes: true,
+		Only: []string{"user: rotate r1", "user: discard (active", "consumer", "DBA sets APP on i0"}}, 8)
+}

@@ -1,0 +1,272 @@
+package explorer
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+
+	v1 "rekey.io/rekey/api/v1alpha1"
+	"rekey.io/rekey/internal/engine"
+	"rekey.io/rekey/internal/reason"
+)
+
+// Invariant is a rule checked in every state: "" when it holds, else what
+// is wrong.
+type Invariant struct {
+	Name  string
+	Check func(w *World) string
+}
+
+// Invariants are the rules that must hold at every instant.
+func Invariants() []Invariant {
+	return []Invariant{
+		{"no lockout", noLockout},
+		{"admin accepted", adminAccepted},
+		{"nothing lost", recoverable},
+		{"no dead end", noDeadEnd},
+		{"no wedge", noWedge},
+	}
+}
+
+// noLockout: every instance accepts what the consumer's pod holds, except
+// a user a person changed by hand (their doing, not rekey's).
+func noLockout(w *World) string {
+	for _, in := range w.present() {
+		for k, pw := range w.Pod.Creds {
+			if a := in.acct(k); !a.Hand && !a.Accepts(pw) {
+				return fmt.Sprintf("the consumer's pod holds %s=%s, which %s refuses", k, pw, in.Name)
+			}
+		}
+	}
+	return ""
+}
+
+// adminAccepted: rekey's own admin logs in everywhere with a password the
+// source Secret holds (current or pending), unless a restore from backup
+// dropped the one it has.
+func adminAccepted(w *World) string {
+	if w.Source == nil || w.Set.Status.KeyGeneration == 0 {
+		return ""
+	}
+	cur, pending := string(w.Source.Data[AdminKey]), string(w.Source.Data[engine.PendingKey(AdminKey)])
+	for _, in := range w.present() {
+		a := in.acct(AdminKey)
+		if slices.ContainsFunc(w.Lost, a.Accepts) {
+			continue // a restore from an older backup dropped it: the user's doing
+		}
+		if !a.Accepts(cur) && !a.Accepts(pending) {
+			return fmt.Sprintf("%s refuses the admin's passwords the source Secret holds", in.Name)
+		}
+	}
+	return ""
+}
+
+// recoverable: every password an instance accepts (also one scaled in,
+// whose volume may return) is in the source or the distribution Secret.
+func recoverable(w *World) string {
+	if w.Set.Status.KeyGeneration == 0 {
+		return ""
+	}
+	known := map[string]bool{}
+	for _, v := range w.Lost {
+		known[v] = true
+	}
+	if w.Source != nil {
+		for _, v := range w.Source.Data {
+			known[string(v)] = true
+		}
+	}
+	if w.Dist != nil {
+		for _, v := range w.Dist.Data {
+			known[string(v)] = true
+		}
+	}
+	for _, in := range w.Instances {
+		for k, a := range in.Users {
+			if a.Hand || !a.Exists {
+				continue
+			}
+			for _, pw := range []string{a.Primary, a.Secondary} {
+				if pw != "" && !known[pw] {
+					return fmt.Sprintf("%s accepts %s=%s, which no Secret holds", in.Name, k, pw)
+				}
+			}
+		}
+	}
+	return ""
+}
+
+// Commands a refusal may name as the next step, and the phrasings that
+// name them so (a message may also mention a command as an aside).
+const (
+	recoverCmd = "kubectl rekey recover"
+	abortCmd   = "kubectl rekey abort"
+)
+
+var nextStep = map[string][]string{
+	recoverCmd: {"run kubectl rekey recover", "kubectl rekey recover does this"},
+	abortCmd:   {"run kubectl rekey abort", "kubectl rekey abort rolls back"},
+}
+
+func warned(w *World, cmd string) bool {
+	for _, m := range w.Warnings {
+		for _, p := range nextStep[cmd] {
+			if strings.Contains(m, p) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// noDeadEnd: a refusal that names recover or abort as the next step
+// names one the state accepts: taking it is not refused in turn.
+func noDeadEnd(w *World) string {
+	if warned(w, recoverCmd) {
+		c := w.Clone()
+		c.Set.Annotations[engine.RecoverAnnotation] = "check"
+		if refused := follow(c, func(c *World) bool { return c.Set.Status.LastRecoverID == "check" }); refused != "" {
+			return fmt.Sprintf("a refusal says to run %s (%s), and recover is then refused: %s", recoverCmd, first(w.Warnings), refused)
+		}
+	}
+	if warned(w, abortCmd) {
+		id := w.Set.Status.RotationID
+		if id == "" {
+			return fmt.Sprintf("a refusal says to run %s (%s), but no rotation is active to abort", abortCmd, first(w.Warnings))
+		}
+		c := w.Clone()
+		c.Set.Annotations[engine.AbortAnnotation] = id
+		if refused := follow(c, func(c *World) bool { return c.Set.Status.LastRolledBackID == id }); refused != "" {
+			return fmt.Sprintf("a refusal says to run %s (%s), and abort is then refused: %s", abortCmd, first(w.Warnings), refused)
+		}
+	}
+	return ""
+}
+
+func first(s []string) string {
+	if len(s) == 0 {
+		return ""
+	}
+	return s[0]
+}
+
+// follow reconciles c (at most three times) until served says the request
+// was taken; otherwise what refused it.
+func follow(c *World, served func(*World) bool) string {
+	var last []string
+	for i := 0; i < 3; i++ {
+		if _, err := c.Reconcile(""); err != nil && len(c.Warnings) == 0 {
+			last = []string{err.Error()}
+		}
+		if served(c) {
+			return ""
+		}
+		if len(c.Warnings) > 0 {
+			last = c.Warnings
+		}
+		for _, m := range c.Warnings {
+			if strings.HasPrefix(m, string(reason.AbortSkipped)+":") {
+				return m
+			}
+		}
+	}
+	return "not served after 3 reconciles: " + strings.Join(last, "; ")
+}
+
+// drainSteps bounds the user's way back to Idle.
+const drainSteps = 24
+
+// drained memoises states known to drain back to Idle (by hash).
+var drained = map[string]bool{}
+
+// noWedge: from the state, the documented user actions (restart the
+// consumers, discard with the active ID, run what a refusal names, set a
+// hand-changed user back as rekey's message says) return the set to Idle
+// within drainSteps steps.
+func noWedge(w *World) string {
+	if staleRestore(w) {
+		return ""
+	}
+	c := w.Clone()
+	c.Warnings = w.Warnings
+	var trace []string
+	var seen []string
+	recovers := 0
+	for i := 0; i < drainSteps; i++ {
+		h := c.Hash()
+		if drained[h] {
+			break
+		}
+		seen = append(seen, h)
+		st := c.Set.Status
+		if st.Phase == v1.PhaseIdle && !st.ResetPending && c.Pod.Template == c.template() {
+			break
+		}
+		step := drainStep(c, &recovers)
+		trace = append(trace, step+" -> "+c.Summary()+warningsNote(c))
+		if i == drainSteps-1 {
+			return "the documented actions do not bring the set back to Idle; the last of them:\n      " + strings.Join(trace[len(trace)-6:], "\n      ")
+		}
+	}
+	for _, h := range seen {
+		drained[h] = true
+	}
+	return ""
+}
+
+// drainStep takes the next documented action on c and names it.
+func drainStep(c *World, recovers *int) string {
+	for _, in := range c.present() {
+		if handFix(in.Name)(c) {
+			return "DBA sets APP on " + in.Name + " back to the current password"
+		}
+	}
+	if c.Pod.Template != c.template() {
+		restartPod(c)
+		return "consumer pod restarts"
+	}
+	st := c.Set.Status
+	switch {
+	case warned(c, recoverCmd) && *recovers < 2:
+		*recovers++
+		id := fmt.Sprintf("drain%d", *recovers)
+		c.Set.Annotations[engine.RecoverAnnotation] = id
+		return "user: recover " + id
+	case warned(c, abortCmd) && st.RotationID != "" && c.Set.Annotations[engine.AbortAnnotation] != st.RotationID:
+		c.Set.Annotations[engine.AbortAnnotation] = st.RotationID
+		return "user: abort " + st.RotationID
+	case st.Phase == v1.PhaseDistributed && st.RotateApplied && c.Set.Annotations[engine.DiscardAnnotation] != st.RotationID:
+		c.Set.Annotations[engine.DiscardAnnotation] = st.RotationID
+		return "user: discard " + st.RotationID
+	}
+	_, _ = c.Reconcile("")
+	return "reconcile"
+}
+
+func warningsNote(w *World) string {
+	if len(w.Warnings) == 0 {
+		return ""
+	}
+	return "  [" + strings.Join(w.Warnings, " | ") + "]"
+}
+
+// staleRestore: a restore from backup dropped the only secret an instance
+// accepts for a user; only a newer backup brings it back (the user's way
+// out, not one rekey can name), so no way back to Idle is owed.
+func staleRestore(w *World) bool {
+	if len(w.Lost) == 0 || w.Source == nil {
+		return false
+	}
+	for _, in := range w.present() {
+		for _, k := range modelKeys {
+			a := in.acct(k)
+			if a.Hand || !a.Exists {
+				continue
+			}
+			if !a.Accepts(string(w.Source.Data[k])) && !a.Accepts(string(w.Source.Data[engine.PendingKey(k)])) && slices.ContainsFunc(w.Lost, a.Accepts) {
+				return true
+			}
+		}
+	}
+	return false
+}

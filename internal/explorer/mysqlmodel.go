@@ -1,0 +1,397 @@
+package explorer
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strings"
+
+	v1 "rekey.io/rekey/api/v1alpha1"
+	"rekey.io/rekey/internal/backend/registry"
+	"rekey.io/rekey/internal/engine"
+	"rekey.io/rekey/internal/failpoint"
+	"rekey.io/rekey/internal/reason"
+)
+
+// Account is one MySQL user on one instance as mysql.user holds it: a
+// primary password and at most one secondary (RETAIN CURRENT PASSWORD).
+// Each behaviour encoded here is proven on a real mysqld:
+//   - a second RETAIN evicts the original (Primary moves to Secondary,
+//     the old Secondary is gone): internal/backend/mysql TestApplyIsIdempotent
+//     and the seed's own statement, DESIGN.md rule 3;
+//   - IDENTIFIED BY without RETAIN keeps the secondary:
+//     internal/backend/mysql TestResetDiscardsSecondary (reset is two
+//     statements because of it);
+//   - DISCARD OLD PASSWORD drops the secondary: test/e2e discard tests.
+type Account struct {
+	Exists    bool   `json:"e,omitempty"`
+	Primary   string `json:"p,omitempty"`
+	Secondary string `json:"s,omitempty"`
+	// Hand: a person changed it by hand; consumers refused here are the
+	// DBA's doing, not rekey's, until rekey resets it, or writes it after
+	// the DBA set it back (Fixed).
+	Hand  bool `json:"h,omitempty"`
+	Fixed bool `json:"f,omitempty"`
+}
+
+// Accepts: MySQL logs the user in with pw.
+func (a Account) Accepts(pw string) bool {
+	return a.Exists && pw != "" && (a.Primary == pw || a.Secondary == pw)
+}
+
+// Dual: a secondary password exists.
+func (a Account) Dual() bool { return a.Exists && a.Secondary != "" }
+
+// identifiedBy is ALTER USER ... IDENTIFIED BY pw [RETAIN CURRENT PASSWORD].
+// A hand-changed user stays the DBA's (Hand) until set back or reset.
+func (a *Account) identifiedBy(pw string, retain bool) {
+	if retain {
+		a.Secondary = a.Primary
+	}
+	a.Primary = pw
+	a.written()
+}
+
+// discard is ALTER USER ... DISCARD OLD PASSWORD.
+func (a *Account) discard() {
+	a.Secondary = ""
+	a.written()
+}
+
+// written: rekey changed the user; one the DBA set back is rekey's again.
+func (a *Account) written() {
+	if a.Fixed {
+		a.Hand, a.Fixed = false, false
+	}
+}
+
+// create is CREATE USER ... IDENTIFIED BY pw.
+func (a *Account) create(pw string) { *a = Account{Exists: true, Primary: pw} }
+
+// Instance is one mysqld: its users, and whether it is part of the
+// cluster now (a scaled-in replica keeps its volume and returns with it).
+// Credential DDL runs with sql_log_bin=0, so nothing replicates between
+// instances: each is changed only by what runs on it.
+type Instance struct {
+	Name    string             `json:"n"`
+	Present bool               `json:"on,omitempty"`
+	Users   map[string]Account `json:"u"`
+}
+
+func (in *Instance) acct(key string) Account { return in.Users[key] }
+
+func (in *Instance) set(key string, a Account) { in.Users[key] = a }
+
+// The model's users: the admin rekey connects as is rotated by the set
+// (MOCO's preset works so), and one application user.
+const (
+	AdminKey = "ADMIN_PASSWORD"
+	AppKey   = "APP_PASSWORD"
+)
+
+var modelKeys = []string{AdminKey, AppKey}
+
+// modelBackend is the engine.Backend the explorer's sets use: the MySQL
+// backend's decisions (internal/backend/mysql: backend.go, retire.go,
+// pending_repair.go, login.go) carried out on the World's instances
+// instead of real servers, one instance after another.
+type modelBackend struct {
+	w  *World
+	cs *v1.CredentialSet
+}
+
+var _ engine.Backend = (*modelBackend)(nil)
+var _ engine.Repairer = (*modelBackend)(nil)
+var _ engine.DiscardGate = (*modelBackend)(nil)
+
+// Annotation selects the model backend for a set.
+const Annotation = "explorer.rekey.io/world"
+
+// active is the World the step being run acts on; the explorer runs one
+// step at a time.
+var active *World
+
+func init() {
+	registry.Register(registry.Entry{
+		Kind:    "explorer-mysql",
+		Field:   "the " + Annotation + " annotation",
+		Selects: func(cs *v1.CredentialSet) bool { return cs.Annotations[Annotation] != "" },
+		Build: func(_ context.Context, cs *v1.CredentialSet, _ registry.Kube, _ registry.Options) (*registry.Plan, error) {
+			w := active
+			adopt := engine.Secrets{}
+			for _, k := range modelKeys {
+				adopt[k] = initial(k)
+			}
+			return &registry.Plan{Backend: &modelBackend{w: w, cs: cs}, NoInstances: len(w.present()) == 0, Adopt: adopt}, nil
+		},
+		LockKeys: func(cs *v1.CredentialSet) []string { return []string{"explorer:" + cs.Annotations[Annotation]} },
+	})
+}
+
+func (b *modelBackend) Keys() []string        { return modelKeys }
+func (b *modelBackend) Traits() engine.Traits { return engine.Traits{Overlap: true} }
+
+// NewSecrets is deterministic, so that equal histories give equal states:
+// each rotation's passwords are named after it.
+func (b *modelBackend) NewSecrets(gen int64) (engine.Secrets, error) {
+	id := b.cs.Status.RotationID
+	if id == "" {
+		id = fmt.Sprintf("g%d", gen)
+	}
+	out := engine.Secrets{}
+	for _, k := range modelKeys {
+		out[k] = strings.TrimSuffix(k, "_PASSWORD") + "-" + id
+	}
+	return out, nil
+}
+
+func (b *modelBackend) Render(s engine.Secrets) (map[string][]byte, error) {
+	out := map[string][]byte{}
+	for k, v := range s {
+		out[k] = []byte(v)
+	}
+	return out, nil
+}
+
+func (b *modelBackend) Version(context.Context, engine.Secrets) (string, error) {
+	return "9.7.4", nil
+}
+
+// errAdminRefused: the admin logs in with none of the passwords tried.
+type errAdminRefused struct{ inst string }
+
+func (e *errAdminRefused) Error() string {
+	return fmt.Sprintf("instance %s refuses the admin's passwords", e.inst)
+}
+
+// each runs fn on every present instance after an admin login with one
+// of passwords; an instance failing does not stop the others (the MySQL
+// backend's errgroup), and the first error is returned. A failpoint after
+// each instance lets the explorer crash between instances.
+func (b *modelBackend) each(step string, passwords []string, fn func(in *Instance) error) error {
+	insts := b.w.present()
+	if len(insts) == 0 {
+		return &engine.Refusal{Reason: string(reason.RotateRefused), Message: "no instances: scale the cluster up"}
+	}
+	var first error
+	for _, in := range insts {
+		err := b.admin(in, passwords)
+		if err == nil {
+			err = fn(in)
+		}
+		if err == nil {
+			failpoint.Hit(step)
+		}
+		if first == nil {
+			first = err
+		}
+	}
+	return first
+}
+
+func (b *modelBackend) admin(in *Instance, passwords []string) error {
+	a := in.acct(AdminKey)
+	for _, pw := range passwords {
+		if a.Accepts(pw) {
+			return nil
+		}
+	}
+	return &errAdminRefused{in.Name}
+}
+
+func (b *modelBackend) Provision(_ context.Context, cur engine.Secrets) (engine.Provisioned, error) {
+	err := b.each("model/provision", []string{cur[AdminKey]}, func(in *Instance) error {
+		var refused []string
+		for _, k := range modelKeys {
+			a := in.acct(k)
+			if !a.Exists {
+				a.create(cur[k])
+				in.set(k, a)
+			} else if !a.Accepts(cur[k]) {
+				refused = append(refused, k)
+			}
+		}
+		if len(refused) > 0 {
+			return &engine.Refusal{Reason: string(reason.ProvisionFailed), Message: in.Name + " refuses " + strings.Join(refused, ", ")}
+		}
+		return nil
+	})
+	return engine.Provisioned{Secrets: cur}, err
+}
+
+func (b *modelBackend) Precheck(_ context.Context, cur engine.Secrets) error {
+	var found []string
+	err := b.each("model/precheck", []string{cur[AdminKey]}, func(in *Instance) error {
+		for _, k := range modelKeys {
+			if in.acct(k).Dual() {
+				found = append(found, k+" on "+in.Name)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	if len(found) > 0 {
+		return &engine.Refusal{Reason: string(reason.DualPasswordExists), Message: strings.Join(found, ", ") +
+			" already has a secondary password; reset it (kubectl rekey recover does this), then rotate again"}
+	}
+	return nil
+}
+
+// Apply: create a missing user accepting cur, then RETAIN pending for
+// every user without a secondary (asked first, never twice).
+func (b *modelBackend) Apply(_ context.Context, cur, pending engine.Secrets, _ int64) (engine.Secrets, error) {
+	return pending, b.each("model/applied", []string{cur[AdminKey], pending[AdminKey]}, func(in *Instance) error {
+		for _, k := range modelKeys {
+			a := in.acct(k)
+			if !a.Exists {
+				a.create(cur[k])
+			}
+			if !a.Dual() {
+				a.identifiedBy(pending[k], true)
+			}
+			in.set(k, a)
+		}
+		return nil
+	})
+}
+
+// Retire is retire.go's planRetire on each instance; its refusals say
+// what retire.go's say (the explorer reads which command they name).
+func (b *modelBackend) Retire(ctx context.Context, cur, pending engine.Secrets) error {
+	if err := b.CheckDiscardHealth(ctx, cur, pending); err != nil {
+		return err
+	}
+	return b.each("model/retired", []string{pending[AdminKey], cur[AdminKey]}, func(in *Instance) error {
+		for _, k := range modelKeys {
+			if !in.acct(k).Exists && !b.acceptedElsewhere(in, k, pending[k]) {
+				return &engine.Refusal{Reason: string(reason.DiscardRefused), Message: fmt.Sprintf(
+					"user %s does not exist on %s and no other instance accepts the new password; nothing was created or discarded there. The discard began, so the rotation can only complete (abort and recover are refused): create the user there by hand with the new password", k, in.Name)}
+			}
+		}
+		var refused, create, retain, discard []string
+		for _, k := range modelKeys {
+			a := in.acct(k)
+			switch {
+			case !a.Exists:
+				create = append(create, k)
+			case a.Accepts(pending[k]) && a.Dual():
+				discard = append(discard, k)
+			case a.Accepts(pending[k]):
+			case a.Dual():
+				refused = append(refused, k)
+			case a.Accepts(cur[k]):
+				retain, discard = append(retain, k), append(discard, k)
+			default:
+				refused = append(refused, k)
+			}
+		}
+		if len(refused) > 0 {
+			return &engine.Refusal{Reason: string(reason.PendingRejected), Message: fmt.Sprintf(
+				"%s refuses the new password the source Secret holds for %s, so discarding the old one could lock its consumers out; nothing was discarded there. The discard began, so the rotation can only complete (abort and recover are refused): set each of these users there to the new password by hand and the discard finishes by itself",
+				in.Name, strings.Join(refused, ", "))}
+		}
+		for _, k := range create {
+			a := Account{}
+			a.create(pending[k])
+			in.set(k, a)
+		}
+		for _, k := range retain {
+			a := in.acct(k)
+			a.identifiedBy(pending[k], true)
+			in.set(k, a)
+		}
+		for _, k := range discard {
+			a := in.acct(k)
+			a.discard()
+			in.set(k, a)
+		}
+		return nil
+	})
+}
+
+func (b *modelBackend) acceptedElsewhere(inst *Instance, key, pw string) bool {
+	for _, in := range b.w.present() {
+		if in.Name != inst.Name && in.acct(key).Accepts(pw) {
+			return true
+		}
+	}
+	return false
+}
+
+// Reset: IDENTIFIED BY cur keeps the secondary, so DISCARD follows.
+func (b *modelBackend) Reset(_ context.Context, cur engine.Secrets) error {
+	return b.each("model/reset", []string{cur[AdminKey]}, func(in *Instance) error {
+		for _, k := range modelKeys {
+			a := in.acct(k)
+			if !a.Exists {
+				a.create(cur[k])
+			}
+			a.identifiedBy(cur[k], false)
+			a.discard()
+			a.Hand, a.Fixed = false, false // reset to what the source Secret holds
+			in.set(k, a)
+		}
+		return nil
+	})
+}
+
+// Verify logs in as every user on every instance (no admin needed).
+func (b *modelBackend) Verify(_ context.Context, s engine.Secrets) error {
+	var refused []string
+	for _, in := range b.w.present() {
+		for _, k := range modelKeys {
+			if !in.acct(k).Accepts(s[k]) {
+				refused = append(refused, k+" on "+in.Name)
+			}
+		}
+	}
+	if len(refused) > 0 {
+		return &engine.Refusal{Reason: string(reason.PendingRejected), Message: "MySQL refuses the password the source Secret holds for " +
+			strings.Join(refused, ", ") + ", so the distribution Secrets were not changed: the source Secret was edited by hand; run kubectl rekey recover"}
+	}
+	return nil
+}
+
+// RepairPending is pending_repair.go's decideRepair on each user.
+func (b *modelBackend) RepairPending(_ context.Context, cur, pending engine.Secrets) error {
+	var unknown []string
+	err := b.each("model/repaired", []string{pending[AdminKey], cur[AdminKey]}, func(in *Instance) error {
+		for _, k := range modelKeys {
+			a := in.acct(k)
+			switch {
+			case !a.Exists:
+				a.create(cur[k])
+				a.identifiedBy(pending[k], true)
+			case a.Dual():
+				continue
+			case a.Accepts(cur[k]):
+				a.identifiedBy(pending[k], true)
+			case a.Accepts(pending[k]):
+				a.identifiedBy(cur[k], true)
+				a.identifiedBy(pending[k], true)
+			default:
+				unknown = append(unknown, k+" on "+in.Name)
+				continue
+			}
+			in.set(k, a)
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	if len(unknown) > 0 {
+		sort.Strings(unknown)
+		return &engine.Refusal{Reason: string(reason.PendingRejected), Message: strings.Join(unknown, ", ") +
+			" accepts neither the current nor the new password; if the user was changed by hand there, set it back to the current password (ALTER USER ... IDENTIFIED BY, then ALTER USER ... DISCARD OLD PASSWORD) and rekey adds the new one by itself; if the source Secret was edited, run kubectl rekey recover"}
+	}
+	return nil
+}
+
+// CheckDiscardHealth: the health gate logs in as the admin on every
+// instance (every instance answers in this model).
+func (b *modelBackend) CheckDiscardHealth(_ context.Context, cur, pending engine.Secrets) error {
+	return b.each("model/discard-health", []string{pending[AdminKey], cur[AdminKey]}, func(*Instance) error { return nil })
+}

@@ -1,0 +1,244 @@
+package explorer
+
+import (
+	"fmt"
+	"maps"
+	"os"
+	"slices"
+	"sort"
+	"strings"
+
+	"rekey.io/rekey/internal/engine"
+)
+
+// Transition is one thing the world can do next. Apply changes w (a
+// clone) and reports false when the transition does not apply there or
+// changes nothing.
+type Transition struct {
+	Name  string
+	Apply func(w *World) bool
+}
+
+// Options choose which transitions a run explores.
+type Options struct {
+	// Instances the cluster starts with.
+	Instances []string
+	// Crashes: crash the manager at every persisted step a reconcile
+	// passes (each a transition of its own).
+	Crashes bool
+	// Scaling: an instance leaves the cluster with its volume and returns
+	// with what it held then, or rebuilt empty.
+	Scaling bool
+	// HandChanges: a DBA sets an application user's password on one
+	// instance by hand; and sets it back as rekey's message says.
+	HandChanges bool
+	// Backups: the set's status and source Secret restored from the
+	// backup taken when it was first Idle.
+	Backups bool
+	// Only, when set, keeps just the transitions whose names start with
+	// one of these (reconciles and crashes are always kept): a known path
+	// is explored within seconds among the few transitions it needs.
+	Only []string
+}
+
+func (o Options) keeps(name string) bool {
+	if len(o.Only) == 0 {
+		return true
+	}
+	for _, p := range o.Only {
+		if strings.HasPrefix(name, p) {
+			return true
+		}
+	}
+	return false
+}
+
+// DefaultOptions is what `go test` explores; REKEY_EXPLORE_SCALING=1
+// adds instance scaling, whose paths are not fixed yet.
+func DefaultOptions() Options {
+	return Options{Instances: []string{"i0", "i1"}, Crashes: true, HandChanges: true, Backups: true,
+		Scaling: os.Getenv("REKEY_EXPLORE_SCALING") == "1"}
+}
+
+// crashPoints are the steps after which the manager persisted something
+// (status, source Secret, a backend instance): a crash right after each.
+var crashPoints = map[string]bool{
+	"rotate/phase-rotating": true, "rotate/pending-stored": true, "rotate/rotate-applied": true,
+	"rotate/pending-distributed": true, "rotate/phase-distributed": true,
+	"discard/discard-started": true, "discard/discard-applied": true, "discard/confirmed": true, "discard/phase-idle": true,
+	"abort/phase-idle": true, "reset/backend-reset": true, "provision/source-stored": true,
+	"model/applied": true, "model/retired": true, "model/reset": true, "model/repaired": true,
+}
+
+// annotate makes a user request; false when it is already there.
+func annotate(key, value string) func(*World) bool {
+	return func(w *World) bool {
+		if w.Set.Annotations[key] == value {
+			return false
+		}
+		w.Set.Annotations[key] = value
+		return true
+	}
+}
+
+// activeRequest makes a request carrying the active rotation's ID, as
+// kubectl rekey discard and abort do.
+func activeRequest(key string) func(*World) bool {
+	return func(w *World) bool {
+		id := w.Set.Status.RotationID
+		if id == "" {
+			return false
+		}
+		return annotate(key, id)(w)
+	}
+}
+
+// userTransitions are the requests a user makes: fresh, repeated and
+// stale IDs come from a small pool.
+func userTransitions() []Transition {
+	var out []Transition
+	for _, id := range []string{"r1", "r2"} {
+		out = append(out, Transition{"user: rotate " + id, annotate(engine.RotateAnnotation, id)})
+	}
+	out = append(out,
+		Transition{"user: discard (active ID)", activeRequest(engine.DiscardAnnotation)},
+		Transition{"user: discard r1 (maybe stale)", annotate(engine.DiscardAnnotation, "r1")},
+		Transition{"user: abort (active ID)", activeRequest(engine.AbortAnnotation)},
+		Transition{"user: abort r1 (maybe stale)", annotate(engine.AbortAnnotation, "r1")},
+	)
+	for _, id := range []string{"c1", "c2"} {
+		out = append(out, Transition{"user: recover " + id, annotate(engine.RecoverAnnotation, id)})
+	}
+	return out
+}
+
+// restartPod: the consumer's pod restarts (its rollout, or on its own)
+// and reads the distribution Secret as it is now.
+func restartPod(w *World) bool {
+	before := w.Pod
+	w.Pod.Template = w.template()
+	if w.Dist != nil {
+		w.Pod.Creds = map[string]string{}
+		for k, v := range w.Dist.Data {
+			w.Pod.Creds[k] = string(v)
+		}
+	}
+	return before.Template != w.Pod.Template || !maps.Equal(before.Creds, w.Pod.Creds)
+}
+
+// restoreBackup: what the source Secret held since the backup is lost by
+// the restore, the user's doing: noted in Lost, which "nothing lost"
+// excuses.
+func restoreBackup(w *World) bool {
+	if w.Backup == nil || w.Source == nil {
+		return false
+	}
+	kept := map[string]bool{}
+	for _, v := range w.Backup.Source {
+		kept[string(v)] = true
+	}
+	for _, v := range w.Source.Data {
+		if !kept[string(v)] && !slices.Contains(w.Lost, string(v)) {
+			w.Lost = append(w.Lost, string(v))
+		}
+	}
+	sort.Strings(w.Lost)
+	w.Set.Status = *w.Backup.Status.DeepCopy()
+	w.Source.Data = maps.Clone(w.Backup.Source)
+	return true
+}
+
+// handChange: a DBA sets the application user's password on one
+// instance by hand: IDENTIFIED BY, which keeps a secondary password, and
+// with discard also DISCARD OLD PASSWORD.
+func handChange(name string, discard bool) func(*World) bool {
+	return func(w *World) bool {
+		in := w.instance(name)
+		if in == nil || !in.Present || (in.acct(AppKey).Hand && !in.acct(AppKey).Fixed) {
+			return false
+		}
+		a := in.acct(AppKey)
+		a.identifiedBy("APP-dba", false)
+		if discard {
+			a.discard()
+		}
+		a.Hand, a.Fixed = true, false
+		in.set(AppKey, a)
+		return true
+	}
+}
+
+// handFix: the DBA sets it back to the source Secret's current password
+// (IDENTIFIED BY, DISCARD OLD PASSWORD), as rekey's repair message says.
+func handFix(name string) func(*World) bool {
+	return func(w *World) bool {
+		in := w.instance(name)
+		if in == nil || !in.Present || !in.acct(AppKey).Hand || in.acct(AppKey).Fixed || w.Source == nil {
+			return false
+		}
+		in.set(AppKey, Account{Exists: true, Primary: string(w.Source.Data[AppKey]), Hand: true, Fixed: true})
+		return true
+	}
+}
+
+func scaleIn(name string) func(*World) bool {
+	return func(w *World) bool {
+		in := w.instance(name)
+		if in == nil || !in.Present || len(w.present()) < 2 {
+			return false
+		}
+		in.Present = false
+		return true
+	}
+}
+
+// returns: the instance comes back with the volume it left with.
+func returns(name string) func(*World) bool {
+	return func(w *World) bool {
+		in := w.instance(name)
+		if in == nil || in.Present {
+			return false
+		}
+		in.Present = true
+		return true
+	}
+}
+
+// rebuilt: the instance comes back from an empty data directory; its
+// bootstrap recreates the admin with what the distribution Secret holds
+// (MOCO's does), and nothing else rekey made (sql_log_bin=0).
+func rebuilt(name string) func(*World) bool {
+	return func(w *World) bool {
+		in := w.instance(name)
+		if in == nil || in.Present || w.Dist == nil {
+			return false
+		}
+		in.Present = true
+		in.Users = map[string]Account{AdminKey: {Exists: true, Primary: string(w.Dist.Data[AdminKey])}}
+		return true
+	}
+}
+
+// Transitions lists what the world can do besides reconciling, for o.
+func Transitions(o Options) []Transition {
+	out := userTransitions()
+	out = append(out, Transition{"consumer pod restarts (reads the Secret)", restartPod})
+	if o.Backups {
+		out = append(out, Transition{"status and source Secret restored from backup", restoreBackup})
+	}
+	for _, name := range o.Instances {
+		if o.HandChanges {
+			out = append(out,
+				Transition{fmt.Sprintf("DBA sets APP on %s by hand (IDENTIFIED BY, DISCARD OLD PASSWORD)", name), handChange(name, true)},
+				Transition{fmt.Sprintf("DBA sets APP on %s by hand (IDENTIFIED BY only: the secondary stays)", name), handChange(name, false)},
+				Transition{fmt.Sprintf("DBA sets APP on %s back to the current password", name), handFix(name)})
+		}
+		if o.Scaling && name != o.Instances[0] {
+			out = append(out,
+				Transition{name + " scaled in (keeps its volume)", scaleIn(name)},
+				Transition{name + " returns with its volume", returns(name)},
+				Transition{name + " returns rebuilt empty", rebuilt(name)})
+		}
+	}
+	return slices.DeleteFunc(out, func(t Transition) bool { return !o.keeps(t.Name) })
+}
