@@ -29,7 +29,7 @@ type CredentialSet struct {
 // them and how rotation proceeds. Exactly one backend block is set.
 //
 // +kubebuilder:validation:XValidation:rule="!has(self.mysql) || !has(self.mysql.moco) || (has(self.consumers) && self.consumers.exists(c, c.kind == 'StatefulSet' && c.name == 'moco-' + self.mysql.moco.clusterName && !has(c.namespace)))",fieldPath=".consumers",message="MOCO's agents and mysqld pods read the system users' passwords when they start: add {kind: StatefulSet, name: moco-<clusterName>} to spec.consumers"
-// +kubebuilder:validation:XValidation:rule="[has(self.mysql), has(self.ceph), has(self.rabbitmq)].filter(x, x).size() == 1",message="set exactly one backend block: spec.mysql, spec.ceph or spec.rabbitmq"
+// +kubebuilder:validation:XValidation:rule="[has(self.mysql), has(self.ceph), has(self.rabbitmq), has(self.postgres)].filter(x, x).size() == 1",message="set exactly one backend block: spec.mysql, spec.ceph, spec.rabbitmq or spec.postgres"
 // +kubebuilder:validation:XValidation:rule="!has(self.rotation) || !has(self.rotation.policy) || self.rotation.policy != 'WithVersionUpgrade' || !has(self.ceph) || !has(self.ceph.strategy) || self.ceph.strategy != 'Overlapping'",message="WithVersionUpgrade would rotate keys with outside consumers on an upgrade nobody planned for them: use KeyGeneration or Schedule with strategy Overlapping"
 // +kubebuilder:validation:XValidation:rule="!has(self.distribution) || has(self.ceph) || self.distribution.all(t, !has(t.format) || t.format == 'Native')",fieldPath=".distribution",message="distribution[].format CephCSI and CephCSIWithAdmin write a cephx entity's userID and userKey, for spec.ceph sets only: remove format (Native is the default) from this set's targets"
 // +kubebuilder:validation:XValidation:rule="!has(self.distribution) || !has(self.ceph) || self.distribution.all(t, !has(t.format) || t.format == 'Native' || has(t.entity) || size(self.ceph.entities) == 1)",fieldPath=".distribution",message="a distribution target with format CephCSI or CephCSIWithAdmin holds the userID and userKey of one entity, but spec.ceph.entities has several: name the one it serves in the target's entity (e.g. entity: client.csi-rbd-node)"
@@ -47,6 +47,11 @@ type CredentialSetSpec struct {
 	// RabbitMQ rotates a user by creating a new one per generation.
 	// +optional
 	RabbitMQ *RabbitMQSpec `json:"rabbitmq,omitempty"`
+
+	// Postgres rotates a PostgreSQL login by creating a new login role per
+	// generation, a member of a group role that owns the objects.
+	// +optional
+	Postgres *PostgresSpec `json:"postgres,omitempty"`
 
 	// Distribution lists the Secrets the effective credentials are written
 	// to, in any namespace. rekey owns these Secrets: never edit them by hand.

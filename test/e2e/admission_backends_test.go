@@ -42,7 +42,7 @@ func TestAdmissionCephRabbitMQPolicies(t *testing.T) {
 		mutate func(*v1.CredentialSet)
 		want   string
 	}{
-		{"two backends", ceph, func(cs *v1.CredentialSet) { cs.Spec.RabbitMQ = rabbit().Spec.RabbitMQ }, "set exactly one backend block: spec.mysql, spec.ceph or spec.rabbitmq"},
+		{"two backends", ceph, func(cs *v1.CredentialSet) { cs.Spec.RabbitMQ = rabbit().Spec.RabbitMQ }, "set exactly one backend block: spec.mysql, spec.ceph, spec.rabbitmq or spec.postgres"},
 		{"keepPriorKeyCount with InPlace", ceph, func(cs *v1.CredentialSet) { cs.Spec.Ceph.KeepPriorKeyCount = ptr.To(int32(1)) }, "keepPriorKeyCount applies only to strategy Overlapping"},
 		{"overlapping daemon key", ceph, func(cs *v1.CredentialSet) {
 			cs.Spec.Ceph.Strategy = v1.CephOverlapping

@@ -1,0 +1,105 @@
+package v1alpha1
+
+// PostgresSpec says how to reach one PostgreSQL cluster (a primary and its
+// streaming replicas) and which login rotates. Each generation is a new
+// login role <login.base>_g<generation>, a member of login.group that
+// acts as the group (ALTER ROLE ... SET role), so that what an application
+// creates belongs to the group, never to a generation. The old login role
+// is dropped only once every consumer has moved.
+//
+// +kubebuilder:validation:XValidation:rule="!has(self.tlsCASecretRef) || !has(self.tls) || self.tls == 'VerifyFull'",fieldPath=".tlsCASecretRef",message="tlsCASecretRef verifies the servers' certificates, which only tls: VerifyFull does: remove tlsCASecretRef, or set tls: VerifyFull"
+// +kubebuilder:validation:XValidation:rule="self.login.base != self.login.group",fieldPath=".login.group",message="login.group must differ from login.base: the group owns the application's objects and each generation logs in as <base>_g<N>"
+type PostgresSpec struct {
+	// Hosts lists host:port of every instance, primary and replicas, in
+	// any order: which one is the primary is read from each server
+	// (pg_is_in_recovery) every time, never assumed, so a switchover
+	// mid-rotation is followed.
+	// +kubebuilder:validation:MinItems=1
+	// +kubebuilder:validation:MaxItems=16
+	// +listType=set
+	// +kubebuilder:validation:items:Pattern=`^[A-Za-z0-9]([-A-Za-z0-9.]*[A-Za-z0-9])?:[0-9]{1,5}$`
+	// +kubebuilder:validation:items:MaxLength=259
+	Hosts []string `json:"hosts"`
+
+	// Database rekey connects to, and in which logins are proven; default
+	// postgres.
+	// +optional
+	// +kubebuilder:default=postgres
+	// +kubebuilder:validation:Pattern=`^[A-Za-z_][A-Za-z0-9_$-]{0,62}$`
+	// +kubebuilder:validation:MaxLength=63
+	Database string `json:"database,omitempty"`
+
+	// Admin is the role rekey acts as: a superuser, or a role with
+	// CREATEROLE that is a member of login.group with ADMIN OPTION. Its
+	// Secret is in the CredentialSet's namespace.
+	Admin PostgresAdmin `json:"admin"`
+
+	// TLS protects the connections rekey opens, which carry the admin's
+	// and the rotated logins' passwords. VerifyFull (the default): TLS,
+	// and each server's certificate is verified against tlsCASecretRef
+	// (the system roots when unset) for the host it is reached by. The
+	// others are explicit opt-outs that rekey reports with the Warning
+	// InsecureTransport and the condition TransportVerified=False:
+	// Require (TLS, any certificate accepted) and Disable (plaintext).
+	// +optional
+	// +kubebuilder:default=VerifyFull
+	// +kubebuilder:validation:Enum=VerifyFull;Require;Disable
+	TLS string `json:"tls,omitempty"`
+
+	// TLSCASecretRef is a key of a Secret in the CredentialSet's
+	// namespace holding the PEM CA certificate(s) that signed the
+	// servers' certificates (CloudNativePG's <cluster>-ca, say).
+	// +optional
+	TLSCASecretRef *SecretKeyRef `json:"tlsCASecretRef,omitempty"`
+
+	// Login is the identity that rotates.
+	Login PostgresLogin `json:"login"`
+}
+
+// PostgresAdmin names the admin credential.
+type PostgresAdmin struct {
+	SecretRef LocalSecretRef `json:"secretRef"`
+	// +optional
+	// +kubebuilder:default=username
+	// +kubebuilder:validation:Pattern=`^[-._a-zA-Z0-9]+$`
+	// +kubebuilder:validation:MaxLength=253
+	UsernameKey string `json:"usernameKey,omitempty"`
+	// +optional
+	// +kubebuilder:default=password
+	// +kubebuilder:validation:Pattern=`^[-._a-zA-Z0-9]+$`
+	// +kubebuilder:validation:MaxLength=253
+	PasswordKey string `json:"passwordKey,omitempty"`
+}
+
+// UsernameSecretKey is the admin Secret's user key, defaulted.
+func (a PostgresAdmin) UsernameSecretKey() string {
+	if a.UsernameKey == "" {
+		return "username"
+	}
+	return a.UsernameKey
+}
+
+// PasswordSecretKey is the admin Secret's password key, defaulted.
+func (a PostgresAdmin) PasswordSecretKey() string {
+	if a.PasswordKey == "" {
+		return "password"
+	}
+	return a.PasswordKey
+}
+
+// PostgresLogin is the rotating login and the group it acts as.
+type PostgresLogin struct {
+	// Base of the login role's name; generation N is <base>_g<N>. Lower
+	// case, so that the name needs no quoting in a client's settings.
+	// +kubebuilder:validation:Pattern=`^[a-z][a-z0-9_]{0,49}$`
+	// +kubebuilder:validation:XValidation:rule="!self.matches('_g[0-9]+$')",message="login.base must not itself end in _g<number>: rekey appends the generation that way"
+	// +kubebuilder:validation:MaxLength=50
+	Base string `json:"base"`
+	// Group is an existing role (usually NOLOGIN) that owns the
+	// application's objects and holds its grants. Every generation is a
+	// member of it and acts as it from the start of each session.
+	// +kubebuilder:validation:Pattern=`^[a-z][a-z0-9_]{0,62}$`
+	// +kubebuilder:validation:XValidation:rule="!self.startsWith('pg_')",message="login.group names a role of PostgreSQL's own (pg_*): name the role that owns the application's objects"
+	// +kubebuilder:validation:MaxLength=63
+	Group string `json:"group"`
+}
