@@ -45,9 +45,11 @@ type PostgresInstance struct {
 	Port int
 	Data string
 
+	// LogPath is the server's log (connections and DDL statements).
+	LogPath string
+
 	cmd  *exec.Cmd
 	done chan struct{}
-	log  string
 }
 
 // Addr is host:port.
@@ -154,8 +156,8 @@ func PostgresForTest(t testing.TB) *Postgres {
 }
 
 func (p *Postgres) startInstance(ctx context.Context, i *PostgresInstance, pki *testPKI) error {
-	i.log = filepath.Join(p.dir, i.Name+".log")
-	logf, err := os.OpenFile(i.log, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	i.LogPath = filepath.Join(p.dir, i.Name+".log")
+	logf, err := os.OpenFile(i.LogPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
 		return err
 	}
@@ -178,7 +180,7 @@ func (p *Postgres) startInstance(ctx context.Context, i *PostgresInstance, pki *
 	var last error
 	for ctx.Err() == nil {
 		if i.Exited() {
-			return fmt.Errorf("postgres %s exited while starting (log: %s)", i.Name, i.log)
+			return fmt.Errorf("postgres %s exited while starting (log: %s)", i.Name, i.LogPath)
 		}
 		c, err := p.Admin(ctx, i)
 		if err == nil {
@@ -188,7 +190,7 @@ func (p *Postgres) startInstance(ctx context.Context, i *PostgresInstance, pki *
 		last = err
 		time.Sleep(100 * time.Millisecond)
 	}
-	return fmt.Errorf("postgres %s did not accept connections: %v (log: %s)", i.Name, last, i.log)
+	return fmt.Errorf("postgres %s did not accept connections: %v (log: %s)", i.Name, last, i.LogPath)
 }
 
 func (p *Postgres) procAttr() *syscall.SysProcAttr {

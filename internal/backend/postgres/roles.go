@@ -1,0 +1,339 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"rekey.io/rekey/internal/engine"
+	"rekey.io/rekey/internal/failpoint"
+	"rekey.io/rekey/internal/reason"
+)
+
+// role is what the primary says of a role.
+type role struct {
+	exists bool
+	mark   string // its comment: rekey's owner mark, or anything else
+}
+
+func (b *Backend) lookup(ctx context.Context, s server, name string) (role, error) {
+	var r role
+	err := s.conn.QueryRow(ctx,
+		"SELECT COALESCE(shobj_description(oid, 'pg_authid'), '') FROM pg_roles WHERE rolname = $1", name).Scan(&r.mark)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return role{}, nil
+	}
+	if err != nil {
+		return role{}, b.fail(s.host, "look up role "+name, err)
+	}
+	r.exists = true
+	return r, nil
+}
+
+func (b *Backend) owned(r role) bool { return r.mark == ownerMark(b.owner) }
+
+func (b *Backend) notOwned(name, what string) error {
+	return &engine.Refusal{Reason: string(reason.NotOwned), Message: fmt.Sprintf(
+		"role %s exists but rekey did not create it for this CredentialSet (its comment lacks this set's mark), so rekey will not %s it: drop or rename it if nobody uses it, or choose another postgres.login.base", name, what)}
+}
+
+// requireGroup refuses to go on without the group role: the generations
+// would own what the application creates.
+func (b *Backend) requireGroup(ctx context.Context, s server, r reason.Reason) error {
+	g, err := b.lookup(ctx, s, b.group)
+	if err != nil || g.exists {
+		return err
+	}
+	return &engine.Refusal{Reason: string(r), Message: fmt.Sprintf(
+		"role %s (postgres.login.group) does not exist on %s: create it (CREATE ROLE %s NOLOGIN) and give it the application's objects and grants, then rekey goes on", b.group, s.host, ident(b.group))}
+}
+
+// ensureLogin makes login name exist on the primary with password, a
+// member of the group and acting as it, in one transaction: a crash leaves
+// either nothing or a role carrying this set's mark.
+func (b *Backend) ensureLogin(ctx context.Context, s server, name, password string) error {
+	r, err := b.lookup(ctx, s, name)
+	if err != nil {
+		return err
+	}
+	if r.exists && !b.owned(r) {
+		return b.notOwned(name, "change")
+	}
+	var enc string
+	if err := s.conn.QueryRow(ctx, "SELECT current_setting('password_encryption')").Scan(&enc); err != nil {
+		return b.fail(s.host, "read password_encryption", err)
+	}
+	v, err := verifier(enc, name, password, nil)
+	if err != nil {
+		return err
+	}
+	pw, err := literal(v)
+	if err != nil {
+		return err
+	}
+	mark, err := literal(ownerMark(b.owner))
+	if err != nil {
+		return err
+	}
+	id, group := ident(name), ident(b.group)
+	stmts := []string{}
+	if r.exists {
+		stmts = append(stmts, "ALTER ROLE "+id+" WITH LOGIN PASSWORD "+pw)
+	} else {
+		stmts = append(stmts, "CREATE ROLE "+id+" WITH LOGIN NOSUPERUSER NOCREATEDB NOCREATEROLE NOREPLICATION NOBYPASSRLS INHERIT PASSWORD "+pw,
+			"COMMENT ON ROLE "+id+" IS "+mark)
+	}
+	// SET role makes every session act as the group from its start, so
+	// what the application creates belongs to the group and outlives
+	// the generation.
+	stmts = append(stmts, "GRANT "+group+" TO "+id, "ALTER ROLE "+id+" SET role = "+quoteSetting(b.group))
+	err = pgx.BeginFunc(ctx, s.conn, func(tx pgx.Tx) error {
+		for _, st := range stmts {
+			if _, err := tx.Exec(ctx, st); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return b.fail(s.host, "create or update role "+name, err)
+	}
+	failpoint.Hit("postgres/login-ensured")
+	return nil
+}
+
+// quoteSetting is a role name as the value of SET role: a literal (the
+// group's name is lower case letters, digits and _, checked in New).
+func quoteSetting(group string) string { return "'" + group + "'" }
+
+// waitReplay waits until every replica has replayed the primary's WAL up
+// to now: a role change is then visible there, and a password may be given
+// to consumers that connect to any instance.
+func (b *Backend) waitReplay(ctx context.Context, t *topology) error {
+	if len(t.replicas) == 0 {
+		return nil
+	}
+	var lsn string
+	if err := t.primary.conn.QueryRow(ctx, "SELECT pg_current_wal_lsn()::text").Scan(&lsn); err != nil {
+		return b.fail(t.primary.host, "read pg_current_wal_lsn()", err)
+	}
+	wait := b.ReplayWait
+	if wait <= 0 {
+		wait = DefaultReplayWait
+	}
+	for _, r := range t.replicas {
+		deadline := time.Now().Add(wait)
+		for {
+			var done bool
+			if err := r.conn.QueryRow(ctx, "SELECT COALESCE(pg_last_wal_replay_lsn() >= $1::pg_lsn, false)", lsn).Scan(&done); err != nil {
+				return b.fail(r.host, "read pg_last_wal_replay_lsn()", err)
+			}
+			if done {
+				break
+			}
+			if time.Now().After(deadline) {
+				return &engine.UnreachableError{Instance: r.host, Err: fmt.Errorf(
+					"has not replayed the primary's WAL up to %s within %s (replication stopped or lagging): no password is given out until it has", lsn, wait)}
+			}
+			select {
+			case <-ctx.Done():
+				return ctx.Err()
+			case <-time.After(100 * time.Millisecond):
+			}
+		}
+	}
+	return nil
+}
+
+// provenEverywhere: name logs in with password on every instance.
+func (b *Backend) provenEverywhere(ctx context.Context, t *topology, name, password string, why reason.Reason, next string) error {
+	for _, s := range t.all() {
+		ok, err := b.logsIn(ctx, s.host, name, password)
+		if err != nil {
+			return err
+		}
+		if !ok {
+			return &engine.Refusal{Reason: string(why), Message: fmt.Sprintf(
+				"role %s does not log in on %s with the password the source Secret holds for it: %s", name, s.host, next)}
+		}
+	}
+	return nil
+}
+
+// sessions lists, on every instance, the sessions of name: application
+// and client address, never what they run.
+func (b *Backend) sessions(ctx context.Context, t *topology, name string) ([]string, error) {
+	var out []string
+	for _, s := range t.all() {
+		rows, err := s.conn.Query(ctx, `SELECT COALESCE(NULLIF(application_name, ''), '-'), COALESCE(host(client_addr), 'local'), pid
+			FROM pg_stat_activity WHERE usename = $1 ORDER BY pid`, name)
+		if err != nil {
+			return nil, b.fail(s.host, "list the sessions of "+name, err)
+		}
+		for rows.Next() {
+			var app, addr string
+			var pid int32
+			if err := rows.Scan(&app, &addr, &pid); err != nil {
+				rows.Close()
+				return nil, err
+			}
+			out = append(out, fmt.Sprintf("%s pid %d (%s from %s)", s.host, pid, printable(app), addr))
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return nil, b.fail(s.host, "list the sessions of "+name, err)
+		}
+	}
+	return out, nil
+}
+
+// printable keeps an application_name (set by clients) to a short,
+// printable form for a message.
+func printable(s string) string {
+	var sb strings.Builder
+	for _, r := range s {
+		if sb.Len() >= 40 {
+			sb.WriteString("…")
+			break
+		}
+		if r < 0x20 || r == 0x7f {
+			r = '?'
+		}
+		sb.WriteRune(r)
+	}
+	return sb.String()
+}
+
+// dropLogin drops login name once no session uses it. What it owns is
+// handed to the group and its grants revoked, database by database (both
+// are per database); objects that still depend on it make a refusal that
+// names them.
+func (b *Backend) dropLogin(ctx context.Context, t *topology, name string, why reason.Reason) error {
+	live, err := b.sessions(ctx, t, name)
+	if err != nil {
+		return err
+	}
+	if len(live) > 0 {
+		return &engine.Refusal{Reason: string(why), Message: fmt.Sprintf(
+			"role %s still has %d session(s): %s. rekey drops it only once they end, so that no client is cut off: restart the clients that still log in as %s (they are not among this set's consumers), or end the sessions with pg_terminate_backend; rekey retries by itself",
+			name, len(live), strings.Join(live, "; "), name)}
+	}
+	dbs, err := b.databases(ctx, t.primary)
+	if err != nil {
+		return err
+	}
+	for _, db := range dbs {
+		if err := b.disown(ctx, t.primary.host, db, name); err != nil {
+			return err
+		}
+	}
+	if _, err := t.primary.conn.Exec(ctx, "DROP ROLE IF EXISTS "+ident(name)); err != nil {
+		var pg *pgconn.PgError
+		if errors.As(err, &pg) && pg.Code == "2BP01" {
+			return &engine.Refusal{Reason: string(why), Message: fmt.Sprintf(
+				"role %s cannot be dropped, objects still depend on it: %s. Hand them to %s (REASSIGN OWNED BY %s TO %s in their database) and rekey goes on",
+				name, printableDetail(pg.Detail), b.group, ident(name), ident(b.group))}
+		}
+		return b.fail(t.primary.host, "drop role "+name, err)
+	}
+	failpoint.Hit("postgres/login-dropped")
+	return nil
+}
+
+func printableDetail(s string) string {
+	if len(s) > 600 {
+		s = s[:600] + "…"
+	}
+	return strings.ReplaceAll(s, "\n", "; ")
+}
+
+// databases are those that accept connections: where a role can own
+// something that REASSIGN OWNED must reach.
+func (b *Backend) databases(ctx context.Context, s server) ([]string, error) {
+	rows, err := s.conn.Query(ctx, "SELECT datname FROM pg_database WHERE datallowconn ORDER BY datname")
+	if err != nil {
+		return nil, b.fail(s.host, "list the databases", err)
+	}
+	dbs, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return nil, b.fail(s.host, "list the databases", err)
+	}
+	return dbs, nil
+}
+
+func (b *Backend) disown(ctx context.Context, host, db, name string) error {
+	c, err := b.connect(ctx, host, b.adminUser, b.adminPassword, db)
+	if err != nil {
+		return b.fail(host, "connect to database "+db+" to hand over what "+name+" owns", err)
+	}
+	defer c.Close(ctx)
+	err = pgx.BeginFunc(ctx, c, func(tx pgx.Tx) error {
+		for _, st := range []string{"REASSIGN OWNED BY " + ident(name) + " TO " + ident(b.group), "DROP OWNED BY " + ident(name)} {
+			if _, err := tx.Exec(ctx, st); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	var pg *pgconn.PgError
+	if errors.As(err, &pg) && pg.Code == "42704" { // undefined_object: dropped already
+		return nil
+	}
+	if err != nil {
+		return b.fail(host, "hand what "+name+" owns in database "+db+" to "+b.group, err)
+	}
+	return nil
+}
+
+// generations lists this set's login roles (named <base>_g<N>, carrying
+// its mark).
+func (b *Backend) generations(ctx context.Context, s server) ([]string, error) {
+	rows, err := s.conn.Query(ctx, "SELECT rolname FROM pg_roles WHERE starts_with(rolname, $1) AND shobj_description(oid, 'pg_authid') = $2 ORDER BY rolname",
+		b.base+"_g", ownerMark(b.owner))
+	if err != nil {
+		return nil, b.fail(s.host, "list the login roles", err)
+	}
+	names, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return nil, b.fail(s.host, "list the login roles", err)
+	}
+	var out []string
+	for _, n := range names {
+		if _, ok := generationOf(b.base, n); ok {
+			out = append(out, n)
+		}
+	}
+	return out, nil
+}
+
+// removeGenerations drops this set's login roles other than keep: left by
+// an interrupted rotation, nobody was ever given them.
+func (b *Backend) removeGenerations(ctx context.Context, t *topology, why reason.Reason, keep ...string) error {
+	gens, err := b.generations(ctx, t.primary)
+	if err != nil {
+		return err
+	}
+	for _, g := range gens {
+		if contains(keep, g) {
+			continue
+		}
+		if err := b.dropLogin(ctx, t, g, why); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
