@@ -61,6 +61,11 @@ func Successors(w *World, o Options) []Step {
 			out = append(out, Step{"manager crashes after " + at, c})
 		}
 	}
+	if o.StaleReads && w.Older != nil {
+		c := w.Clone()
+		err := c.ReconcileStale()
+		out = append(out, Step{"reconcile by a manager whose cache holds the set before its last status change" + errNote(err), c})
+	}
 	for _, t := range Transitions(o) {
 		c := w.Clone()
 		c.Warnings = nil

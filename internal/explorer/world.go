@@ -26,6 +26,7 @@ import (
 	"github.com/go-logr/logr"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/serializer"
@@ -80,6 +81,9 @@ type World struct {
 	// Lost are secrets a restore from backup dropped from the source
 	// Secret.
 	Lost []string `json:"lost,omitempty"`
+	// Older is the set as it was before the last reconcile that changed
+	// its status: what a lagging cache may still hand a manager.
+	Older *v1.CredentialSet `json:"older,omitempty"`
 	// Warnings are the Warning Events of the step that made this state
 	// ("Reason: message"); not part of its identity.
 	Warnings []string `json:"-"`
@@ -341,9 +345,44 @@ type crashed struct{ at string }
 // hit; hit
 // says which failpoints the reconcile passed, in order.
 func (w *World) Reconcile(crashAt string) (hit []string, err error) {
+	return w.reconcile(crashAt, nil)
+}
+
+// ReconcileStale is Reconcile by a manager that reads the set as it was
+// before its last status change (w.Older).
+func (w *World) ReconcileStale() error {
+	if w.Older == nil {
+		return nil
+	}
+	_, err := w.reconcile("", w.Older)
+	return err
+}
+
+// staleReader hands out set instead of the CredentialSet the API server
+// holds.
+type staleReader struct {
+	client.Reader
+	set *v1.CredentialSet
+}
+
+func (s staleReader) Get(ctx context.Context, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+	if cs, ok := obj.(*v1.CredentialSet); ok {
+		s.set.DeepCopyInto(cs)
+		cs.ResourceVersion = "1" // older than anything the fake client wrote
+		return nil
+	}
+	return s.Reader.Get(ctx, key, obj, opts...)
+}
+
+func (w *World) reconcile(crashAt string, stale *v1.CredentialSet) (hit []string, err error) {
 	kc := w.kube()
 	rec := &recorder{}
-	r := &controller.Reconciler{Client: kc, APIReader: kc, Recorder: rec, Namespace: opNamespace,
+	var reader client.Reader = kc
+	if stale != nil {
+		reader = staleReader{kc, stale}
+	}
+	before := w.Set.DeepCopy()
+	r := &controller.Reconciler{Client: kc, APIReader: reader, Recorder: rec, Namespace: opNamespace,
 		Now: func() time.Time { return now }}
 	active = w
 	count := map[string]int{}
@@ -364,6 +403,9 @@ func (w *World) Reconcile(crashAt string) (hit []string, err error) {
 		}
 		w.read(kc)
 		w.Warnings = rec.warnings
+		if !equality.Semantic.DeepEqual(before.Status, w.Set.Status) {
+			w.Older = before
+		}
 	}()
 	_, err = r.Reconcile(context.Background(), ctrl.Request{NamespacedName: client.ObjectKeyFromObject(w.Set)})
 	return hit, err
