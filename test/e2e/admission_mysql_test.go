@@ -96,3 +96,53 @@ func TestAdmissionMySQLTransportAndGrants(t *testing.T) {
 		t.Fatalf("multi-word privileges rejected: %v", err)
 	}
 }
+
+// TestAdmissionMySQLPasswordLength: passwordLength never goes below the
+// strength floor nor above the ceiling, and never above 32 for a user a
+// replica may use as its source user, since MySQL refuses a longer
+// replication password; each refusal says what to set.
+func TestAdmissionMySQLPasswordLength(t *testing.T) {
+	ns := newNamespace(t)
+	set := func(u v1.MySQLUser) *v1.CredentialSet {
+		return &v1.CredentialSet{
+			ObjectMeta: metav1.ObjectMeta{Namespace: ns, GenerateName: "pwlen-"},
+			Spec: v1.CredentialSetSpec{MySQL: &v1.MySQLSpec{
+				Instances: v1.MySQLInstances{Hosts: []string{"db-0.example:3306"}},
+				Admin:     v1.MySQLAdmin{User: "admin", PasswordSecretRef: &v1.SecretKeyRef{Name: "a", Key: "p"}},
+				Users:     []v1.MySQLUser{u},
+			}},
+		}
+	}
+	grants := func(object string, privs ...string) []v1.MySQLGrant {
+		return []v1.MySQLGrant{{Object: object, Privileges: privs}}
+	}
+	const replication = "MySQL refuses a replication password longer than 32 characters: set passwordLength to 32 or remove it (the default is 32 characters, 190 bits)"
+	for _, c := range []struct {
+		name string
+		user v1.MySQLUser
+		want string // "" when admitted
+	}{
+		{"below the floor", v1.MySQLUser{Name: "app", PasswordLength: 31}, "spec.mysql.users[0].passwordLength: Invalid value: 31: spec.mysql.users[0].passwordLength in body should be greater than or equal to 32"},
+		{"above the ceiling", v1.MySQLUser{Name: "app", PasswordLength: 129}, "should be less than or equal to 128"},
+		{"MOCO's replication user, longer", v1.MySQLUser{Name: "moco-repl", PasswordLength: 33}, "spec.mysql.users[0].passwordLength: Invalid value"},
+		{"MOCO's replication user, longer (why)", v1.MySQLUser{Name: "moco-repl", PasswordLength: 33}, replication},
+		{"granted REPLICATION SLAVE, 40", v1.MySQLUser{Name: "feed", PasswordLength: 40, Grants: grants("*.*", "REPLICATION CLIENT", "REPLICATION SLAVE")}, replication},
+		{"ALL PRIVILEGES on *.*, 64", v1.MySQLUser{Name: "ops", PasswordLength: 64, Grants: grants("*.*", "ALL PRIVILEGES")}, replication},
+		{"granted REPLICATION SLAVE, 32", v1.MySQLUser{Name: "feed", PasswordLength: 32, Grants: grants("*.*", "REPLICATION SLAVE")}, ""},
+		{"MOCO's replication user, default", v1.MySQLUser{Name: "moco-repl"}, ""},
+		{"ALL PRIVILEGES on one schema, 64", v1.MySQLUser{Name: "owner", PasswordLength: 64, Grants: grants("app.*", "ALL PRIVILEGES")}, ""},
+		{"an application user, the ceiling", v1.MySQLUser{Name: "app", PasswordLength: 128, Grants: grants("app.*", "SELECT")}, ""},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			err := k8s.Create(ctxT(t), set(c.user))
+			switch {
+			case c.want == "" && err != nil:
+				t.Fatalf("rejected: %v", err)
+			case c.want != "" && err == nil:
+				t.Fatalf("admitted: %+v", c.user)
+			case c.want != "" && !strings.Contains(err.Error(), c.want):
+				t.Fatalf("rejected with %q, want a message containing %q", err, c.want)
+			}
+		})
+	}
+}
