@@ -5,5 +5,6 @@ package all
 import (
 	_ "rekey.io/rekey/internal/backend/cephkube"
 	_ "rekey.io/rekey/internal/backend/mysqlkube"
+	_ "rekey.io/rekey/internal/backend/postgreskube"
 	_ "rekey.io/rekey/internal/backend/rabbitkube"
 )

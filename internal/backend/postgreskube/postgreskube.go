@@ -1,0 +1,73 @@
+// Package postgreskube builds the PostgreSQL backend for a CredentialSet
+// from what Kubernetes holds (the admin and CA Secrets), says how the
+// kubectl plugin describes PostgreSQL sets, and registers it.
+package postgreskube
+
+import (
+	"context"
+	"net"
+	"sort"
+	"strings"
+
+	v1 "rekey.io/rekey/api/v1alpha1"
+	"rekey.io/rekey/internal/backend/postgres"
+	"rekey.io/rekey/internal/backend/registry"
+)
+
+func init() { registry.Register(Entry) }
+
+// Entry is the PostgreSQL backend's registration.
+var Entry = registry.Entry{
+	Kind:           "postgres",
+	Field:          "spec.postgres",
+	Selects:        func(cs *v1.CredentialSet) bool { return cs.Spec.Postgres != nil },
+	WritesNoSecret: true,
+	Build:          build,
+	LockKeys:       lockKeys,
+	Describe:       describe,
+}
+
+// lockKeys are the instances, "postgres:<host>:<port>": two sets on one
+// cluster are never reconciled at once.
+func lockKeys(cs *v1.CredentialSet) []string {
+	var keys []string
+	for _, h := range cs.Spec.Postgres.Hosts {
+		host, port, err := net.SplitHostPort(h)
+		if err != nil {
+			keys = append(keys, "postgres:"+strings.ToLower(h))
+			continue
+		}
+		keys = append(keys, "postgres:"+net.JoinHostPort(strings.ToLower(host), port))
+	}
+	sort.Strings(keys)
+	return keys
+}
+
+// build makes the PostgreSQL backend from the admin and CA Secrets.
+func build(ctx context.Context, cs *v1.CredentialSet, k registry.Kube, o registry.Options) (*registry.Plan, error) {
+	spec := cs.Spec.Postgres
+	user, err := k.SecretKey(ctx, spec.Admin.SecretRef.Name, spec.Admin.UsernameSecretKey())
+	if err != nil {
+		return nil, err
+	}
+	password, err := k.SecretKey(ctx, spec.Admin.SecretRef.Name, spec.Admin.PasswordSecretKey())
+	if err != nil {
+		return nil, err
+	}
+	var ca []byte
+	if r := spec.TLSCASecretRef; r != nil {
+		pem, err := k.SecretKey(ctx, r.Name, r.Key)
+		if err != nil {
+			return nil, err
+		}
+		ca = []byte(pem)
+	}
+	// The set's UID marks every login role rekey creates for it: roles
+	// without it (another set's, made by hand) are never changed or dropped.
+	b, err := postgres.New(spec, string(cs.UID), user, password, ca)
+	if err != nil {
+		return nil, &registry.SpecError{Msg: err.Error()}
+	}
+	b.AddressMap = o.AddressMap
+	return &registry.Plan{Backend: b}, nil
+}
