@@ -6,7 +6,6 @@ import (
 	"go/ast"
 	"go/parser"
 	"go/token"
-	"net"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -30,18 +29,6 @@ import (
 	"rekey.io/rekey/internal/controller"
 	"rekey.io/rekey/internal/reason"
 )
-
-// closedPort is a loopback port nothing listens on.
-func closedPort(t testing.TB) int {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	port := l.Addr().(*net.TCPAddr).Port
-	l.Close()
-	return port
-}
 
 // setWrites counts, per set, the writes the API server made of it (each
 // MODIFIED watch event is one new resourceVersion), and the phases seen.
@@ -163,7 +150,7 @@ func TestQuietUnderFailure(t *testing.T) {
 	if err := k8s.Create(ctxT(t), web); err != nil {
 		t.Fatal(err)
 	}
-	host := fmt.Sprintf("127.0.0.1:%d", closedPort(t))
+	host := freePort(t) // nothing listens there
 	for _, name := range []string{"broken-a", "broken-b"} {
 		cs := &v1.CredentialSet{
 			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
