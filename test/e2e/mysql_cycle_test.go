@@ -45,8 +45,9 @@ func TestMySQLFullCycle(t *testing.T) {
 		t.Fatal("the admin's existing password was not adopted")
 	}
 	for u, pw := range gen1 {
-		if u != "moco-admin" && (len(pw) < 32 || strings.Trim(pw, engine.PasswordAlphabet) != "") {
-			t.Fatalf("generated password of %s is not 32+ letters and digits", u)
+		// 32: what MySQL takes as moco-repl's SOURCE_PASSWORD.
+		if u != "moco-admin" && (len(pw) != 32 || strings.Trim(pw, engine.PasswordAlphabet) != "") {
+			t.Fatalf("generated password of %s is not 32 letters and digits", u)
 		}
 	}
 	loginMatrix(t, "after provisioning", c.Instances(), gen1, nil)
