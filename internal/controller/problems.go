@@ -43,7 +43,7 @@ func classify(err error) *problem {
 		// Not a lost race (those are errStale): the API server refused
 		// the write itself, and would refuse it again at once.
 		return &problem{reason.WriteRejected, truncate(
-			"the Kubernetes API server rejected a write of rekey as invalid (a validation failure or an admission policy); nothing was changed by it and rekey retries every 10 s: check admission policies and webhooks that match CredentialSets or Secrets, and report the message if none applies: "+err.Error(), 2048)}
+			"the Kubernetes API server rejected a write of rekey as invalid (a validation failure or an admission policy); nothing was changed by it and "+retryNote+": check admission policies and webhooks that match CredentialSets or Secrets, and report the message if none applies: "+err.Error(), 2048)}
 	}
 	return nil
 }
