@@ -44,6 +44,17 @@ type Step struct {
 // (the n-th pass of a step that repeats, once per instance), and each
 // transition of o that applies.
 func Successors(w *World, o Options) []Step {
+	out := successors(w, o)
+	if !o.StaleReads {
+		// Not read by any transition: kept, it would only split states.
+		for _, s := range out {
+			s.World.Older = nil
+		}
+	}
+	return out
+}
+
+func successors(w *World, o Options) []Step {
 	var out []Step
 	c := w.Clone()
 	hit, err := c.Reconcile("")

@@ -298,6 +298,11 @@ func (w *World) read(kc client.Client) {
 	if err := kc.Get(ctx, client.ObjectKeyFromObject(w.Set), cs); err != nil {
 		panic(err)
 	}
+	for i := range cs.Status.Conditions {
+		// Stamped with the wall clock where the controller leaves it
+		// zero: equal states must hash equal.
+		cs.Status.Conditions[i].LastTransitionTime = metav1.Time{}
+	}
 	w.Set = clean(cs).(*v1.CredentialSet)
 	w.Source = readSecret(kc, opNamespace, naming.SourceSecretName(w.Set))
 	w.Dist = readSecret(kc, appNamespace, distName)
