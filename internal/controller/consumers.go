@@ -5,14 +5,20 @@ import (
 	"encoding/json"
 	"fmt"
 	"strings"
+	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	v1 "rekey.io/rekey/api/v1alpha1"
 	"rekey.io/rekey/internal/engine"
+	"rekey.io/rekey/internal/moco"
 	"rekey.io/rekey/internal/naming"
 	"rekey.io/rekey/internal/reason"
 )
@@ -64,6 +70,91 @@ func rolloutOf(obj client.Object) engine.RolloutState {
 	return engine.RolloutState{Message: "unsupported kind"}
 }
 
+// rollout is how far obj has rolled out. A StatefulSet whose partition
+// MOCO lowers on purpose, one pod at a time while its MySQLCluster is
+// Healthy, is judged by pacedRollout: its partition is MOCO's health
+// gate at work, not a stall. Only such a rollout costs a read of the
+// MySQLCluster.
+func (r *Reconciler) rollout(ctx context.Context, cs *v1.CredentialSet, obj client.Object) engine.RolloutState {
+	ro := rolloutOf(obj)
+	sts, ok := obj.(*appsv1.StatefulSet)
+	if !ok || ro.Done {
+		return ro
+	}
+	cluster := moco.PacedBy(sts)
+	if cluster == "" || partitionOf(sts) == 0 {
+		return ro
+	}
+	return pacedRollout(sts, ro, cluster, r.mocoHealth(ctx, sts.Namespace, cluster), r.now(), r.stuckAfter(cs))
+}
+
+// ownerHealth is what MOCO reports of the cluster whose health gates its
+// rollout: the MySQLCluster's Healthy condition.
+type ownerHealth struct {
+	// known: the condition was read (false: no right to read
+	// MySQLClusters, or MOCO has not written it yet).
+	known   bool
+	healthy bool
+	reason  string
+	since   time.Time
+}
+
+// mocoHealth reads the Healthy condition of MySQLCluster ns/name, live.
+func (r *Reconciler) mocoHealth(ctx context.Context, ns, name string) ownerHealth {
+	mc := &unstructured.Unstructured{}
+	mc.SetAPIVersion(moco.APIVersion)
+	mc.SetKind(moco.Kind)
+	reader := client.Reader(r.Client)
+	if r.APIReader != nil {
+		reader = r.APIReader
+	}
+	if err := reader.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, mc); err != nil {
+		log.FromContext(ctx).V(1).Info("MySQLCluster not readable; its rollout is judged without its health", "namespace", ns, "name", name, "error", err.Error())
+		return ownerHealth{}
+	}
+	c := moco.HealthyCondition(moco.Conditions(mc.Object))
+	if c == nil {
+		return ownerHealth{}
+	}
+	return ownerHealth{known: true, healthy: c.Status == metav1.ConditionTrue, reason: c.Reason, since: c.LastTransitionTime.Time}
+}
+
+func partitionOf(sts *appsv1.StatefulSet) int32 {
+	if ru := sts.Spec.UpdateStrategy.RollingUpdate; ru != nil {
+		return ptr.Deref(ru.Partition, 0)
+	}
+	return 0
+}
+
+// pacedRollout judges the rollout of sts, whose partition MOCO's
+// partition controller lowers one pod at a time while MySQLCluster
+// cluster is Healthy (ro: the rollout as for any StatefulSet). While MOCO
+// paces it, rekey waits and reports progress, never RolloutStuck, and
+// never advises lowering the partition: that would restart pods past
+// MOCO's health gate. A cluster unhealthy for longer than stuckAfter (0:
+// never) holds the rollout for good until a person heals it: that is
+// reported as stuck, with advice that keeps the gate.
+func pacedRollout(sts *appsv1.StatefulSet, ro engine.RolloutState, cluster string, h ownerHealth, now time.Time, stuckAfter time.Duration) engine.RolloutState {
+	p := partitionOf(sts)
+	if ro.Done || p == 0 {
+		return ro
+	}
+	want := ptr.Deref(sts.Spec.Replicas, 1)
+	progress := fmt.Sprintf("%d of %d pods restarted, paced by MOCO (partition %d): MOCO's partition controller restarts one pod at a time while MySQLCluster %s/%s is Healthy",
+		sts.Status.UpdatedReplicas, want, p, sts.Namespace, cluster)
+	if !h.known || h.healthy {
+		return engine.RolloutState{Message: progress + "; rekey waits for it"}
+	}
+	held := fmt.Sprintf("%s; MOCO holds it while the cluster is Healthy=False (reason %s) since %s",
+		progress, h.reason, h.since.UTC().Format(time.RFC3339))
+	if stuckAfter <= 0 || now.Sub(h.since) < stuckAfter {
+		return engine.RolloutState{Message: held + ", and resumes by itself once it is Healthy again"}
+	}
+	return engine.RolloutState{Stuck: true, Message: fmt.Sprintf(
+		"%s, longer than rotation.stuckAfter %s: find why MOCO reports the cluster unhealthy (kubectl moco status, the MySQLCluster's conditions, the pods that are not ready) and repair it; MOCO then resumes the rollout and rekey finishes by itself. Do not lower the partition by hand: that restarts pods past MOCO's health gate",
+		held, stuckAfter)}
+}
+
 // syncConsumers puts the restart annotation value on every consumer's pod
 // template and reports whether each has rolled it out. The value is stable
 // across Distributed → Idle, so completion never causes a second restart.
@@ -92,7 +183,7 @@ func (r *Reconciler) syncConsumers(ctx context.Context, t *turn) (bool, error) {
 			r.event(cs, "Normal", "ConsumerRestarted", "Restart", "restarting %s %s/%s to pick up the new credentials", c.Kind, ns, c.Name)
 			st.Message = "restart requested"
 		default:
-			ro := rolloutOf(obj)
+			ro := r.rollout(ctx, cs, obj)
 			st.RolledOut, st.Message, st.Stuck = ro.Done, ro.Message, ro.Stuck
 		}
 		r.stamp(cs, known.Consumers, &st, hash)

@@ -5,8 +5,6 @@ import (
 
 	batchv1 "k8s.io/api/batch/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"rekey.io/rekey/internal/moco"
@@ -22,16 +20,7 @@ func (c *Cluster) Gate(ctx context.Context, discard bool) error {
 	if err != nil {
 		return err
 	}
-	raw, _, _ := unstructured.NestedSlice(mc.Object, "status", "conditions")
-	var conds []metav1.Condition
-	for _, r := range raw {
-		cm, _ := r.(map[string]any)
-		var cond metav1.Condition
-		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(cm, &cond); err == nil {
-			conds = append(conds, cond)
-		}
-	}
-	if why := moco.Health(conds); why != "" {
+	if why := moco.Health(moco.Conditions(mc.Object)); why != "" {
 		return refusal(reason.ClusterUnhealthy, "%s", why)
 	}
 	if !discard {
