@@ -44,6 +44,34 @@ func Clash(a, b *v1.CephSpec) string {
 	return ""
 }
 
+// AdminClash tells whether spec b and spec a on one cluster would break
+// each other's admin: one rotates the entity the other runs ceph commands
+// as without rotating it itself, so the other's keyring Secret keeps a key
+// the rotation killed. It says, for b, what to change ("" when nothing
+// clashes). Two sets that both rotate one admin clash as entities (Clash).
+func AdminClash(a, b *v1.CephSpec) string {
+	if a == nil || b == nil || !SameCluster(a.Monitors, b.Monitors) {
+		return ""
+	}
+	if admin := a.AdminEntity(); rotates(b, admin) && !rotates(a, admin) {
+		return fmt.Sprintf("this set rotates %s, which the other set runs ceph commands as (admin.entity): its admin keyring would stop working at the first rotation. Remove %s from spec.ceph.entities", admin, admin)
+	}
+	if admin := b.AdminEntity(); rotates(a, admin) && !rotates(b, admin) {
+		return fmt.Sprintf("the other set rotates %s, which this set runs ceph commands as (admin.entity): this set's admin keyring would stop working at that set's first rotation. Use another admin entity in spec.ceph.admin", admin)
+	}
+	return ""
+}
+
+// rotates: s rotates entity name.
+func rotates(s *v1.CephSpec, name string) bool {
+	for _, e := range s.Entities {
+		if e.Name == name {
+			return true
+		}
+	}
+	return false
+}
+
 // SameCluster tells whether two monitor lists name a common monitor. An
 // address without a port stands for both default ports (the CLI tries
 // msgr2's 3300 and msgr1's 6789); v2: and v1: without a port stand for

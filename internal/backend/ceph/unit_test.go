@@ -340,6 +340,37 @@ func TestClash(t *testing.T) {
 	}
 }
 
+// TestAdminClash: a set that rotates the entity another set on the same
+// cluster runs its commands as would kill that set's admin keyring.
+func TestAdminClash(t *testing.T) {
+	here, there := []string{"v2:10.0.0.1:3300"}, []string{"v2:10.0.0.2:3300"}
+	spec := func(monitors []string, admin string, names ...string) *v1.CephSpec {
+		s := &v1.CephSpec{Monitors: monitors, Admin: v1.CephAdmin{Entity: admin}}
+		for _, n := range names {
+			s.Entities = append(s.Entities, v1.CephEntity{Name: n})
+		}
+		return s
+	}
+	for _, tc := range []struct {
+		name string
+		a, b *v1.CephSpec
+		want string // "" for no clash, else a part of the description
+	}{
+		{"b rotates a's admin (the default client.admin)", spec(here, "", "client.csi"), spec(here, "client.ops", "client.admin"), "Remove client.admin from spec.ceph.entities"},
+		{"a rotates b's admin", spec(here, "client.ops", "client.admin"), spec(here, "", "client.csi"), "Use another admin entity"},
+		{"a rotates its own admin, which b runs as too", spec(here, "", "client.admin"), spec(here, "", "client.b"), "Use another admin entity"},
+		{"each rotates its own admin only", spec(here, "", "client.admin"), spec(here, "client.ops", "client.ops"), ""},
+		{"both run as one admin, neither rotates it", spec(here, "", "client.a"), spec(here, "", "client.b"), ""},
+		{"a rotates its own admin, b runs as another", spec(here, "", "client.admin"), spec(here, "client.ops", "client.b"), ""},
+		{"another cluster", spec(here, "", "client.csi"), spec(there, "client.ops", "client.admin"), ""},
+	} {
+		got := AdminClash(tc.a, tc.b)
+		if (got == "") != (tc.want == "") || !strings.Contains(got, tc.want) {
+			t.Errorf("%s: AdminClash = %q, want %q", tc.name, got, tc.want)
+		}
+	}
+}
+
 func TestSameCluster(t *testing.T) {
 	for _, tc := range []struct {
 		a, b []string

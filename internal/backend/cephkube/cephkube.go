@@ -102,6 +102,9 @@ func uniqueEntities(ctx context.Context, k registry.Kube, cs *v1.CredentialSet) 
 			return &registry.SpecError{Msg: fmt.Sprintf("%s already rotates %s on this Ceph cluster: two sets would delete each other's generations, so this set changed nothing. Remove or rename that entry of spec.ceph.entities (or delete one of the two sets)",
 				registry.OtherSet(cs, o), what)}
 		}
+		if what := ceph.AdminClash(o.Spec.Ceph, cs.Spec.Ceph); what != "" {
+			return &registry.SpecError{Msg: fmt.Sprintf("%s is on the same Ceph cluster, and %s; this set changed nothing", registry.OtherSet(cs, o), what)}
+		}
 	}
 	return nil
 }
