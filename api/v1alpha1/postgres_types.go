@@ -54,6 +54,34 @@ type PostgresSpec struct {
 
 	// Login is the identity that rotates.
 	Login PostgresLogin `json:"login"`
+
+	// Connection, when set, is where applications connect (a Service in
+	// front of the primary, say), and distribution then writes
+	// CloudNativePG's application Secret layout: username, password,
+	// host, port, dbname, uri, jdbc-uri and pgpass. Without it the
+	// distributed Secret holds username and password, the layout of the
+	// Zalando operator's Secrets.
+	// +optional
+	Connection *PostgresConnection `json:"connection,omitempty"`
+}
+
+// PostgresConnection is the address applications use, as written into
+// the distributed Secret (rekey itself connects to spec.postgres.hosts).
+type PostgresConnection struct {
+	// Host applications connect to, e.g. app-rw.team.svc.
+	// +kubebuilder:validation:Pattern=`^[A-Za-z0-9]([-A-Za-z0-9.]*[A-Za-z0-9])?$`
+	// +kubebuilder:validation:MaxLength=253
+	Host string `json:"host"`
+	// Port; default 5432.
+	// +optional
+	// +kubebuilder:default=5432
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=65535
+	Port int32 `json:"port,omitempty"`
+	// DBName is the application's database.
+	// +kubebuilder:validation:Pattern=`^[A-Za-z_][A-Za-z0-9_$-]{0,62}$`
+	// +kubebuilder:validation:MaxLength=63
+	DBName string `json:"dbname"`
 }
 
 // PostgresAdmin names the admin credential.

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -39,6 +40,7 @@ func TestPostgresRotation(t *testing.T) {
 				Admin:          v1.PostgresAdmin{SecretRef: v1.LocalSecretRef{Name: "pg-admin"}},
 				TLSCASecretRef: &v1.SecretKeyRef{Name: "pg-ca", Key: "ca.crt"},
 				Login:          v1.PostgresLogin{Base: "app", Group: "app_owner"},
+				Connection:     &v1.PostgresConnection{Host: "127.0.0.1", Port: int32(p.Primary.Port), DBName: "postgres"},
 			},
 			Distribution: []v1.SecretTarget{{Namespace: ns, Name: "app-db"}},
 			Rotation:     v1.RotationSpec{DiscardPolicy: v1.DiscardManual},
@@ -52,6 +54,7 @@ func TestPostgresRotation(t *testing.T) {
 	if string(g1["username"]) != "app_g1" {
 		t.Fatalf("distributed username %q, want app_g1", g1["username"])
 	}
+	assertPgURI(t, p, g1)
 	c1 := startPgConsumer(t, p, g1)
 
 	rotate(t, ns, "app", "r1")
@@ -65,6 +68,7 @@ func TestPostgresRotation(t *testing.T) {
 			t.Fatalf("app_g2 with the distributed password on the %s: %v", i.Name, err)
 		}
 	}
+	assertPgURI(t, p, g2)
 	// The consumer restarts, as a rollout would, and reads the new login.
 	c1.waitLogins(t, 3)
 	c1.stop(t)
@@ -91,6 +95,93 @@ func TestPostgresRotation(t *testing.T) {
 		login := p.CanLogin(p.Primary, "app_g2", string(g2["password"]))
 		return apierrors.IsNotFound(err) && login != nil, fmt.Sprintf("get: %v, app_g2 login error: %v", err, login)
 	})
+}
+
+// assertPgURI: the Secret is in CloudNativePG's layout, and its uri logs
+// in as the login it names.
+func assertPgURI(t testing.TB, p *testenv.Postgres, data map[string][]byte) {
+	t.Helper()
+	for _, k := range []string{"username", "password", "host", "port", "dbname", "uri", "jdbc-uri", "pgpass"} {
+		if len(data[k]) == 0 {
+			t.Fatalf("the distributed Secret lacks %s", k)
+		}
+	}
+	cfg, err := pgx.ParseConfig(string(data["uri"]))
+	if err != nil {
+		t.Fatalf("uri does not parse: %v", err)
+	}
+	cfg.TLSConfig, cfg.Fallbacks = p.TLSConfig(), nil
+	c, err := pgx.ConnectConfig(ctxT(t), cfg)
+	if err != nil {
+		t.Fatalf("the distributed uri does not log in: %v", err)
+	}
+	defer c.Close(ctxT(t))
+	var who string
+	if err := c.QueryRow(ctxT(t), "SELECT session_user").Scan(&who); err != nil || who != string(data["username"]) {
+		t.Fatalf("the uri logs in as %q (%v), want %s", who, err, data["username"])
+	}
+}
+
+// TestAdmissionPostgres: the API server refuses malformed PostgreSQL sets
+// with a message naming what to fix.
+func TestAdmissionPostgres(t *testing.T) {
+	ns := newNamespace(t)
+	pg := func() *v1.CredentialSet {
+		return &v1.CredentialSet{
+			ObjectMeta: metav1.ObjectMeta{Namespace: ns, GenerateName: "pg-"},
+			Spec: v1.CredentialSetSpec{Postgres: &v1.PostgresSpec{
+				Hosts: []string{"app-1.app.team.svc:5432", "app-2.app.team.svc:5432"},
+				Admin: v1.PostgresAdmin{SecretRef: v1.LocalSecretRef{Name: "pg-admin"}},
+				Login: v1.PostgresLogin{Base: "app", Group: "app_owner"},
+			}},
+		}
+	}
+	for _, c := range []struct {
+		name   string
+		mutate func(*v1.CredentialSet)
+		want   []string
+	}{
+		{"two backends", func(cs *v1.CredentialSet) {
+			cs.Spec.RabbitMQ = &v1.RabbitMQSpec{Endpoint: "https://r:15671", Admin: v1.RabbitMQAdmin{SecretRef: v1.LocalSecretRef{Name: "a"}}, User: v1.RabbitMQUser{Base: "n"}}
+		}, []string{"set exactly one backend block", "spec.postgres"}},
+		{"base ending like a generation", func(cs *v1.CredentialSet) { cs.Spec.Postgres.Login.Base = "app_g3" }, []string{"spec.postgres.login.base", "_g<number>"}},
+		{"upper-case base", func(cs *v1.CredentialSet) { cs.Spec.Postgres.Login.Base = "App" }, []string{"spec.postgres.login.base"}},
+		{"a pg_ group", func(cs *v1.CredentialSet) { cs.Spec.Postgres.Login.Group = "pg_write_server_files" }, []string{"spec.postgres.login.group", "PostgreSQL's own"}},
+		{"group named as the base", func(cs *v1.CredentialSet) { cs.Spec.Postgres.Login.Group = "app" }, []string{"spec.postgres.login.group", "must differ"}},
+		{"a CA with unverified TLS", func(cs *v1.CredentialSet) {
+			cs.Spec.Postgres.TLS, cs.Spec.Postgres.TLSCASecretRef = "Require", &v1.SecretKeyRef{Name: "ca", Key: "ca.crt"}
+		}, []string{"spec.postgres.tlsCASecretRef", "VerifyFull"}},
+		{"unknown tls mode", func(cs *v1.CredentialSet) { cs.Spec.Postgres.TLS = "prefer" }, []string{"spec.postgres.tls", "VerifyFull"}},
+		{"no hosts", func(cs *v1.CredentialSet) { cs.Spec.Postgres.Hosts = nil }, []string{"spec.postgres.hosts"}},
+		{"a host without a port", func(cs *v1.CredentialSet) { cs.Spec.Postgres.Hosts = []string{"db"} }, []string{"spec.postgres.hosts[0]"}},
+		{"connection without a database", func(cs *v1.CredentialSet) {
+			cs.Spec.Postgres.Connection = &v1.PostgresConnection{Host: "app-rw"}
+		}, []string{"spec.postgres.connection.dbname"}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			cs := pg()
+			c.mutate(cs)
+			err := k8s.Create(ctxT(t), cs)
+			if err == nil {
+				t.Fatalf("admitted: %+v", cs.Spec.Postgres)
+			}
+			for _, w := range c.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("rejected with %q, want a message containing %q", err, w)
+				}
+			}
+		})
+	}
+	cnpg := pg()
+	cnpg.Spec.Postgres.Connection = &v1.PostgresConnection{Host: "app-rw.team.svc", DBName: "app"}
+	cnpg.Spec.Postgres.TLSCASecretRef = &v1.SecretKeyRef{Name: "app-ca", Key: "ca.crt"}
+	plain := pg()
+	plain.Spec.Postgres.TLS = "Disable"
+	for _, cs := range []*v1.CredentialSet{pg(), cnpg, plain} {
+		if err := k8s.Create(ctxT(t), cs); err != nil {
+			t.Errorf("well-formed spec %+v rejected: %v", cs.Spec.Postgres, err)
+		}
+	}
 }
 
 // pgConsumer logs in, again and again, with what it read when it started,

@@ -41,6 +41,7 @@ type Backend struct {
 	roots         *x509.CertPool // nil: the system roots
 	owner         string
 	base, group   string
+	conn          *connection // nil: the login alone is distributed
 }
 
 var (
@@ -95,6 +96,7 @@ func New(spec *v1.PostgresSpec, owner, adminUser, adminPassword string, caPEM []
 		Timeout: DefaultTimeout, ReplayWait: DefaultReplayWait,
 		hosts: spec.Hosts, database: db, adminUser: adminUser, adminPassword: adminPassword,
 		tlsMode: mode, roots: roots, owner: owner, base: spec.Login.Base, group: spec.Login.Group,
+		conn: newConnection(spec.Connection),
 	}, nil
 }
 
@@ -146,7 +148,7 @@ func (b *Backend) Render(s engine.Secrets) (map[string][]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	return map[string][]byte{KeyUsername: []byte(user), KeyPassword: []byte(pw)}, nil
+	return render(b.conn, user, pw), nil
 }
 
 // versionShape is the leading part of server_version ("15.18").

@@ -36,6 +36,12 @@ var describe = registry.Describe{
 		}
 	},
 	Plan: plan,
+	RenderedKeys: func(cs *v1.CredentialSet) string {
+		if cs.Spec.Postgres.Connection == nil {
+			return "username, password"
+		}
+		return "username, password, host, port, dbname, uri, jdbc-uri, pgpass (CloudNativePG's application Secret layout)"
+	},
 	Then: func(_ *v1.CredentialSet, d registry.Discard) string {
 		return fmt.Sprintf("Then: %s. The old login role is dropped once every consumer moved and none of its sessions is left.", d.When())
 	},
