@@ -228,8 +228,9 @@ func refusedKeys(logins []login, errs []error) []string {
 // password would be too long for a user an instance lets replicas use.
 func (b *Backend) Precheck(ctx context.Context, cur engine.Secrets) error {
 	var (
-		mu             sync.Mutex
-		found, tooLong []string
+		mu      sync.Mutex
+		found   []string
+		granted = map[string][]string{} // user → instances granting it REPLICATION SLAVE
 	)
 	obs, err := b.observeAll(ctx, "precheck/instance-done", b.adminPasswords(cur, nil), cur, func(s *session) error {
 		if err := s.checkVersion(ctx); err != nil {
@@ -245,8 +246,10 @@ func (b *Backend) Precheck(ctx context.Context, cur engine.Secrets) error {
 			if of(accts, u).dual {
 				found = append(found, u.String()+" on "+s.inst.Name)
 			}
+			if of(accts, u).replication {
+				granted[u.String()] = append(granted[u.String()], s.inst.Name)
+			}
 		}
-		tooLong = append(tooLong, tooLongForReplication(s.inst.Name, b.Users, accts)...)
 		return nil
 	})
 	if err != nil {
@@ -266,7 +269,7 @@ func (b *Backend) Precheck(ctx context.Context, cur engine.Secrets) error {
 			"%s already has a secondary password, which rekey did not set and cannot tell from its own; the rotation did not start. Reset it to the source Secret's current password with ALTER USER ... IDENTIFIED BY then ALTER USER ... DISCARD OLD PASSWORD (kubectl rekey recover does this), then rotate again",
 			strings.Join(found, ", "))}
 	}
-	if rf := replicationRefusal(tooLong); rf != nil {
+	if rf := replicationRefusal(tooLongForReplication(b.Users, granted, obs)); rf != nil {
 		return rf
 	}
 	return nil

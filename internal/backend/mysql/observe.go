@@ -25,6 +25,7 @@ type observation struct {
 type channel struct {
 	Name       string // "" is the default channel
 	Source     string // host:port, for messages
+	SourceUser string // the account the replica logs in to its source as
 	SourceUUID string // empty until the IO thread first connected
 	IORunning  string // Yes, No or Connecting
 	SQLRunning string // Yes or No
@@ -139,6 +140,7 @@ func replicaStatus(ctx context.Context, q querier) ([]channel, error) {
 			Name:       col("Channel_Name"),
 			Source:     col("Source_Host", "Master_Host") + ":" + col("Source_Port", "Master_Port"),
 			SourceUUID: col("Source_UUID", "Master_UUID"),
+			SourceUser: col("Source_User", "Master_User"),
 			IORunning:  col("Replica_IO_Running", "Slave_IO_Running"),
 			SQLRunning: col("Replica_SQL_Running", "Slave_SQL_Running"),
 			IOErrno:    col("Last_IO_Errno"),

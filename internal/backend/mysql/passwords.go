@@ -65,16 +65,31 @@ func passwordLengths(users []User) map[string]int {
 	return out
 }
 
-// tooLongForReplication names the users (with the instance) whose next
-// password would be longer than MySQL takes for replication although the
-// instance says a replica may use them: granted REPLICATION SLAVE outside
-// what the spec lists (an adopted user, a grant added by hand), which
-// admission could not see.
-func tooLongForReplication(inst string, users []User, accts map[string]account) []string {
+// tooLongForReplication names each user whose next password would be
+// longer than MySQL takes for replication although a replica may use it:
+// a replica logs in to its source as it (the consumer that would break,
+// whatever the grants say: REPLICATION SLAVE through a role is not in
+// mysql.user), or an instance grants it REPLICATION SLAVE outside what the
+// spec lists (an adopted user, a grant added by hand), which admission
+// could not see. granted maps a user (name@host) to the instances that
+// grant it REPLICATION SLAVE.
+func tooLongForReplication(users []User, granted map[string][]string, obs []observation) []string {
 	var out []string
 	for _, u := range users {
-		if u.PasswordLength > MaxReplicationPasswordLength && of(accts, u).replication {
-			out = append(out, fmt.Sprintf("%s on %s (passwordLength %d)", u, inst, u.PasswordLength))
+		if u.PasswordLength <= MaxReplicationPasswordLength {
+			continue
+		}
+		var why []string
+		for _, o := range obs {
+			if slices.ContainsFunc(o.Channels, func(c channel) bool { return c.SourceUser == u.Name }) {
+				why = append(why, o.Name+" replicates as it")
+			}
+		}
+		if on := slices.Sorted(slices.Values(granted[u.String()])); len(on) > 0 {
+			why = append(why, "granted REPLICATION SLAVE on "+strings.Join(on, ", "))
+		}
+		if len(why) > 0 {
+			out = append(out, fmt.Sprintf("%s (passwordLength %d): %s", u, u.PasswordLength, strings.Join(why, "; ")))
 		}
 	}
 	return out
@@ -86,8 +101,7 @@ func replicationRefusal(found []string) *engine.Refusal {
 	if len(found) == 0 {
 		return nil
 	}
-	slices.Sort(found)
 	return &engine.Refusal{Reason: string(reason.RotateRefused), Message: fmt.Sprintf(
-		"%s holds REPLICATION SLAVE, so a replica may use it as its source user, and MySQL refuses a replication password longer than %d characters; the rotation did not start. Set passwordLength to %d or remove it (the default, %d characters, is %d bits), or revoke REPLICATION SLAVE if no replica uses the user",
-		strings.Join(found, ", "), MaxReplicationPasswordLength, MaxReplicationPasswordLength, DefaultPasswordLength, engine.MinPasswordBits)}
+		"a replica may use these users as its source user, and MySQL refuses a replication password longer than %d characters, so the rotation did not start: %s. Set passwordLength to %d or remove it (the default, %d characters, is %d bits), or revoke REPLICATION SLAVE from a user no replica uses",
+		MaxReplicationPasswordLength, strings.Join(found, ". "), MaxReplicationPasswordLength, DefaultPasswordLength, engine.MinPasswordBits)}
 }

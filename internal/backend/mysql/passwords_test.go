@@ -100,27 +100,41 @@ func TestTooLongForReplication(t *testing.T) {
 	long := User{Name: "feed", Host: "%", Key: "FEED_PASSWORD", PasswordLength: 48}
 	short := User{Name: "repl", Host: "%", Key: "REPL_PASSWORD", PasswordLength: 32}
 	app := User{Name: "app", Host: "%", Key: "APP_PASSWORD", PasswordLength: 64}
+	users := []User{long, short, app}
+	replicaAs := func(name string, users ...string) observation {
+		o := observation{Name: name}
+		for _, u := range users {
+			o.Channels = append(o.Channels, channel{SourceUser: u})
+		}
+		return o
+	}
+	noReplica := []observation{replicaAs("db-0"), replicaAs("db-1")}
 	for _, tc := range []struct {
-		name  string
-		accts map[string]account
-		want  []string
+		name    string
+		granted map[string][]string
+		obs     []observation
+		want    []string
 	}{
-		{"a long password for a user the instance lets replicate", map[string]account{
-			"feed@%": {exists: true, replication: true}, "repl@%": {exists: true, replication: true}, "app@%": {exists: true}},
-			[]string{"feed@% on db-0 (passwordLength 48)"}},
-		{"long passwords, nobody may replicate", map[string]account{"feed@%": {exists: true}, "app@%": {exists: true}}, nil},
-		{"a user not created yet", map[string]account{}, nil},
+		{"granted REPLICATION SLAVE outside the spec", map[string][]string{"feed@%": {"db-1", "db-0"}, "repl@%": {"db-0"}}, noReplica,
+			[]string{"feed@% (passwordLength 48): granted REPLICATION SLAVE on db-0, db-1"}},
+		{"a replica logs in as it (a role's grant)", nil, []observation{replicaAs("db-0"), replicaAs("db-1", "feed")},
+			[]string{"feed@% (passwordLength 48): db-1 replicates as it"}},
+		{"both", map[string][]string{"feed@%": {"db-0"}}, []observation{replicaAs("db-0"), replicaAs("db-1", "feed")},
+			[]string{"feed@% (passwordLength 48): db-1 replicates as it; granted REPLICATION SLAVE on db-0"}},
+		{"only short passwords may replicate", map[string][]string{"repl@%": {"db-0"}}, []observation{replicaAs("db-1", "repl"), replicaAs("db-2", "other")}, nil},
+		{"long passwords, nobody may replicate", nil, noReplica, nil},
 	} {
-		got := tooLongForReplication("db-0", []User{long, short, app}, tc.accts)
+		got := tooLongForReplication(users, tc.granted, tc.obs)
 		if strings.Join(got, "|") != strings.Join(tc.want, "|") {
 			t.Errorf("%s: %q, want %q", tc.name, got, tc.want)
 		}
 	}
+
 	if replicationRefusal(nil) != nil {
 		t.Fatal("a refusal with nothing to refuse")
 	}
-	rf := replicationRefusal([]string{"feed@% on db-1 (passwordLength 48)", "feed@% on db-0 (passwordLength 48)"})
-	for _, want := range []string{"feed@% on db-0 (passwordLength 48), feed@% on db-1", "longer than 32 characters", "Set passwordLength to 32 or remove it", "190 bits"} {
+	rf := replicationRefusal([]string{"feed@% (passwordLength 48): db-1 replicates as it", "relay@% (passwordLength 64): granted REPLICATION SLAVE on db-0"})
+	for _, want := range []string{"did not start: feed@% (passwordLength 48): db-1 replicates as it. relay@% (passwordLength 64)", "longer than 32 characters", "Set passwordLength to 32 or remove it", "190 bits"} {
 		if rf == nil || rf.Reason != "RotateRefused" || !strings.Contains(rf.Message, want) {
 			t.Fatalf("refusal %+v lacks %q", rf, want)
 		}

@@ -85,23 +85,34 @@ func checkReplicationPassword(t *testing.T, c *testenv.MySQLCluster) {
 		t.Fatal(err)
 	}
 
-	// A user granted REPLICATION SLAVE by hand, listed without grants and
-	// with a long password: admission cannot see it, the precheck does.
+	// Users listed without grants, with long passwords: admission cannot
+	// see that a replica may use them, the precheck does. relay is granted
+	// REPLICATION SLAVE by hand; feed is, besides, the user the replica
+	// now logs in to its source as.
 	if err := c.Primary.Exec("CREATE USER 'relay'@'%' IDENTIFIED BY 'relay-adopted-pw'", "GRANT REPLICATION SLAVE ON *.* TO 'relay'@'%'"); err != nil {
 		t.Fatal(err)
 	}
 	if err := replica.WaitCaughtUp(c.Primary); err != nil {
 		t.Fatal(err)
 	}
-	long := &v1.MySQLSpec{Admin: v1.MySQLAdmin{User: testenv.EnvUser}, Users: []v1.MySQLUser{{Name: "relay", PasswordLength: 48}}}
+	long := &v1.MySQLSpec{Admin: v1.MySQLAdmin{User: testenv.EnvUser}, Users: []v1.MySQLUser{{Name: "relay", PasswordLength: 48}, {Name: "feed", PasswordLength: 48}}}
 	lb, err := New(long, clusterInstances(c), testenv.EnvPassword, caPEM(t))
 	if err != nil {
 		t.Fatal(err)
 	}
-	err = lb.Precheck(ctx, engine.Secrets{"RELAY_PASSWORD": "relay-adopted-pw"})
+	err = lb.Precheck(ctx, engine.Secrets{"RELAY_PASSWORD": "relay-adopted-pw", "FEED_PASSWORD": pending["FEED_PASSWORD"]})
 	var rf *engine.Refusal
-	if !errors.As(err, &rf) || !strings.Contains(rf.Message, "relay@% on primary (passwordLength 48)") || !strings.Contains(rf.Message, "Set passwordLength to 32") {
-		t.Fatalf("precheck of a 48-character password for a replication user: %v, want a refusal naming relay@%% and what to set", err)
+	if !errors.As(err, &rf) {
+		t.Fatalf("precheck of 48-character passwords for replication users: %v, want a refusal", err)
+	}
+	for _, want := range []string{
+		"feed@% (passwordLength 48): " + replica.Name + " replicates as it; granted REPLICATION SLAVE on primary, replica1, replica2",
+		"relay@% (passwordLength 48): granted REPLICATION SLAVE on primary, replica1, replica2",
+		"Set passwordLength to 32",
+	} {
+		if !strings.Contains(rf.Message, want) {
+			t.Fatalf("refusal %q lacks %q", rf.Message, want)
+		}
 	}
 }
 
