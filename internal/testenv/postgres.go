@@ -301,3 +301,21 @@ func (p *Postgres) stop(keepDir bool) {
 		}
 	})
 }
+
+// Pgbench runs Debian's pgbench (a client nobody here wrote) as user
+// against i over TLS verified against the cluster's CA, and returns its
+// output.
+func (p *Postgres) Pgbench(i *PostgresInstance, user, password string, args ...string) (string, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, filepath.Join(postgresBin, "pgbench"), args...)
+	cmd.Env = []string{"PATH=/usr/bin:/bin", "LANG=C.UTF-8",
+		"PGHOST=127.0.0.1", "PGPORT=" + strconv.Itoa(i.Port), "PGDATABASE=postgres",
+		"PGUSER=" + user, "PGPASSWORD=" + password,
+		"PGSSLMODE=verify-full", "PGSSLROOTCERT=" + filepath.Join(p.dir, "ca.pem")}
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		return string(out), fmt.Errorf("pgbench %v on the %s as %s: %w", args, i.Name, user, err)
+	}
+	return string(out), nil
+}

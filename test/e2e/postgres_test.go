@@ -25,7 +25,7 @@ import (
 // current one.
 func TestPostgresRotation(t *testing.T) {
 	p := testenv.PostgresForTest(t)
-	if err := p.Exec(p.Primary, "CREATE ROLE app_owner NOLOGIN"); err != nil {
+	if err := p.Exec(p.Primary, "CREATE ROLE app_owner NOLOGIN", "GRANT CREATE ON SCHEMA public TO app_owner"); err != nil {
 		t.Fatal(err)
 	}
 	startManager(t, cp.Config)
@@ -55,6 +55,11 @@ func TestPostgresRotation(t *testing.T) {
 		t.Fatalf("distributed username %q, want app_g1", g1["username"])
 	}
 	assertPgURI(t, p, g1)
+	// pgbench's tables, made by the generation, belong to the group.
+	if out, err := p.Pgbench(p.Primary, "app_g1", string(g1["password"]), "-i", "-s", "1", "-q"); err != nil {
+		t.Fatalf("%v: %s", err, out)
+	}
+	assertPgOwner(t, p, "pgbench_accounts", "app_owner")
 	c1 := startPgConsumer(t, p, g1)
 
 	rotate(t, ns, "app", "r1")
@@ -70,10 +75,10 @@ func TestPostgresRotation(t *testing.T) {
 	}
 	assertPgURI(t, p, g2)
 	// The consumer restarts, as a rollout would, and reads the new login.
-	c1.waitLogins(t, 3)
+	c1.waitLogins(t, 20)
 	c1.stop(t)
 	c2 := startPgConsumer(t, p, g2)
-	c2.waitLogins(t, 3)
+	c2.waitLogins(t, 20)
 
 	discard(t, ns, "app", "r1")
 	waitPhase(t, ns, "app", v1.PhaseIdle, 2)
@@ -82,8 +87,9 @@ func TestPostgresRotation(t *testing.T) {
 			t.Fatalf("app_g1 still logs in on the %s after discard", i.Name)
 		}
 	}
-	c2.waitLogins(t, c2.count()+3)
+	c2.waitLogins(t, c2.count()+20)
 	c2.stop(t)
+	assertPgOwner(t, p, "pgbench_accounts", "app_owner")
 	assertNoSecretLeaked(t, ns, "app", map[string]string{"admin": p.AdminPassword,
 		"app_g1": string(g1["password"]), "app_g2": string(g2["password"])})
 
@@ -119,6 +125,19 @@ func assertPgURI(t testing.TB, p *testenv.Postgres, data map[string][]byte) {
 	var who string
 	if err := c.QueryRow(ctxT(t), "SELECT session_user").Scan(&who); err != nil || who != string(data["username"]) {
 		t.Fatalf("the uri logs in as %q (%v), want %s", who, err, data["username"])
+	}
+}
+
+func assertPgOwner(t testing.TB, p *testenv.Postgres, table, want string) {
+	t.Helper()
+	c, err := p.Admin(ctxT(t), p.Primary)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close(ctxT(t))
+	var owner string
+	if err := c.QueryRow(ctxT(t), "SELECT tableowner FROM pg_tables WHERE tablename = $1", table).Scan(&owner); err != nil || owner != want {
+		t.Fatalf("table %s is owned by %q (%v), want %s", table, owner, err, want)
 	}
 }
 
@@ -184,8 +203,9 @@ func TestAdmissionPostgres(t *testing.T) {
 	}
 }
 
-// pgConsumer logs in, again and again, with what it read when it started,
-// alternating between the primary and the replica. Not one login may fail.
+// pgConsumer runs pgbench, again and again, with what it read when it
+// started: select-only transactions, each on a new connection (-C),
+// alternating between the primary and the replica. Not one may fail.
 type pgConsumer struct {
 	mu     sync.Mutex
 	logins int
@@ -209,11 +229,14 @@ func startPgConsumer(t testing.TB, p *testenv.Postgres, data map[string][]byte) 
 			if n%2 == 1 {
 				inst = p.Replica
 			}
-			err := p.CanLogin(inst, user, pw)
+			out, err := p.Pgbench(inst, user, pw, "-n", "-S", "-C", "-c", "2", "-t", "5")
+			if err == nil && !strings.Contains(out, "number of failed transactions: 0 ") {
+				err = fmt.Errorf("pgbench reports failures: %s", out)
+			}
 			c.mu.Lock()
-			c.logins++
+			c.logins += 10
 			if err != nil {
-				c.failed = append(c.failed, fmt.Sprintf("%s on the %s: %v", user, inst.Name, err))
+				c.failed = append(c.failed, fmt.Sprintf("%s on the %s: %v: %s", user, inst.Name, err, out))
 			}
 			c.mu.Unlock()
 			time.Sleep(50 * time.Millisecond)
@@ -253,7 +276,7 @@ func (c *pgConsumer) stop(t testing.TB) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if len(c.failed) > 0 {
-		t.Fatalf("%d of %d consumer logins refused: %s", len(c.failed), c.logins, strings.Join(c.failed, "; "))
+		t.Fatalf("%d pgbench runs failed (of %d connections): %s", len(c.failed), c.logins, strings.Join(c.failed, "; "))
 	}
-	t.Logf("consumer: %d logins, none refused", c.logins)
+	t.Logf("consumer: pgbench made %d connections, none refused", c.logins)
 }
