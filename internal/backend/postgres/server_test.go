@@ -258,3 +258,71 @@ func waitNoSessions(t *testing.T, p *testenv.Postgres, role string) {
 		}
 	}
 }
+
+// TestReplicaGate: a replica that has not replayed a role change holds the
+// rotation back (no password is proven, so none is given out) and the
+// phase goes on once it has; an abort (Reset) drops the new login and
+// keeps the current one working everywhere.
+func TestReplicaGate(t *testing.T) {
+	p := testenv.PostgresForTest(t)
+	ctx := ctxT(t)
+	if err := p.Exec(p.Primary, "CREATE ROLE app_owner NOLOGIN"); err != nil {
+		t.Fatal(err)
+	}
+	b := newTestBackend(t, p, testUID)
+	g1, _ := b.NewSecrets(1)
+	if _, err := b.Provision(ctx, g1); err != nil {
+		t.Fatal(err)
+	}
+	// A real fault on demand: the replica stops replaying WAL.
+	if err := p.Exec(p.Replica, "SELECT pg_wal_replay_pause()"); err != nil {
+		t.Fatal(err)
+	}
+	b.ReplayWait = time.Second
+	g2, _ := b.NewSecrets(2)
+	_, err := b.Apply(ctx, g1, g2, 2)
+	u, ok := engine.AsUnreachable(err)
+	if !ok || u.Instance != p.Replica.Addr() || !strings.Contains(err.Error(), "replayed") {
+		t.Fatalf("Apply while the replica does not replay: %v, want the replica named as not having replayed", err)
+	}
+	if err := p.CanLogin(p.Replica, "app_g2", g2[KeyPassword]); err == nil {
+		t.Fatal("the paused replica already knows app_g2: the check above proved nothing")
+	}
+	if err := p.Exec(p.Replica, "SELECT pg_wal_replay_resume()"); err != nil {
+		t.Fatal(err)
+	}
+	b.ReplayWait = DefaultReplayWait
+	if _, err := b.Apply(ctx, g1, g2, 2); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.CanLogin(p.Replica, "app_g2", g2[KeyPassword]); err != nil {
+		t.Fatalf("app_g2 on the replica once it replayed: %v", err)
+	}
+
+	if err := b.Reset(ctx, g1); err != nil {
+		t.Fatal(err)
+	}
+	for _, i := range []*testenv.PostgresInstance{p.Primary, p.Replica} {
+		if err := p.CanLogin(i, "app_g1", g1[KeyPassword]); err != nil {
+			t.Fatalf("app_g1 on %s after Reset: %v", i.Name, err)
+		}
+	}
+	if roleExists(t, p, "app_g2") {
+		t.Fatal("app_g2 is left after Reset")
+	}
+}
+
+func roleExists(t *testing.T, p *testenv.Postgres, role string) bool {
+	t.Helper()
+	ctx := ctxT(t)
+	c, err := p.Admin(ctx, p.Primary)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close(ctx)
+	var n int
+	if err := c.QueryRow(ctx, "SELECT count(*) FROM pg_roles WHERE rolname = $1", role).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	return n == 1
+}
