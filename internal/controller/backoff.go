@@ -158,7 +158,33 @@ const (
 	// health gate's poll, a refusal re-checked on a fixed period); the
 	// backoff is left as it is.
 	waiting
+	// refused: the backend refused rekey's credential
+	// (AuthenticationFailed); held until a person changes the set.
+	refused
 )
+
+// personHold is how long a set whose credential the backend refused is
+// held: in effect until a person changes the set (or the manager
+// restarts). A retry with the same credential cannot succeed, and each
+// one is a refused login that a server with a failed-login limit
+// (MySQL's FAILED_LOGIN_ATTEMPTS) counts toward locking the account, or
+// that keeps it locked: so the number of such logins is bounded by the
+// changes people make, not by time.
+const personHold = 365 * 24 * time.Hour
+
+// refusedNote is what an AuthenticationFailed problem adds: how to have
+// rekey try again once the credential is fixed.
+const refusedNote = "rekey does not log in with it again until the CredentialSet changes: once the credential is fixed, edit or annotate the set (e.g. kubectl annotate credentialset <name> rekey.io/retry=1 --overwrite)"
+
+// holdForPerson holds set (cs as this reconcile read it) until it changes
+// (see personHold) and returns the hold.
+func (r *retries) holdForPerson(set types.NamespacedName, cs *v1.CredentialSet, now time.Time) time.Duration {
+	r.init()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.held[set] = hold{until: now.Add(personHold), by: wakeKeyOf(cs)}
+	return personHold
+}
 
 // outcomeOf classifies a reconcile: an error (classified as a problem or
 // not) is a failure, except the health gate, which polls so that the
@@ -169,6 +195,8 @@ func outcomeOf(fromErr bool, prob *problem, requeue time.Duration) outcome {
 	switch {
 	case prob == nil && !fromErr:
 		return succeeded
+	case fromErr && prob != nil && prob.reason == reason.AuthenticationFailed:
+		return refused
 	case prob != nil && prob.reason == reason.ClusterUnhealthy:
 		return waiting
 	case fromErr:

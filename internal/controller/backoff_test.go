@@ -122,6 +122,8 @@ func TestOutcomeOf(t *testing.T) {
 		{"rollout wait", false, &problem{reason.RotateRefused, "x"}, 15 * time.Second, waiting},
 		{"repair check of a Distributed set", false, unreachable, 10 * time.Second, waiting},
 		{"problem nothing rechecks", false, &problem{reason.DistributionFailed, "x"}, 0, failed},
+		{"credential refused", true, &problem{reason.AuthenticationFailed, "x"}, 10 * time.Second, refused},
+		{"privilege missing", true, &problem{reason.PermissionDenied, "x"}, 10 * time.Second, failed},
 	} {
 		if got := outcomeOf(tc.fromErr, tc.prob, tc.requeue); got != tc.want {
 			t.Errorf("%s: %d, want %d", tc.name, got, tc.want)
@@ -210,5 +212,27 @@ func TestFirstPhase(t *testing.T) {
 		if got := firstPhase(tc.st); got != tc.want {
 			t.Errorf("%s: %s, want %s", tc.name, got, tc.want)
 		}
+	}
+}
+
+// TestRefusedCredentialHeldUntilChanged: a set whose credential the
+// backend refused is not tried again with time (each try would be one
+// more refused login toward an account lock), only once a person changes
+// it: an annotation is enough.
+func TestRefusedCredentialHeldUntilChanged(t *testing.T) {
+	var r retries
+	set := types.NamespacedName{Namespace: "ns", Name: "a"}
+	cs := &v1.CredentialSet{ObjectMeta: metav1.ObjectMeta{Generation: 1}}
+	now := time.Unix(1e9, 0)
+	r.holdForPerson(set, cs, now)
+	for _, later := range []time.Duration{time.Minute, backoffMax, 24 * time.Hour, 30 * 24 * time.Hour} {
+		if left := r.holding(set, cs, now.Add(later)); left <= 0 {
+			t.Fatalf("tried again %s later with nothing changed", later)
+		}
+	}
+	touched := cs.DeepCopy()
+	touched.Annotations = map[string]string{"rekey.io/retry": "1"}
+	if left := r.holding(set, touched, now.Add(time.Minute)); left != 0 {
+		t.Fatalf("an annotated set is still held %s", left)
 	}
 }

@@ -99,6 +99,10 @@ func (q backedOff) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result
 			logFrom(ctx).Error(err, "reconcile failed; retrying after the backoff", "retryIn", wait.String(), "failuresInARow", n)
 		}
 		return ctrl.Result{RequeueAfter: wait}, nil
+	case a.outcome == refused:
+		wait := r.retries.holdForPerson(req.NamespacedName, a.set, r.now())
+		metrics.Failures(req.Namespace, req.Name, 1)
+		return ctrl.Result{RequeueAfter: wait}, nil
 	case a.outcome == succeeded:
 		r.retries.reset(req.NamespacedName)
 		metrics.Failures(req.Namespace, req.Name, 0)

@@ -206,6 +206,9 @@ func (r *Reconciler) triage(ctx context.Context, res ctrl.Result, prob *problem,
 			if prob.reason == reason.InstanceUnreachable {
 				prob = &problem{prob.reason, prob.message + "; " + retryNote}
 			}
+			if prob.reason == reason.AuthenticationFailed {
+				prob = &problem{prob.reason, prob.message + "; " + refusedNote}
+			}
 		}
 	}
 	attemptOf(ctx).outcome = outcomeOf(fromErr, prob, res.RequeueAfter)
