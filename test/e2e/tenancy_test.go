@@ -92,21 +92,31 @@ func installNamespacePolicy(t *testing.T, tenant client.Client, tenantNS string)
 		}
 		installed = append(installed, u)
 	}
+	probe := func() *v1.CredentialSet {
+		return unreachableSet(tenantNS, "policy-probe", []v1.SecretTarget{{Namespace: "kube-system", Name: "probe"}}, nil)
+	}
 	// Removed at the end, and waited for: the next tests run their manager
 	// as the admin, whose status writes the status policy refuses.
 	t.Cleanup(func() {
 		for _, u := range installed {
 			_ = k8s.Delete(context.Background(), u)
 		}
-		probe := unreachableSet(tenantNS, "status-probe", nil, nil)
-		if err := k8s.Create(context.Background(), probe); err != nil {
+		eventually(t, time.Minute, "the namespaces policy to be gone", func() (bool, string) {
+			err := tenant.Create(context.Background(), probe())
+			if err == nil {
+				_ = k8s.Delete(context.Background(), probe())
+			}
+			return err == nil, fmt.Sprint(err)
+		})
+		statusProbe := unreachableSet(tenantNS, "status-probe", nil, nil)
+		if err := k8s.Create(context.Background(), statusProbe); err != nil {
 			t.Errorf("status probe: %v", err)
 			return
 		}
-		defer k8s.Delete(context.Background(), probe)
+		defer k8s.Delete(context.Background(), statusProbe)
 		eventually(t, time.Minute, "the status policy to be gone", func() (bool, string) {
 			cs := &v1.CredentialSet{}
-			if err := k8s.Get(context.Background(), client.ObjectKeyFromObject(probe), cs); err != nil {
+			if err := k8s.Get(context.Background(), client.ObjectKeyFromObject(statusProbe), cs); err != nil {
 				return false, err.Error()
 			}
 			// Admission runs on every write, one that changes nothing too.
@@ -116,9 +126,6 @@ func installNamespacePolicy(t *testing.T, tenant client.Client, tenantNS string)
 	})
 	// Policies are compiled and loaded asynchronously: probe until a
 	// foreign target is refused.
-	probe := func() *v1.CredentialSet {
-		return unreachableSet(tenantNS, "policy-probe", []v1.SecretTarget{{Namespace: "kube-system", Name: "probe"}}, nil)
-	}
 	eventually(t, time.Minute, "the admission policy to be enforced", func() (bool, string) {
 		err := tenant.Create(ctx, probe())
 		if err == nil {
