@@ -9,6 +9,8 @@ package v1alpha1
 //
 // +kubebuilder:validation:XValidation:rule="!has(self.tlsCASecretRef) || !has(self.tls) || self.tls == 'VerifyFull'",fieldPath=".tlsCASecretRef",message="tlsCASecretRef verifies the servers' certificates, which only tls: VerifyFull does: remove tlsCASecretRef, or set tls: VerifyFull"
 // +kubebuilder:validation:XValidation:rule="self.login.base != self.login.group",fieldPath=".login.group",message="login.group must differ from login.base: the group owns the application's objects and each generation logs in as <base>_g<N>"
+// +kubebuilder:validation:XValidation:rule="!has(self.adopt) || self.adopt.role != self.login.group",fieldPath=".adopt.role",message="spec.postgres.adopt.role is the group, which rekey never drops: name the login role applications use today"
+// +kubebuilder:validation:XValidation:rule="!has(self.adopt) || !self.adopt.role.startsWith(self.login.base + '_g') || !self.adopt.role.substring(size(self.login.base) + 2).matches('^[0-9]+$')",fieldPath=".adopt.role",message="spec.postgres.adopt.role is named like one of this set's own generations (<login.base>_g<N>), which rekey creates and drops by itself: name the role applications log in as today, or give login.base another name"
 type PostgresSpec struct {
 	// Hosts lists host:port of every instance, primary and replicas, in
 	// any order: which one is the primary is read from each server
@@ -55,6 +57,22 @@ type PostgresSpec struct {
 	// Login is the identity that rotates.
 	Login PostgresLogin `json:"login"`
 
+	// Adopt names a login role that exists before rekey manages it (the
+	// one applications log in as today) and makes it generation 1: rekey
+	// distributes it as it is, the first rotation moves consumers to
+	// <login.base>_g2, and the adopted role is dropped when that rotation
+	// completes. Read only while the set provisions
+	// (status.keyGeneration 0).
+	//
+	// rekey adopts the role only if the password in passwordSecretRef logs
+	// in as it: knowing the password is the proof that the set's author
+	// may retire it. Adopting marks the role as this set's (its comment),
+	// makes it a member of login.group acting as it, and hands what it
+	// owns, in every database, to the group, so that the generations that
+	// follow reach the same objects.
+	// +optional
+	Adopt *PostgresAdopt `json:"adopt,omitempty"`
+
 	// Connection, when set, is where applications connect (a Service in
 	// front of the primary, say), and distribution then writes
 	// CloudNativePG's application Secret layout: username, password,
@@ -63,6 +81,17 @@ type PostgresSpec struct {
 	// Zalando operator's Secrets.
 	// +optional
 	Connection *PostgresConnection `json:"connection,omitempty"`
+}
+
+// PostgresAdopt is an existing login role and where its password is.
+type PostgresAdopt struct {
+	// Role is the existing login role's name.
+	// +kubebuilder:validation:Pattern=`^[A-Za-z_][A-Za-z0-9_$]{0,62}$`
+	// +kubebuilder:validation:MaxLength=63
+	Role string `json:"role"`
+	// PasswordSecretRef is a key of a Secret in the CredentialSet's
+	// namespace holding the role's current password.
+	PasswordSecretRef SecretKeyRef `json:"passwordSecretRef"`
 }
 
 // PostgresConnection is the address applications use, as written into

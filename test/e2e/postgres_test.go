@@ -176,6 +176,12 @@ func TestAdmissionPostgres(t *testing.T) {
 		{"unknown tls mode", func(cs *v1.CredentialSet) { cs.Spec.Postgres.TLS = "prefer" }, []string{"spec.postgres.tls", "VerifyFull"}},
 		{"no hosts", func(cs *v1.CredentialSet) { cs.Spec.Postgres.Hosts = nil }, []string{"spec.postgres.hosts"}},
 		{"a host without a port", func(cs *v1.CredentialSet) { cs.Spec.Postgres.Hosts = []string{"db"} }, []string{"spec.postgres.hosts[0]"}},
+		{"adopting the group", func(cs *v1.CredentialSet) {
+			cs.Spec.Postgres.Adopt = &v1.PostgresAdopt{Role: "app_owner", PasswordSecretRef: v1.SecretKeyRef{Name: "legacy", Key: "password"}}
+		}, []string{"spec.postgres.adopt.role", "the group"}},
+		{"adopting a generation", func(cs *v1.CredentialSet) {
+			cs.Spec.Postgres.Adopt = &v1.PostgresAdopt{Role: "app_g4", PasswordSecretRef: v1.SecretKeyRef{Name: "legacy", Key: "password"}}
+		}, []string{"spec.postgres.adopt.role", "<login.base>_g<N>"}},
 		{"connection without a database", func(cs *v1.CredentialSet) {
 			cs.Spec.Postgres.Connection = &v1.PostgresConnection{Host: "app-rw"}
 		}, []string{"spec.postgres.connection.dbname"}},
@@ -199,7 +205,9 @@ func TestAdmissionPostgres(t *testing.T) {
 	cnpg.Spec.Postgres.TLSCASecretRef = &v1.SecretKeyRef{Name: "app-ca", Key: "ca.crt"}
 	plain := pg()
 	plain.Spec.Postgres.TLS = "Disable"
-	for _, cs := range []*v1.CredentialSet{pg(), cnpg, plain} {
+	adopt := pg()
+	adopt.Spec.Postgres.Adopt = &v1.PostgresAdopt{Role: "app_gx", PasswordSecretRef: v1.SecretKeyRef{Name: "legacy", Key: "password"}}
+	for _, cs := range []*v1.CredentialSet{pg(), cnpg, plain, adopt} {
 		if err := k8s.Create(ctxT(t), cs); err != nil {
 			t.Errorf("well-formed spec %+v rejected: %v", cs.Spec.Postgres, err)
 		}
@@ -414,4 +422,57 @@ func pgRoles(t testing.TB, p *testenv.Postgres, prefix string) []string {
 		t.Fatal(err)
 	}
 	return roles
+}
+
+// TestPostgresAdoption: a set adopts the login role applications use
+// today, given its password: generation 1 is that role, unchanged; the
+// first rotation moves to <base>_g2 and its discard drops the adopted role.
+func TestPostgresAdoption(t *testing.T) {
+	p := testenv.PostgresForTest(t)
+	if err := p.Exec(p.Primary, "CREATE ROLE shop_owner NOLOGIN", "CREATE ROLE shop LOGIN PASSWORD 'ShopPassword0123456789'"); err != nil {
+		t.Fatal(err)
+	}
+	startManager(t, cp.Config)
+	ns := newNamespace(t)
+	createSecret(t, ns, "pg-admin", map[string]string{"username": p.AdminUser, "password": p.AdminPassword})
+	createSecret(t, ns, "pg-ca", map[string]string{"ca.crt": string(p.CAPEM)})
+	createSecret(t, ns, "shop-legacy", map[string]string{"password": "ShopPassword0123456789"})
+	cs := &v1.CredentialSet{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "shop"},
+		Spec: v1.CredentialSetSpec{
+			Postgres: &v1.PostgresSpec{
+				Hosts:          []string{p.Primary.Addr(), p.Replica.Addr()},
+				Admin:          v1.PostgresAdmin{SecretRef: v1.LocalSecretRef{Name: "pg-admin"}},
+				TLSCASecretRef: &v1.SecretKeyRef{Name: "pg-ca", Key: "ca.crt"},
+				Login:          v1.PostgresLogin{Base: "shop", Group: "shop_owner"},
+				Adopt:          &v1.PostgresAdopt{Role: "shop", PasswordSecretRef: v1.SecretKeyRef{Name: "shop-legacy", Key: "password"}},
+			},
+			Distribution: []v1.SecretTarget{{Namespace: ns, Name: "shop-db"}},
+			Rotation:     v1.RotationSpec{DiscardPolicy: v1.DiscardManual},
+		},
+	}
+	if err := k8s.Create(ctxT(t), cs); err != nil {
+		t.Fatal(err)
+	}
+	waitPhase(t, ns, "shop", v1.PhaseIdle, 1)
+	if d := secretData(t, ns, "shop-db"); string(d["username"]) != "shop" || string(d["password"]) != "ShopPassword0123456789" {
+		t.Fatalf("generation 1 distributes %q, want the adopted role with its password", d["username"])
+	}
+	rotate(t, ns, "shop", "r1")
+	waitPhase(t, ns, "shop", v1.PhaseDistributed, 1)
+	g2 := secretData(t, ns, "shop-db")
+	if string(g2["username"]) != "shop_g2" {
+		t.Fatalf("after the rotation the Secret names %q, want shop_g2", g2["username"])
+	}
+	discard(t, ns, "shop", "r1")
+	waitPhase(t, ns, "shop", v1.PhaseIdle, 2)
+	if roles := pgRoles(t, p, "shop"); strings.Join(roles, ",") != "shop_g2,shop_owner" {
+		t.Fatalf("after the discard the roles are %v, want shop_g2 and shop_owner", roles)
+	}
+	for _, i := range []*testenv.PostgresInstance{p.Primary, p.Replica} {
+		if err := p.CanLogin(i, "shop_g2", string(g2["password"])); err != nil {
+			t.Fatalf("shop_g2 on the %s: %v", i.Name, err)
+		}
+	}
+	assertNoSecretLeaked(t, ns, "shop", map[string]string{"admin": p.AdminPassword, "adopted": "ShopPassword0123456789", "g2": string(g2["password"])})
 }

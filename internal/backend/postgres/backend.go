@@ -42,6 +42,7 @@ type Backend struct {
 	owner         string
 	base, group   string
 	conn          *connection // nil: the login alone is distributed
+	adopt         string      // spec.postgres.adopt.role: generation 1 is this existing role
 }
 
 var (
@@ -77,6 +78,16 @@ func New(spec *v1.PostgresSpec, owner, adminUser, adminPassword string, caPEM []
 	if err := checkGroup(spec.Login.Group, spec.Login.Base); err != nil {
 		return nil, err
 	}
+	var adopt string
+	if a := spec.Adopt; a != nil {
+		adopt = a.Role
+		if adopt == spec.Login.Group || adopt == adminUser {
+			return nil, fmt.Errorf("postgres.adopt.role %q is the group or the admin, which rekey never drops: name the login role applications use today", adopt)
+		}
+		if _, own := generationOf(spec.Login.Base, adopt); own {
+			return nil, fmt.Errorf("postgres.adopt.role %q is named like one of this set's own generations: name the role applications log in as today", adopt)
+		}
+	}
 	mode := spec.TLS
 	if mode == "" {
 		mode = "VerifyFull"
@@ -96,7 +107,7 @@ func New(spec *v1.PostgresSpec, owner, adminUser, adminPassword string, caPEM []
 		Timeout: DefaultTimeout, ReplayWait: DefaultReplayWait,
 		hosts: spec.Hosts, database: db, adminUser: adminUser, adminPassword: adminPassword,
 		tlsMode: mode, roots: roots, owner: owner, base: spec.Login.Base, group: spec.Login.Group,
-		conn: newConnection(spec.Connection),
+		conn: newConnection(spec.Connection), adopt: adopt,
 	}, nil
 }
 

@@ -267,13 +267,24 @@ func (b *Backend) databases(ctx context.Context, s server) ([]string, error) {
 }
 
 func (b *Backend) disown(ctx context.Context, host, db, name string) error {
+	return b.inDatabase(ctx, host, db, name, "REASSIGN OWNED BY "+ident(name)+" TO "+ident(b.group), "DROP OWNED BY "+ident(name))
+}
+
+// reassign hands what name owns in db to the group.
+func (b *Backend) reassign(ctx context.Context, host, db, name string) error {
+	return b.inDatabase(ctx, host, db, name, "REASSIGN OWNED BY "+ident(name)+" TO "+ident(b.group))
+}
+
+// inDatabase runs statements about role name in database db, in one
+// transaction (REASSIGN OWNED and DROP OWNED act on one database).
+func (b *Backend) inDatabase(ctx context.Context, host, db, name string, stmts ...string) error {
 	c, err := b.connect(ctx, host, b.adminUser, b.adminPassword, db)
 	if err != nil {
 		return b.fail(host, "connect to database "+db+" to hand over what "+name+" owns", err)
 	}
 	defer c.Close(ctx)
 	err = pgx.BeginFunc(ctx, c, func(tx pgx.Tx) error {
-		for _, st := range []string{"REASSIGN OWNED BY " + ident(name) + " TO " + ident(b.group), "DROP OWNED BY " + ident(name)} {
+		for _, st := range stmts {
 			if _, err := tx.Exec(ctx, st); err != nil {
 				return err
 			}

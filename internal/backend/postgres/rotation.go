@@ -28,6 +28,20 @@ func (b *Backend) Provision(ctx context.Context, cur engine.Secrets) (engine.Pro
 	if err := b.requireGroup(ctx, t.primary, reason.ProvisionFailed); err != nil {
 		return engine.Provisioned{}, err
 	}
+	if b.isAdopted(user) {
+		// spec.postgres.adopt: the role exists and applications hold its
+		// password; it becomes generation 1 as it is.
+		if err := b.claimAdopted(ctx, t, user, password); err != nil {
+			return engine.Provisioned{}, err
+		}
+		if err := b.waitReplay(ctx, t); err != nil {
+			return engine.Provisioned{}, err
+		}
+		if err := b.provenEverywhere(ctx, t, user, password, reason.ProvisionFailed, "check pg_hba.conf on that instance"); err != nil {
+			return engine.Provisioned{}, err
+		}
+		return engine.Provisioned{Secrets: engine.Secrets{KeyUsername: user, KeyPassword: password}, Generation: 1, Adopted: true}, nil
+	}
 	if err := b.apply(ctx, t, user, password); err != nil {
 		return engine.Provisioned{}, err
 	}
@@ -51,7 +65,7 @@ func (b *Backend) apply(ctx context.Context, t *topology, user, password string)
 // checkLogin refuses secrets that do not name one of this set's login
 // roles: the admin, the group or anything else is never touched.
 func (b *Backend) checkLogin(user string) error {
-	if _, ok := generationOf(b.base, user); ok && user != b.adminUser {
+	if _, ok := generationOf(b.base, user); (ok || b.isAdopted(user)) && user != b.adminUser {
 		return nil
 	}
 	return &engine.Refusal{Reason: string(reason.KeyMismatch), Message: fmt.Sprintf(
@@ -201,14 +215,23 @@ func (b *Backend) Verify(ctx context.Context, s engine.Secrets) error {
 
 // Deprovision implements engine.Deprovisioner: every login role rekey
 // made for this set goes, once no session uses it.
-func (b *Backend) Deprovision(ctx context.Context, _ engine.Secrets) error {
+func (b *Backend) Deprovision(ctx context.Context, cur engine.Secrets) error {
 	t, err := b.topology(ctx)
 	if err != nil {
 		return err
 	}
 	defer t.close(ctx)
-	return b.removeGenerations(ctx, t, reason.UsersInUse)
+	if err := b.removeGenerations(ctx, t, reason.UsersInUse); err != nil {
+		return err
+	}
+	if user := cur[KeyUsername]; b.isAdopted(user) {
+		return b.release(ctx, t, user)
+	}
+	return nil
 }
+
+// isAdopted: user is the role spec.postgres.adopt names.
+func (b *Backend) isAdopted(user string) bool { return b.adopt != "" && user == b.adopt }
 
 func (b *Backend) sameLoginRefusal(r reason.Reason, user string) error {
 	return &engine.Refusal{Reason: string(r), Message: fmt.Sprintf(

@@ -326,3 +326,99 @@ func roleExists(t *testing.T, p *testenv.Postgres, role string) bool {
 	}
 	return n == 1
 }
+
+// TestAdoption: an existing login role that owns the application's table
+// becomes generation 1 with the password applications hold; the table
+// passes to the group, so the adopted role's sessions and the next
+// generation both reach it; a wrong password adopts nothing; the adopted
+// role is dropped when the first rotation completes.
+func TestAdoption(t *testing.T) {
+	p := testenv.PostgresForTest(t)
+	ctx := ctxT(t)
+	if err := p.Exec(p.Primary, "CREATE ROLE app_owner NOLOGIN", "CREATE ROLE legacy LOGIN PASSWORD 'Legacy0123456789'",
+		"GRANT CREATE ON SCHEMA public TO legacy", "SET ROLE legacy; CREATE TABLE ledger (n int); INSERT INTO ledger VALUES (1)"); err != nil {
+		t.Fatal(err)
+	}
+	assertOwner(t, p, "ledger", "legacy")
+	spec := &v1.PostgresSpec{
+		Hosts: []string{p.Primary.Addr(), p.Replica.Addr()},
+		Login: v1.PostgresLogin{Base: "app", Group: "app_owner"},
+		Adopt: &v1.PostgresAdopt{Role: "legacy"},
+	}
+	b, err := New(spec, testUID, p.AdminUser, p.AdminPassword, p.CAPEM)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := b.ProveAdoption(ctx, "wrong-password-0123"); !isRefusal(err, reason.ProvisionFailed) || !strings.Contains(err.Error(), "does not log in as role legacy") {
+		t.Fatalf("adoption with a wrong password: %v, want a ProvisionFailed refusal", err)
+	}
+	if roleComment(t, p, "legacy") != "" {
+		t.Fatal("a refused adoption changed the role")
+	}
+	if err := b.ProveAdoption(ctx, "Legacy0123456789"); err != nil {
+		t.Fatal(err)
+	}
+	// A session of the application, open before the adoption, keeps
+	// working on its table.
+	live, err := p.Connect(ctx, p.Primary, "legacy", "Legacy0123456789", "postgres")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer live.Close(ctx)
+	g1 := engine.Secrets{KeyUsername: "legacy", KeyPassword: "Legacy0123456789"}
+	got, err := b.Provision(ctx, g1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !got.Adopted || got.Generation != 1 || got.Secrets[KeyUsername] != "legacy" {
+		t.Fatalf("Provision adopted %+v", got)
+	}
+	assertOwner(t, p, "ledger", "app_owner")
+	if _, err := live.Exec(ctx, "INSERT INTO ledger VALUES (2)"); err != nil {
+		t.Fatalf("the adopted role's open session lost its table: %v", err)
+	}
+	if err := p.CanLogin(p.Replica, "legacy", "Legacy0123456789"); err != nil {
+		t.Fatalf("legacy on the replica after adoption: %v", err)
+	}
+
+	if err := b.Precheck(ctx, g1); err != nil {
+		t.Fatal(err)
+	}
+	g2, _ := b.NewSecrets(2)
+	if _, err := b.Apply(ctx, g1, g2, 2); err != nil {
+		t.Fatal(err)
+	}
+	c2, err := p.Connect(ctx, p.Primary, "app_g2", g2[KeyPassword], "postgres")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var n int
+	if err := c2.QueryRow(ctx, "SELECT count(*) FROM ledger").Scan(&n); err != nil || n != 2 {
+		t.Fatalf("app_g2 reads %d rows of the adopted role's table (%v), want 2", n, err)
+	}
+	c2.Close(ctx)
+	live.Close(ctx)
+	waitNoSessions(t, p, "legacy")
+	if err := b.Retire(ctx, g1, g2); err != nil {
+		t.Fatal(err)
+	}
+	if roleExists(t, p, "legacy") {
+		t.Fatal("the adopted role is left after the first rotation completed")
+	}
+	assertOwner(t, p, "ledger", "app_owner")
+}
+
+func roleComment(t *testing.T, p *testenv.Postgres, role string) string {
+	t.Helper()
+	ctx := ctxT(t)
+	c, err := p.Admin(ctx, p.Primary)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close(ctx)
+	var s string
+	if err := c.QueryRow(ctx, "SELECT COALESCE(shobj_description(oid, 'pg_authid'), '') FROM pg_roles WHERE rolname = $1", role).Scan(&s); err != nil {
+		t.Fatal(err)
+	}
+	return s
+}

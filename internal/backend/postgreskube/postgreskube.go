@@ -12,6 +12,7 @@ import (
 	v1 "rekey.io/rekey/api/v1alpha1"
 	"rekey.io/rekey/internal/backend/postgres"
 	"rekey.io/rekey/internal/backend/registry"
+	"rekey.io/rekey/internal/engine"
 )
 
 func init() { registry.Register(Entry) }
@@ -69,5 +70,19 @@ func build(ctx context.Context, cs *v1.CredentialSet, k registry.Kube, o registr
 		return nil, &registry.SpecError{Msg: err.Error()}
 	}
 	b.AddressMap = o.AddressMap
-	return &registry.Plan{Backend: b}, nil
+	p := &registry.Plan{Backend: b}
+	if a := spec.Adopt; a != nil && cs.Status.KeyGeneration == 0 && cs.DeletionTimestamp.IsZero() {
+		// Proven before provisioning records anything: a wrong password
+		// is refused with nothing stored, changed or distributed, and
+		// fixing the Secret is all it takes to go on.
+		pw, err := k.SecretKey(ctx, a.PasswordSecretRef.Name, a.PasswordSecretRef.Key)
+		if err != nil {
+			return nil, err
+		}
+		if err := b.ProveAdoption(ctx, pw); err != nil {
+			return nil, err
+		}
+		p.Adopt = engine.Secrets{postgres.KeyUsername: a.Role, postgres.KeyPassword: pw}
+	}
+	return p, nil
 }

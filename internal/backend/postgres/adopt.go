@@ -1,0 +1,115 @@
+package postgres
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/jackc/pgx/v5"
+
+	"rekey.io/rekey/internal/engine"
+	"rekey.io/rekey/internal/failpoint"
+	"rekey.io/rekey/internal/reason"
+)
+
+// ProveAdoption refuses, before anything is stored or changed, to adopt
+// a role the given password does not log in as: knowing it is the proof
+// that the set's author may retire the role.
+func (b *Backend) ProveAdoption(ctx context.Context, password string) error {
+	if b.adopt == "" {
+		return nil
+	}
+	t, err := b.topology(ctx)
+	if err != nil {
+		return err
+	}
+	defer t.close(ctx)
+	return b.prove(ctx, t, b.adopt, password)
+}
+
+func (b *Backend) prove(ctx context.Context, t *topology, name, password string) error {
+	if name == b.adminUser {
+		return &engine.Refusal{Reason: string(reason.ProvisionFailed), Message: fmt.Sprintf(
+			"spec.postgres.adopt.role %s is the admin rekey acts as, which a rotation would drop: adopt the application's login role instead", name)}
+	}
+	if password == "" {
+		return &engine.Refusal{Reason: string(reason.ProvisionFailed), Message: fmt.Sprintf(
+			"the Secret named in spec.postgres.adopt.passwordSecretRef holds an empty password for role %s, so nothing was adopted or changed: put the password applications log in with under that key", name)}
+	}
+	r, err := b.lookup(ctx, t.primary, name)
+	if err != nil {
+		return err
+	}
+	if !r.exists {
+		return &engine.Refusal{Reason: string(reason.ProvisionFailed), Message: fmt.Sprintf(
+			"role %s named in spec.postgres.adopt.role does not exist on %s, so nothing was adopted or changed: name the role applications log in as today, or remove spec.postgres.adopt to start with a new login %s",
+			name, t.primary.host, loginName(b.base, 1))}
+	}
+	if r.mark != "" && !b.owned(r) {
+		return &engine.Refusal{Reason: string(reason.ProvisionFailed), Message: fmt.Sprintf(
+			"role %s has a comment, where rekey would record that this set owns it; rekey does not overwrite it, so nothing was adopted or changed: remove the comment (COMMENT ON ROLE %s IS NULL) if it is not another CredentialSet's, then rekey goes on",
+			name, ident(name))}
+	}
+	ok, err := b.logsIn(ctx, t.primary.host, name, password)
+	if err != nil {
+		return err
+	}
+	if !ok {
+		return &engine.Refusal{Reason: string(reason.ProvisionFailed), Message: fmt.Sprintf(
+			"the password in the Secret named in spec.postgres.adopt.passwordSecretRef does not log in as role %s on %s, so rekey did not adopt it and changed nothing: put the password applications log in with today under that key (rekey adopts only a role whose password it is given, as proof that the role is yours to retire)",
+			name, t.primary.host)}
+	}
+	return nil
+}
+
+// claimAdopted makes the adopted role this set's generation 1: it keeps
+// its password, is marked as the set's, joins the group and acts as it,
+// and what it owns is handed to the group in every database, so that the
+// next generations reach the same objects. Its live sessions keep their
+// rights through the group.
+func (b *Backend) claimAdopted(ctx context.Context, t *topology, name, password string) error {
+	if err := b.prove(ctx, t, name, password); err != nil {
+		return err
+	}
+	mark, err := literal(ownerMark(b.owner))
+	if err != nil {
+		return err
+	}
+	id := ident(name)
+	err = pgx.BeginFunc(ctx, t.primary.conn, func(tx pgx.Tx) error {
+		for _, st := range []string{"GRANT " + ident(b.group) + " TO " + id,
+			"ALTER ROLE " + id + " SET role = " + quoteSetting(b.group),
+			"COMMENT ON ROLE " + id + " IS " + mark} {
+			if _, err := tx.Exec(ctx, st); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return b.fail(t.primary.host, "adopt role "+name, err)
+	}
+	failpoint.Hit("postgres/adopted-marked")
+	dbs, err := b.databases(ctx, t.primary)
+	if err != nil {
+		return err
+	}
+	for _, db := range dbs {
+		if err := b.reassign(ctx, t.primary.host, db, name); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// release hands an adopted role that is still current back without this
+// set's mark: it existed before rekey, so deleting the set leaves it.
+func (b *Backend) release(ctx context.Context, t *topology, name string) error {
+	r, err := b.lookup(ctx, t.primary, name)
+	if err != nil || !r.exists || !b.owned(r) {
+		return err
+	}
+	if _, err := t.primary.conn.Exec(ctx, "COMMENT ON ROLE "+ident(name)+" IS NULL"); err != nil {
+		return b.fail(t.primary.host, "release role "+name, err)
+	}
+	return nil
+}
