@@ -15,14 +15,15 @@ import (
 
 // Account is one MySQL user on one instance as mysql.user holds it: a
 // primary password and at most one secondary (RETAIN CURRENT PASSWORD).
-// Each behaviour encoded here is proven on a real mysqld:
-//   - a second RETAIN evicts the original (Primary moves to Secondary,
-//     the old Secondary is gone): internal/backend/mysql TestApplyIsIdempotent
-//     and the seed's own statement, DESIGN.md rule 3;
-//   - IDENTIFIED BY without RETAIN keeps the secondary:
-//     internal/backend/mysql TestResetDiscardsSecondary (reset is two
-//     statements because of it);
-//   - DISCARD OLD PASSWORD drops the secondary: test/e2e discard tests.
+// Each behaviour encoded here is proven on a real mysqld by
+// internal/backend/mysql TestPasswordSemanticsOnRealMySQL: a second RETAIN
+// evicts the original; IDENTIFIED BY without RETAIN replaces the primary
+// and keeps the secondary; DISCARD OLD PASSWORD drops the secondary;
+// statements run with sql_log_bin=0 stay on their instance. The backend
+// decisions carried out on them are the MySQL backend's, tested on real
+// servers there (TestRepairPendingOnRealMySQL, TestReinitRepairOnRealMySQL,
+// TestRetireInstanceThatMissedPhase1OnRealMySQL); consumers that keep what
+// they read at start are test/e2e TestPodConsumersSeeLockouts'.
 type Account struct {
 	Exists    bool   `json:"e,omitempty"`
 	Primary   string `json:"p,omitempty"`
