@@ -5,6 +5,7 @@ import (
 	"encoding/base64"
 	"os"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -16,11 +17,46 @@ import (
 
 const testUID = "0b6f5a8e-3d1c-4c2b-9a7e-5f4d3c2b1a09"
 
-func newTestBackend(t *testing.T, p *testenv.Postgres, uid string) *Backend {
+// One primary and replica serve every test of the package (each with
+// roles of its own): starting them is most of a test's time.
+var (
+	shared     *testenv.Postgres
+	sharedErr  error
+	sharedOnce sync.Once
+)
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if shared != nil {
+		shared.Stop()
+	}
+	os.Exit(code)
+}
+
+func cluster(t *testing.T) *testenv.Postgres {
+	t.Helper()
+	e := testenv.Require(t)
+	sharedOnce.Do(func() {
+		shared, sharedErr = e.StartPostgres()
+		if sharedErr == nil {
+			// The group every test's logins join.
+			sharedErr = shared.Exec(shared.Primary, "CREATE ROLE app_owner NOLOGIN", "GRANT CREATE ON SCHEMA public TO app_owner")
+		}
+		if sharedErr == nil {
+			t.Logf("PostgreSQL %s: primary %s, replica %s", shared.Version, shared.Primary.Addr(), shared.Replica.Addr())
+		}
+	})
+	if sharedErr != nil {
+		t.Fatal(sharedErr)
+	}
+	return shared
+}
+
+func newTestBackend(t *testing.T, p *testenv.Postgres, uid, base string) *Backend {
 	t.Helper()
 	spec := &v1.PostgresSpec{
 		Hosts: []string{p.Replica.Addr(), p.Primary.Addr()}, // the primary is found, not assumed
-		Login: v1.PostgresLogin{Base: "app", Group: "app_owner"},
+		Login: v1.PostgresLogin{Base: base, Group: "app_owner"},
 	}
 	b, err := New(spec, uid, p.AdminUser, p.AdminPassword, p.CAPEM)
 	if err != nil {
@@ -40,12 +76,9 @@ func ctxT(t *testing.T) context.Context {
 // verifiers computed here, the old login dropped only once its sessions
 // ended, roles of other owners left alone.
 func TestOverlappingRotation(t *testing.T) {
-	p := testenv.PostgresForTest(t)
+	p := cluster(t)
 	ctx := ctxT(t)
-	if err := p.Exec(p.Primary, "CREATE ROLE app_owner NOLOGIN", "GRANT CREATE ON SCHEMA public TO app_owner"); err != nil {
-		t.Fatal(err)
-	}
-	b := newTestBackend(t, p, testUID)
+	b := newTestBackend(t, p, testUID, "app")
 
 	g1, err := b.NewSecrets(1)
 	if err != nil {
@@ -161,7 +194,7 @@ func TestOverlappingRotation(t *testing.T) {
 		t.Fatalf("Apply over a role made by hand: %v, want NotOwned", err)
 	}
 	// Another set's backend does not see this set's logins as its own.
-	other := newTestBackend(t, p, "11111111-2222-4333-8444-555555555555")
+	other := newTestBackend(t, p, "11111111-2222-4333-8444-555555555555", "app")
 	if _, err := other.Apply(ctx, g2, engine.Secrets{KeyUsername: "app_g2", KeyPassword: g3[KeyPassword]}, 2); err == nil {
 		t.Fatal("another set changed this set's login")
 	}
@@ -183,7 +216,7 @@ func TestOverlappingRotation(t *testing.T) {
 // TestMD5Verifier: with password_encryption md5 the verifier is the one
 // the server computes itself.
 func TestMD5Verifier(t *testing.T) {
-	p := testenv.PostgresForTest(t)
+	p := cluster(t)
 	if err := p.Exec(p.Primary, "SET password_encryption = 'md5'; CREATE ROLE md5_user PASSWORD 'Secret0123'"); err != nil {
 		t.Fatal(err)
 	}
@@ -264,12 +297,9 @@ func waitNoSessions(t *testing.T, p *testenv.Postgres, role string) {
 // phase goes on once it has; an abort (Reset) drops the new login and
 // keeps the current one working everywhere.
 func TestReplicaGate(t *testing.T) {
-	p := testenv.PostgresForTest(t)
+	p := cluster(t)
 	ctx := ctxT(t)
-	if err := p.Exec(p.Primary, "CREATE ROLE app_owner NOLOGIN"); err != nil {
-		t.Fatal(err)
-	}
-	b := newTestBackend(t, p, testUID)
+	b := newTestBackend(t, p, testUID, "gate")
 	g1, _ := b.NewSecrets(1)
 	if _, err := b.Provision(ctx, g1); err != nil {
 		t.Fatal(err)
@@ -285,8 +315,8 @@ func TestReplicaGate(t *testing.T) {
 	if !ok || u.Instance != p.Replica.Addr() || !strings.Contains(err.Error(), "replayed") {
 		t.Fatalf("Apply while the replica does not replay: %v, want the replica named as not having replayed", err)
 	}
-	if err := p.CanLogin(p.Replica, "app_g2", g2[KeyPassword]); err == nil {
-		t.Fatal("the paused replica already knows app_g2: the check above proved nothing")
+	if err := p.CanLogin(p.Replica, "gate_g2", g2[KeyPassword]); err == nil {
+		t.Fatal("the paused replica already knows gate_g2: the check above proved nothing")
 	}
 	if err := p.Exec(p.Replica, "SELECT pg_wal_replay_resume()"); err != nil {
 		t.Fatal(err)
@@ -295,20 +325,20 @@ func TestReplicaGate(t *testing.T) {
 	if _, err := b.Apply(ctx, g1, g2, 2); err != nil {
 		t.Fatal(err)
 	}
-	if err := p.CanLogin(p.Replica, "app_g2", g2[KeyPassword]); err != nil {
-		t.Fatalf("app_g2 on the replica once it replayed: %v", err)
+	if err := p.CanLogin(p.Replica, "gate_g2", g2[KeyPassword]); err != nil {
+		t.Fatalf("gate_g2 on the replica once it replayed: %v", err)
 	}
 
 	if err := b.Reset(ctx, g1); err != nil {
 		t.Fatal(err)
 	}
 	for _, i := range []*testenv.PostgresInstance{p.Primary, p.Replica} {
-		if err := p.CanLogin(i, "app_g1", g1[KeyPassword]); err != nil {
-			t.Fatalf("app_g1 on %s after Reset: %v", i.Name, err)
+		if err := p.CanLogin(i, "gate_g1", g1[KeyPassword]); err != nil {
+			t.Fatalf("gate_g1 on %s after Reset: %v", i.Name, err)
 		}
 	}
-	if roleExists(t, p, "app_g2") {
-		t.Fatal("app_g2 is left after Reset")
+	if roleExists(t, p, "gate_g2") {
+		t.Fatal("gate_g2 is left after Reset")
 	}
 }
 
@@ -333,16 +363,16 @@ func roleExists(t *testing.T, p *testenv.Postgres, role string) bool {
 // generation both reach it; a wrong password adopts nothing; the adopted
 // role is dropped when the first rotation completes.
 func TestAdoption(t *testing.T) {
-	p := testenv.PostgresForTest(t)
+	p := cluster(t)
 	ctx := ctxT(t)
-	if err := p.Exec(p.Primary, "CREATE ROLE app_owner NOLOGIN", "CREATE ROLE legacy LOGIN PASSWORD 'Legacy0123456789'",
+	if err := p.Exec(p.Primary, "CREATE ROLE legacy LOGIN PASSWORD 'Legacy0123456789'",
 		"GRANT CREATE ON SCHEMA public TO legacy", "SET ROLE legacy; CREATE TABLE ledger (n int); INSERT INTO ledger VALUES (1)"); err != nil {
 		t.Fatal(err)
 	}
 	assertOwner(t, p, "ledger", "legacy")
 	spec := &v1.PostgresSpec{
 		Hosts: []string{p.Primary.Addr(), p.Replica.Addr()},
-		Login: v1.PostgresLogin{Base: "app", Group: "app_owner"},
+		Login: v1.PostgresLogin{Base: "shop", Group: "app_owner"},
 		Adopt: &v1.PostgresAdopt{Role: "legacy"},
 	}
 	b, err := New(spec, testUID, p.AdminUser, p.AdminPassword, p.CAPEM)
@@ -388,13 +418,13 @@ func TestAdoption(t *testing.T) {
 	if _, err := b.Apply(ctx, g1, g2, 2); err != nil {
 		t.Fatal(err)
 	}
-	c2, err := p.Connect(ctx, p.Primary, "app_g2", g2[KeyPassword], "postgres")
+	c2, err := p.Connect(ctx, p.Primary, "shop_g2", g2[KeyPassword], "postgres")
 	if err != nil {
 		t.Fatal(err)
 	}
 	var n int
 	if err := c2.QueryRow(ctx, "SELECT count(*) FROM ledger").Scan(&n); err != nil || n != 2 {
-		t.Fatalf("app_g2 reads %d rows of the adopted role's table (%v), want 2", n, err)
+		t.Fatalf("shop_g2 reads %d rows of the adopted role's table (%v), want 2", n, err)
 	}
 	c2.Close(ctx)
 	live.Close(ctx)
