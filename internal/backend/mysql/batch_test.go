@@ -206,7 +206,8 @@ func TestOneRequestPerInstancePerPhaseOnRealMySQL(t *testing.T) {
 // RETAIN (here: an empty password cannot be retained), the one statement
 // for all users changes nothing; each user is then altered alone, so the
 // others get their new password, the error names the user that failed and
-// MySQL's reason, and holds no password. A re-run once it is fixed retains
+// MySQL's reason (its error number, in rekey's words), and holds no
+// password. A re-run once it is fixed retains
 // only that user: the others keep their old password (never a second
 // RETAIN).
 func TestFailingUserReportedByNameOnRealMySQL(t *testing.T) {
@@ -225,7 +226,7 @@ func TestFailingUserReportedByNameOnRealMySQL(t *testing.T) {
 	}
 	msg := err.Error()
 	t.Logf("Apply: %v", err)
-	if !strings.Contains(msg, "'"+bad+"'@'%'") || !strings.Contains(msg, where.Name) || !strings.Contains(msg, "Empty password can not be retained") {
+	if !strings.Contains(msg, "'"+bad+"'@'%'") || !strings.Contains(msg, where.Name) || !strings.Contains(msg, "MySQL error 3878 (an empty password cannot be retained") {
 		t.Fatalf("the error does not say which user failed where, and why: %v", err)
 	}
 	for _, s := range []engine.Secrets{cur, pending} {

@@ -79,6 +79,7 @@ var mysqlErrors = map[uint16]mysqlError{
 	1820: {failAuth, "the account's password has expired and must be reset"},
 	1862: {failAuth, "the account's password has expired"},
 	3118: {failLocked, "the account is locked (ACCOUNT LOCK)"},
+	3878: {failOther, "an empty password cannot be retained: give the account a password first"},
 	3159: {failTLS, "the server accepts only TLS connections (require_secure_transport)"},
 	3955: {failLocked, "the account is locked after too many failed logins (FAILED_LOGIN_ATTEMPTS, PASSWORD_LOCK_TIME)"},
 	4031: {failUnreachable, "the server closed the idle connection"},
@@ -195,6 +196,9 @@ func scrubbed(err error) (string, bool) {
 	msg := err.Error()
 	changed := false
 	for e := err; e != nil; e = errors.Unwrap(e) {
+		if _, done := e.(*redactedError); done {
+			break // scrubbed already: its text is rekey's words
+		}
 		if !foreign(e) {
 			continue
 		}
@@ -218,6 +222,9 @@ func scrubbed(err error) (string, bool) {
 
 func hasForeign(err error) bool {
 	for e := err; e != nil; e = errors.Unwrap(e) {
+		if _, done := e.(*redactedError); done {
+			return false
+		}
 		if foreign(e) {
 			return true
 		}
