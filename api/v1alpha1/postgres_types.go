@@ -57,6 +57,14 @@ type PostgresSpec struct {
 	// Login is the identity that rotates.
 	Login PostgresLogin `json:"login"`
 
+	// TerminateSessions: when the old login role is retired, end the
+	// sessions still logged in as it (pg_terminate_backend) instead of
+	// waiting for them. Off by default: such a session belongs to a client
+	// that is not among the set's consumers, and rekey reports it (a
+	// DiscardRefused Warning naming each session) rather than cut it off.
+	// +optional
+	TerminateSessions bool `json:"terminateSessions,omitempty"`
+
 	// Adopt names a login role that exists before rekey manages it (the
 	// one applications log in as today) and makes it generation 1: rekey
 	// distributes it as it is, the first rotation moves consumers to

@@ -43,6 +43,7 @@ type Backend struct {
 	base, group   string
 	conn          *connection // nil: the login alone is distributed
 	adopt         string      // spec.postgres.adopt.role: generation 1 is this existing role
+	terminate     bool        // spec.postgres.terminateSessions
 }
 
 var (
@@ -107,7 +108,7 @@ func New(spec *v1.PostgresSpec, owner, adminUser, adminPassword string, caPEM []
 		Timeout: DefaultTimeout, ReplayWait: DefaultReplayWait,
 		hosts: spec.Hosts, database: db, adminUser: adminUser, adminPassword: adminPassword,
 		tlsMode: mode, roots: roots, owner: owner, base: spec.Login.Base, group: spec.Login.Group,
-		conn: newConnection(spec.Connection), adopt: adopt,
+		conn: newConnection(spec.Connection), adopt: adopt, terminate: spec.TerminateSessions,
 	}, nil
 }
 

@@ -214,6 +214,11 @@ func printable(s string) string {
 // are per database); objects that still depend on it make a refusal that
 // names them.
 func (b *Backend) dropLogin(ctx context.Context, t *topology, name string, why reason.Reason) error {
+	if b.terminate {
+		if err := b.endSessions(ctx, t, name); err != nil {
+			return err
+		}
+	}
 	live, err := b.sessions(ctx, t, name)
 	if err != nil {
 		return err
@@ -243,6 +248,36 @@ func (b *Backend) dropLogin(ctx context.Context, t *topology, name string, why r
 	}
 	failpoint.Hit("postgres/login-dropped")
 	return nil
+}
+
+// endSessions (spec.postgres.terminateSessions) stops name from logging in
+// again, then ends its sessions on every instance: without the first step a
+// client could reconnect between the two.
+func (b *Backend) endSessions(ctx context.Context, t *topology, name string) error {
+	if _, err := t.primary.conn.Exec(ctx, "ALTER ROLE "+ident(name)+" NOLOGIN"); err != nil {
+		return b.fail(t.primary.host, "stop "+name+" from logging in", err)
+	}
+	if err := b.waitReplay(ctx, t); err != nil {
+		return err
+	}
+	for _, s := range t.all() {
+		if _, err := s.conn.Exec(ctx, "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE usename = $1", name); err != nil {
+			return b.fail(s.host, "end the sessions of "+name, err)
+		}
+	}
+	// pg_terminate_backend only signals: wait until the sessions are gone.
+	deadline := time.Now().Add(b.timeout())
+	for {
+		live, err := b.sessions(ctx, t, name)
+		if err != nil || len(live) == 0 || time.Now().After(deadline) {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
 }
 
 func printableDetail(s string) string {

@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	v1 "rekey.io/rekey/api/v1alpha1"
 	"rekey.io/rekey/internal/engine"
 	"rekey.io/rekey/internal/reason"
@@ -451,4 +453,46 @@ func roleComment(t *testing.T, p *testenv.Postgres, role string) string {
 		t.Fatal(err)
 	}
 	return s
+}
+
+// TestTerminateSessions: with terminateSessions the old login's sessions,
+// on the primary and the replica, are ended instead of waited for, and the
+// role is dropped.
+func TestTerminateSessions(t *testing.T) {
+	p := cluster(t)
+	ctx := ctxT(t)
+	spec := &v1.PostgresSpec{Hosts: []string{p.Primary.Addr(), p.Replica.Addr()},
+		Login: v1.PostgresLogin{Base: "term", Group: "app_owner"}, TerminateSessions: true}
+	b, err := New(spec, testUID, p.AdminUser, p.AdminPassword, p.CAPEM)
+	if err != nil {
+		t.Fatal(err)
+	}
+	g1, _ := b.NewSecrets(1)
+	if _, err := b.Provision(ctx, g1); err != nil {
+		t.Fatal(err)
+	}
+	g2, _ := b.NewSecrets(2)
+	if _, err := b.Apply(ctx, g1, g2, 2); err != nil {
+		t.Fatal(err)
+	}
+	var open []*pgx.Conn
+	for _, i := range []*testenv.PostgresInstance{p.Primary, p.Replica} {
+		c, err := p.Connect(ctx, i, "term_g1", g1[KeyPassword], "postgres")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close(ctx)
+		open = append(open, c)
+	}
+	if err := b.Retire(ctx, g1, g2); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range open {
+		if _, err := c.Exec(ctx, "SELECT 1"); err == nil {
+			t.Fatal("a session of the retired login still runs")
+		}
+	}
+	if roleExists(t, p, "term_g1") {
+		t.Fatal("term_g1 is left")
+	}
 }
