@@ -3,6 +3,7 @@ package postgres
 import (
 	"context"
 	"encoding/base64"
+	"fmt"
 	"os"
 	"strings"
 	"sync"
@@ -494,5 +495,51 @@ func TestTerminateSessions(t *testing.T) {
 	}
 	if roleExists(t, p, "term_g1") {
 		t.Fatal("term_g1 is left")
+	}
+}
+
+// TestTopologyRefusals: an instance that does not answer stops the phase
+// naming it, a list with two primaries (or none) is refused, and in each
+// case nothing is created.
+func TestTopologyRefusals(t *testing.T) {
+	p := cluster(t)
+	ctx := ctxT(t)
+	closed, err := testenv.FreePort()
+	if err != nil {
+		t.Fatal(err)
+	}
+	down := fmt.Sprintf("127.0.0.1:%d", closed)
+	localhost := fmt.Sprintf("localhost:%d", p.Primary.Port) // the primary again, by another name
+	replica := p.Replica.Addr()
+	for _, c := range []struct {
+		name  string
+		hosts []string
+		check func(error) bool
+	}{
+		{"an instance down", []string{p.Primary.Addr(), down}, func(err error) bool {
+			u, ok := engine.AsUnreachable(err)
+			return ok && u.Instance == down
+		}},
+		{"two primaries", []string{p.Primary.Addr(), localhost}, func(err error) bool {
+			return isRefusal(err, reason.ClusterUnhealthy) && strings.Contains(err.Error(), "primaries")
+		}},
+		{"no primary", []string{replica}, func(err error) bool {
+			return isRefusal(err, reason.ClusterUnhealthy) && strings.Contains(err.Error(), "none of")
+		}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			b, err := New(&v1.PostgresSpec{Hosts: c.hosts, Login: v1.PostgresLogin{Base: "topo", Group: "app_owner"}},
+				testUID, p.AdminUser, p.AdminPassword, p.CAPEM)
+			if err != nil {
+				t.Fatal(err)
+			}
+			g1, _ := b.NewSecrets(1)
+			if _, err := b.Provision(ctx, g1); !c.check(err) {
+				t.Fatalf("Provision: %v", err)
+			}
+			if roleExists(t, p, "topo_g1") {
+				t.Fatal("a refused Provision created topo_g1")
+			}
+		})
 	}
 }
