@@ -86,3 +86,11 @@ func TestPathDiscardPastUnrepaired(t *testing.T) {
 	explorePath(t, Options{Instances: []string{"i0", "i1"}, HandChanges: true, Crashes: true,
 		Only: []string{"user: rotate r1", "user: discard (active", "consumer", "DBA sets APP on i0"}}, 7)
 }
+
+// A recover request made after a discard began (a crash right after it
+// was recorded) is refused, and the refusal says to remove it: once
+// removed, the rotation completes.
+func TestPathRecoverWhileCommitted(t *testing.T) {
+	explorePath(t, Options{Instances: []string{"i0", "i1"}, Crashes: true,
+		Only: []string{"user: rotate r1", "user: discard (active", "user: recover c1", "consumer"}}, 7)
+}

@@ -227,6 +227,9 @@ func drainStep(c *World, recovers *int) string {
 	}
 	st := c.Set.Status
 	switch {
+	case saysRemoveRecover(c) && c.Set.Annotations[engine.RecoverAnnotation] != "":
+		delete(c.Set.Annotations, engine.RecoverAnnotation)
+		return "user: removes the recover request, as the refusal says"
 	case warned(c, recoverCmd) && *recovers < 2:
 		*recovers++
 		id := fmt.Sprintf("drain%d", *recovers)
@@ -266,6 +269,17 @@ func staleRestore(w *World) bool {
 			if !a.Accepts(string(w.Source.Data[k])) && !a.Accepts(string(w.Source.Data[engine.PendingKey(k)])) && slices.ContainsFunc(w.Lost, a.Accepts) {
 				return true
 			}
+		}
+	}
+	return false
+}
+
+// saysRemoveRecover: a refusal asks to remove the recover request (a
+// rotation that can only complete).
+func saysRemoveRecover(w *World) bool {
+	for _, m := range w.Warnings {
+		if strings.Contains(m, "remove the recover request") {
+			return true
 		}
 	}
 	return false
