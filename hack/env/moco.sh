@@ -1,24 +1,34 @@
 #!/usr/bin/env bash
-# Takes MOCO's CustomResourceDefinitions (pinned MOCO_VERSION) from its Go
-# module, as the Go module proxy serves it, into the cache: the MOCO
-# end-to-end test installs MOCO's real MySQLCluster CRD in its API server.
-# Only the CRD manifests are kept; no MOCO code is built or run.
+# MOCO (pinned MOCO_VERSION) for the MOCO end-to-end tests, into the cache:
+# its CustomResourceDefinitions and webhook configuration, taken from its Go
+# module as the Go module proxy serves it, and moco-harness, built from
+# hack/tools/moco (a module of its own), which runs MOCO's MySQLCluster
+# reconciler, partition controller and admission webhooks from that module.
 source "$(dirname "$0")/lib.sh"
 
-if [[ -f $MOCO_DIR/crd/moco.cybozu.com_mysqlclusters.yaml ]]; then
-  log "MOCO $MOCO_VERSION CRDs present"
+if [[ -f $MOCO_DIR/crd/moco.cybozu.com_mysqlclusters.yaml && -f $MOCO_DIR/webhook/manifests.yaml && -x $MOCO_DIR/bin/moco-harness ]]; then
+  log "MOCO $MOCO_VERSION CRDs and moco-harness present"
   exit 0
+fi
+harness=$REPO_ROOT/hack/tools/moco
+if ! grep -q "github.com/cybozu-go/moco $MOCO_VERSION\$" "$harness/go.mod"; then
+  log "hack/tools/moco/go.mod does not require MOCO $MOCO_VERSION (versions.env): update it (go get github.com/cybozu-go/moco@$MOCO_VERSION there)"
+  exit 1
 fi
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 # Outside any module, so that nothing is added to a go.mod.
 dir=$(cd "$work" && GOFLAGS=-mod=mod go mod download -json "github.com/cybozu-go/moco@$MOCO_VERSION" |
   sed -n 's/^[[:space:]]*"Dir": "\(.*\)",$/\1/p')
-if [[ -z $dir || ! -f $dir/config/crd/bases/moco.cybozu.com_mysqlclusters.yaml ]]; then
-  log "MOCO $MOCO_VERSION: no CRDs in the downloaded module ($dir)"
+if [[ -z $dir || ! -f $dir/config/crd/bases/moco.cybozu.com_mysqlclusters.yaml || ! -f $dir/config/webhook/manifests.yaml ]]; then
+  log "MOCO $MOCO_VERSION: no CRDs or webhook configuration in the downloaded module ($dir)"
   exit 1
 fi
-mkdir -p "$MOCO_DIR.tmp/crd"
+rm -rf "$MOCO_DIR.tmp"
+mkdir -p "$MOCO_DIR.tmp/crd" "$MOCO_DIR.tmp/webhook" "$MOCO_DIR.tmp/bin"
 cp "$dir"/config/crd/bases/*.yaml "$MOCO_DIR.tmp/crd/"
+cp "$dir"/config/webhook/manifests.yaml "$MOCO_DIR.tmp/webhook/"
+log "building moco-harness with MOCO $MOCO_VERSION (a few minutes the first time)"
+(cd "$harness" && go build -o "$MOCO_DIR.tmp/bin/moco-harness" .)
 rm -rf "$MOCO_DIR" && mv "$MOCO_DIR.tmp" "$MOCO_DIR"
-log "MOCO $MOCO_VERSION CRDs installed in $MOCO_DIR/crd"
+log "MOCO $MOCO_VERSION CRDs, webhook configuration and moco-harness in $MOCO_DIR"

@@ -74,16 +74,17 @@ func rolloutOf(obj client.Object) engine.RolloutState {
 // MOCO lowers on purpose, one pod at a time while its MySQLCluster is
 // Healthy, is judged by pacedRollout: its partition is MOCO's health
 // gate at work, not a stall. Only such a rollout costs a read of the
-// MySQLCluster.
-func (r *Reconciler) rollout(ctx context.Context, cs *v1.CredentialSet, obj client.Object) engine.RolloutState {
-	ro := rolloutOf(obj)
+// MySQLCluster. recheck > 0: the judgement turns by time alone after
+// that long, with nothing watched changing.
+func (r *Reconciler) rollout(ctx context.Context, cs *v1.CredentialSet, obj client.Object) (ro engine.RolloutState, recheck time.Duration) {
+	ro = rolloutOf(obj)
 	sts, ok := obj.(*appsv1.StatefulSet)
 	if !ok || ro.Done {
-		return ro
+		return ro, 0
 	}
 	cluster := moco.PacedBy(sts)
 	if cluster == "" || partitionOf(sts) == 0 {
-		return ro
+		return ro, 0
 	}
 	return pacedRollout(sts, ro, cluster, r.mocoHealth(ctx, sts.Namespace, cluster), r.now(), r.stuckAfter(cs))
 }
@@ -133,26 +134,30 @@ func partitionOf(sts *appsv1.StatefulSet) int32 {
 // never advises lowering the partition: that would restart pods past
 // MOCO's health gate. A cluster unhealthy for longer than stuckAfter (0:
 // never) holds the rollout for good until a person heals it: that is
-// reported as stuck, with advice that keeps the gate.
-func pacedRollout(sts *appsv1.StatefulSet, ro engine.RolloutState, cluster string, h ownerHealth, now time.Time, stuckAfter time.Duration) engine.RolloutState {
+// reported as stuck, with advice that keeps the gate; recheck is how long
+// until a held rollout counts as stuck.
+func pacedRollout(sts *appsv1.StatefulSet, ro engine.RolloutState, cluster string, h ownerHealth, now time.Time, stuckAfter time.Duration) (_ engine.RolloutState, recheck time.Duration) {
 	p := partitionOf(sts)
 	if ro.Done || p == 0 {
-		return ro
+		return ro, 0
 	}
 	want := ptr.Deref(sts.Spec.Replicas, 1)
 	progress := fmt.Sprintf("%d of %d pods restarted, paced by MOCO (partition %d): MOCO's partition controller restarts one pod at a time while MySQLCluster %s/%s is Healthy",
 		sts.Status.UpdatedReplicas, want, p, sts.Namespace, cluster)
 	if !h.known || h.healthy {
-		return engine.RolloutState{Message: progress + "; rekey waits for it"}
+		return engine.RolloutState{Message: progress + "; rekey waits for it"}, 0
 	}
 	held := fmt.Sprintf("%s; MOCO holds it while the cluster is Healthy=False (reason %s) since %s",
 		progress, h.reason, h.since.UTC().Format(time.RFC3339))
-	if stuckAfter <= 0 || now.Sub(h.since) < stuckAfter {
-		return engine.RolloutState{Message: held + ", and resumes by itself once it is Healthy again"}
+	if stuckAfter <= 0 {
+		return engine.RolloutState{Message: held + ", and resumes by itself once it is Healthy again"}, 0
+	}
+	if left := h.since.Add(stuckAfter).Sub(now); left > 0 {
+		return engine.RolloutState{Message: held + ", and resumes by itself once it is Healthy again"}, left
 	}
 	return engine.RolloutState{Stuck: true, Message: fmt.Sprintf(
 		"%s, longer than rotation.stuckAfter %s: find why MOCO reports the cluster unhealthy (kubectl moco status, the MySQLCluster's conditions, the pods that are not ready) and repair it; MOCO then resumes the rollout and rekey finishes by itself. Do not lower the partition by hand: that restarts pods past MOCO's health gate",
-		held, stuckAfter)}
+		held, stuckAfter)}, 0
 }
 
 // syncConsumers puts the restart annotation value on every consumer's pod
@@ -183,7 +188,8 @@ func (r *Reconciler) syncConsumers(ctx context.Context, t *turn) (bool, error) {
 			r.event(cs, "Normal", "ConsumerRestarted", "Restart", "restarting %s %s/%s to pick up the new credentials", c.Kind, ns, c.Name)
 			st.Message = "restart requested"
 		default:
-			ro := r.rollout(ctx, cs, obj)
+			ro, recheck := r.rollout(ctx, cs, obj)
+			t.obs.recheckWithin(recheck)
 			st.RolledOut, st.Message, st.Stuck = ro.Done, ro.Message, ro.Stuck
 		}
 		r.stamp(cs, known.Consumers, &st, hash)

@@ -42,6 +42,7 @@ func TestPacedRollout(t *testing.T) {
 		stuckAfter time.Duration
 		stuck      bool
 		done       bool
+		recheck    time.Duration
 		says       []string
 	}{
 		{name: "healthy, MOCO lowering the partition: progress, no stall", sts: midway, h: healthy, stuckAfter: 10 * time.Minute,
@@ -50,8 +51,9 @@ func TestPacedRollout(t *testing.T) {
 			says: []string{"0 of 3 pods restarted, paced by MOCO (partition 3)"}},
 		{name: "cluster not readable: waits, cannot judge a stall", sts: midway, h: ownerHealth{}, stuckAfter: time.Minute,
 			says: []string{"paced by MOCO"}},
-		{name: "unhealthy for less than stuckAfter: MOCO holds, rekey waits", sts: midway, h: sick(5 * time.Minute), stuckAfter: 10 * time.Minute,
-			says: []string{"Healthy=False (reason Degraded) since 2026-05-01T11:55:00Z", "resumes by itself"}},
+		{name: "unhealthy for less than stuckAfter: MOCO holds, rekey waits and looks again when it would be stuck", sts: midway, h: sick(5 * time.Minute), stuckAfter: 10 * time.Minute,
+			recheck: 5 * time.Minute,
+			says:    []string{"Healthy=False (reason Degraded) since 2026-05-01T11:55:00Z", "resumes by itself"}},
 		{name: "unhealthy longer than stuckAfter: a stall, advice keeps MOCO's gate", sts: midway, h: sick(11 * time.Minute), stuckAfter: 10 * time.Minute,
 			stuck: true, says: []string{"longer than rotation.stuckAfter 10m0s", "kubectl moco status", "Do not lower the partition by hand"}},
 		{name: "unhealthy exactly stuckAfter", sts: midway, h: sick(10 * time.Minute), stuckAfter: 10 * time.Minute, stuck: true},
@@ -62,9 +64,9 @@ func TestPacedRollout(t *testing.T) {
 		{name: "rolled out", sts: done, h: sick(time.Hour), stuckAfter: time.Minute, done: true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			got := pacedRollout(tc.sts, engine.StatefulSetRollout(tc.sts), "db", tc.h, now, tc.stuckAfter)
-			if got.Stuck != tc.stuck || got.Done != tc.done {
-				t.Fatalf("stuck %v done %v, want stuck %v done %v: %s", got.Stuck, got.Done, tc.stuck, tc.done, got.Message)
+			got, recheck := pacedRollout(tc.sts, engine.StatefulSetRollout(tc.sts), "db", tc.h, now, tc.stuckAfter)
+			if got.Stuck != tc.stuck || got.Done != tc.done || recheck != tc.recheck {
+				t.Fatalf("stuck %v done %v recheck %s, want stuck %v done %v recheck %s: %s", got.Stuck, got.Done, recheck, tc.stuck, tc.done, tc.recheck, got.Message)
 			}
 			for _, s := range tc.says {
 				if !strings.Contains(got.Message, s) {

@@ -2,6 +2,7 @@ package controller
 
 import (
 	"context"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -31,6 +32,18 @@ type observation struct {
 
 	nextRotationAt *metav1.Time
 	policySeen     bool
+
+	// recheck: a judgement made now changes by time alone after this
+	// long (a rollout held by its owner becomes stuck at stuckAfter),
+	// when nothing watched would wake the set; 0: none.
+	recheck time.Duration
+}
+
+// recheckWithin notes that the set must be looked at again within d.
+func (o *observation) recheckWithin(d time.Duration) {
+	if d > 0 && (o.recheck == 0 || d < o.recheck) {
+		o.recheck = d
+	}
 }
 
 // onto is st as this reconcile knows it: st with what was measured laid

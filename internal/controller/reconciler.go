@@ -247,6 +247,9 @@ func (r *Reconciler) report(ctx context.Context, cs *v1.CredentialSet, obs *obse
 		// Wake up when the rotation would count as stuck.
 		res = requeueWithin(res, stuck.left)
 	}
+	if obs != nil && obs.recheck > 0 {
+		res = requeueWithin(res, obs.recheck)
+	}
 	if err == nil && res.RequeueAfter == 0 && r.ResyncPeriod > 0 {
 		res.RequeueAfter = r.ResyncPeriod
 	}
