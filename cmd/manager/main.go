@@ -22,6 +22,7 @@ import (
 	v1 "rekey.io/rekey/api/v1alpha1"
 	"rekey.io/rekey/internal/backend/registry"
 	"rekey.io/rekey/internal/controller"
+	"rekey.io/rekey/internal/metrics"
 )
 
 func main() {
@@ -42,6 +43,7 @@ func run() error {
 		leaderElect                       bool
 		concurrency                       int
 		workers                           int
+		metricsMaxSets, metricsMaxPerNS   int
 		resync                            time.Duration
 		grace                             time.Duration
 		stuckAfter                        time.Duration
@@ -60,6 +62,8 @@ func run() error {
 	flag.DurationVar(&stuckAfter, "rotation-stuck-after", time.Hour, "how long a rotation may stay active before the RotationStuck condition, a Warning Event and rekey_rotation_stuck say so, when the set gives no rotation.stuckAfter (0: off)")
 	flag.StringVar(&cephWorkDir, "ceph-work-dir", os.TempDir(), "where ceph commands' config and keyring files are written (mode 0600, removed after each command)")
 	flag.StringVar(&mocoNamespace, "moco-namespace", "", "MOCO's namespace (moco-system in MOCO's own manifests), where MOCO keeps each MySQLCluster's controller Secret; rekey writes them for sets with mysql.moco, and needs Secrets there in its RBAC. Empty: no MOCO cluster is served")
+	flag.IntVar(&metricsMaxSets, "metrics-max-sets", metrics.DefaultMaxSets, "CredentialSets that get metric series of their own (about twenty each); further ones are counted in rekey_credentialsets_unlisted and their counters summed under namespace and name \"_unlisted\" (0: no bound)")
+	flag.IntVar(&metricsMaxPerNS, "metrics-max-sets-per-namespace", metrics.DefaultMaxSetsPerNamespace, "of those, at most this many per namespace, so one namespace cannot take every place (0: no bound)")
 	flag.StringVar(&cephCLI, "ceph-cli", "ceph", "the ceph CLI the Ceph backend runs (a path, or a name looked up in PATH); a CredentialSet never names a program")
 	opts := zap.Options{}
 	opts.BindFlags(flag.CommandLine)
@@ -68,6 +72,7 @@ func run() error {
 		return fmt.Errorf("--max-concurrent-reconciles=%d: want 1 or more", workers)
 	}
 	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&opts)))
+	metrics.SetLimits(metricsMaxSets, metricsMaxPerNS)
 
 	scheme := runtime.NewScheme()
 	if err := clientgoscheme.AddToScheme(scheme); err != nil {

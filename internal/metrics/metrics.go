@@ -68,7 +68,7 @@ var (
 
 func init() {
 	crmetrics.Registry.MustRegister(phase, rotations, refusals, phaseDuration, lastSuccess, generation, age,
-		consumers, groupMembers, retirements, stuck, failures)
+		consumers, groupMembers, retirements, stuck, failures, unlisted, unlistedStuck)
 }
 
 // Results of a rotation, the values of rekey_rotations_total's result label.
@@ -86,6 +86,9 @@ var results = []string{ResultCompleted, ResultAborted, ResultFailed}
 // first reconcile of the set: a staleness alert neither fires nor goes
 // absent because the manager restarted.
 func Observe(namespace, name string, st *v1.CredentialSetStatus) {
+	if !sets.list(namespace, name) {
+		return
+	}
 	for _, p := range phases {
 		v := 0.0
 		if p == string(st.Phase) || (st.Phase == "" && p == "Pending") {
@@ -122,6 +125,9 @@ func LastSuccess(st *v1.CredentialSetStatus) (time.Time, bool) {
 
 // Coverage records which consumers moved, and each group's members.
 func Coverage(namespace, name string, cs []v1.ConsumerStatus, groups []v1.ConsumerGroup) {
+	if !sets.list(namespace, name) {
+		return
+	}
 	moved := 0
 	for _, c := range cs {
 		if c.RolledOut {
@@ -145,6 +151,10 @@ func Coverage(namespace, name string, cs []v1.ConsumerStatus, groups []v1.Consum
 
 // Stuck records whether the set's rotation is stuck.
 func Stuck(namespace, name string, isStuck bool) {
+	if !sets.list(namespace, name) {
+		sets.setStuck(namespace, name, isStuck)
+		return
+	}
 	v := 0.0
 	if isStuck {
 		v = 1
@@ -154,14 +164,30 @@ func Stuck(namespace, name string, isStuck bool) {
 
 // Failures records how many reconciles of the set in a row failed.
 func Failures(namespace, name string, n int) {
+	if !sets.list(namespace, name) {
+		return
+	}
 	failures.WithLabelValues(namespace, name).Set(float64(n))
 }
 
 // Retired counts old credentials retired.
-func Retired(namespace, name string) { retirements.WithLabelValues(namespace, name).Inc() }
+func Retired(namespace, name string) {
+	namespace, name = counted(namespace, name)
+	retirements.WithLabelValues(namespace, name).Inc()
+}
+
+// counted is the labels a counter of the set goes under: its own, or the
+// unlisted sets' sum.
+func counted(namespace, name string) (string, string) {
+	if sets.list(namespace, name) {
+		return namespace, name
+	}
+	return Unlisted, Unlisted
+}
 
 // Refused counts a refusal or hold.
 func Refused(namespace, name, reason string) {
+	namespace, name = counted(namespace, name)
 	refusals.WithLabelValues(namespace, name, reason).Inc()
 }
 
@@ -172,11 +198,16 @@ func PhaseEnded(phaseName string, d time.Duration) {
 
 // Ended counts a rotation that ended with result (ResultCompleted, …).
 func Ended(namespace, name, result string) {
+	namespace, name = counted(namespace, name)
 	rotations.WithLabelValues(namespace, name, result).Inc()
 }
 
-// Forget drops the series of a deleted set.
+// Forget drops the series of a deleted set, and frees its place for a
+// set without series of its own.
 func Forget(namespace, name string) {
+	if !sets.forget(namespace, name) {
+		return
+	}
 	for _, p := range phases {
 		phase.DeleteLabelValues(namespace, name, p)
 	}
