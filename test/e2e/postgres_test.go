@@ -16,12 +16,14 @@ import (
 	v1 "rekey.io/rekey/api/v1alpha1"
 	"rekey.io/rekey/internal/engine"
 	"rekey.io/rekey/internal/naming"
+	"rekey.io/rekey/internal/reason"
 	"rekey.io/rekey/internal/testenv"
 )
 
 // TestPostgresRotation rotates a PostgreSQL login on a real primary and
 // streaming replica through the manager: the set provisions app_g1,
-// rotates to app_g2 beside it, and retires app_g1 at discard. Consumers
+// rotates to app_g2 beside it, and retires app_g1 once its consumer is
+// reported moved (discardPolicy AfterRollout), not before. Consumers
 // that read the distribution Secret when they start and log in with it
 // again and again, on both instances, are never refused; the old login
 // role is gone from both after discard, and the set's deletion takes the
@@ -46,7 +48,11 @@ func TestPostgresRotation(t *testing.T) {
 				Connection:     &v1.PostgresConnection{Host: "127.0.0.1", Port: int32(p.Primary.Port), DBName: "postgres"},
 			},
 			Distribution: []v1.SecretTarget{{Namespace: ns, Name: "app-db"}},
-			Rotation:     v1.RotationSpec{DiscardPolicy: v1.DiscardManual},
+			// The consumer is reported by acks (kubectl rekey ack), as
+			// automation outside Kubernetes does after restarting it.
+			ConsumerGroups: []v1.ConsumerGroup{{Name: "web", Members: []string{"web-0"}}},
+			Rotation: v1.RotationSpec{DiscardPolicy: v1.DiscardAfterRollout,
+				GracePeriod: &metav1.Duration{Duration: time.Second}},
 		},
 	}
 	if err := k8s.Create(ctxT(t), cs); err != nil {
@@ -77,13 +83,19 @@ func TestPostgresRotation(t *testing.T) {
 		}
 	}
 	assertPgURI(t, p, g2)
-	// The consumer restarts, as a rollout would, and reads the new login.
+	// The rollout gate: while the consumer has not moved, app_g1 stays.
+	holdsFor(t, 2*time.Second, "app_g1 kept while the consumer has not moved", func() (bool, string) {
+		cs := getSet(t, ns, "app")
+		return cs.Status.Phase == v1.PhaseDistributed && len(pgRoles(t, p, "app_g1")) == 1, stateOf(cs)
+	})
+	// The consumer restarts, reads the new login, and is reported moved.
 	c1.waitLogins(t, 20)
 	c1.stop(t)
 	c2 := startPgConsumer(t, p, g2)
 	c2.waitLogins(t, 20)
-
-	discard(t, ns, "app", "r1")
+	if _, err := ack(t, ns, "app", "web", waitHash(t, ns, "app"), "web-0"); err != nil {
+		t.Fatal(err)
+	}
 	waitPhase(t, ns, "app", v1.PhaseIdle, 2)
 	for _, i := range []*testenv.PostgresInstance{p.Primary, p.Replica} {
 		if err := p.CanLogin(i, "app_g1", string(g1["password"])); err == nil {
@@ -96,9 +108,18 @@ func TestPostgresRotation(t *testing.T) {
 	assertNoSecretLeaked(t, ns, "app", map[string]string{"admin": p.AdminPassword,
 		"app_g1": string(g1["password"]), "app_g2": string(g2["password"])})
 
+	// Deleting the set while its consumer group may still use app_g2
+	// keeps the role; once the group is gone, the role goes with the set.
 	if err := k8s.Delete(ctxT(t), getSet(t, ns, "app")); err != nil {
 		t.Fatal(err)
 	}
+	if note := waitEvent(t, ns, "app", string(reason.UsersInUse)); !strings.Contains(note, "web") {
+		t.Fatalf("UsersInUse must name the consumer group: %q", note)
+	}
+	if err := p.CanLogin(p.Primary, "app_g2", string(g2["password"])); err != nil {
+		t.Fatalf("a set deleted while in use must keep its login: %v", err)
+	}
+	updateSpec(t, ns, "app", func(cs *v1.CredentialSet) { cs.Spec.ConsumerGroups = nil })
 	eventually(t, time.Minute, "the set is deleted with its login role", func() (bool, string) {
 		err := k8s.Get(ctxT(t), client.ObjectKey{Namespace: ns, Name: "app"}, &v1.CredentialSet{})
 		login := p.CanLogin(p.Primary, "app_g2", string(g2["password"]))
