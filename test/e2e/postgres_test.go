@@ -448,16 +448,20 @@ func pgRoles(t testing.TB, p *testenv.Postgres, prefix string) []string {
 // TestPostgresAdoption: a set adopts the login role applications use
 // today, given its password: generation 1 is that role, unchanged; the
 // first rotation moves to <base>_g2 and its discard drops the adopted role.
+// A wrong password and a missing group are refused with what to fix, and
+// fixing them is all it takes.
 func TestPostgresAdoption(t *testing.T) {
 	p := testenv.PostgresForTest(t)
-	if err := p.Exec(p.Primary, "CREATE ROLE shop_owner NOLOGIN", "CREATE ROLE shop LOGIN PASSWORD 'ShopPassword0123456789'"); err != nil {
+	// The group is missing at first: the set is refused, and goes on once
+	// it exists.
+	if err := p.Exec(p.Primary, "CREATE ROLE shop LOGIN PASSWORD 'ShopPassword0123456789'"); err != nil {
 		t.Fatal(err)
 	}
 	startManager(t, cp.Config)
 	ns := newNamespace(t)
 	createSecret(t, ns, "pg-admin", map[string]string{"username": p.AdminUser, "password": p.AdminPassword})
 	createSecret(t, ns, "pg-ca", map[string]string{"ca.crt": string(p.CAPEM)})
-	createSecret(t, ns, "shop-legacy", map[string]string{"password": "ShopPassword0123456789"})
+	createSecret(t, ns, "shop-legacy", map[string]string{"password": "not-the-password-0123"})
 	cs := &v1.CredentialSet{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "shop"},
 		Spec: v1.CredentialSetSpec{
@@ -473,6 +477,24 @@ func TestPostgresAdoption(t *testing.T) {
 		},
 	}
 	if err := k8s.Create(ctxT(t), cs); err != nil {
+		t.Fatal(err)
+	}
+	// A wrong password adopts nothing, and says what to fix.
+	note := waitEvent(t, ns, "shop", string(reason.ProvisionFailed))
+	mustContain(t, "ProvisionFailed event", note, "does not log in as role shop")
+	legacy := &corev1.Secret{}
+	if err := k8s.Get(ctxT(t), client.ObjectKey{Namespace: ns, Name: "shop-legacy"}, legacy); err != nil {
+		t.Fatal(err)
+	}
+	legacy.Data = map[string][]byte{"password": []byte("ShopPassword0123456789")}
+	if err := k8s.Update(ctxT(t), legacy); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, time.Minute, "the missing group refused, naming the statement that creates it", func() (bool, string) {
+		c := condition(getSet(t, ns, "shop"), reason.CondDegraded)
+		return c != nil && strings.Contains(c.Message, "CREATE ROLE \"shop_owner\" NOLOGIN"), fmt.Sprint(c)
+	})
+	if err := p.Exec(p.Primary, "CREATE ROLE shop_owner NOLOGIN"); err != nil {
 		t.Fatal(err)
 	}
 	waitPhase(t, ns, "shop", v1.PhaseIdle, 1)
