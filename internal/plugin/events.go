@@ -29,9 +29,9 @@ func (s *session) listEventsRV(ctx context.Context, name string) ([]eventsv1.Eve
 	l := &eventsv1.EventList{}
 	if err := s.c.List(ctx, l, client.InNamespace(s.ns), client.MatchingFieldsSelector{Selector: eventSelector(name)}); err != nil {
 		if s.ns == "" {
-			return nil, "", fmt.Errorf("list events in all namespaces: %w", err)
+			return nil, "", fmt.Errorf("list events in all namespaces: %w", denied(err, readEvents, ""))
 		}
-		return nil, "", fmt.Errorf("list events in %s: %w", s.ns, err)
+		return nil, "", fmt.Errorf("list events in %s: %w", s.ns, denied(err, readEvents, s.ns))
 	}
 	return l.Items, l.ResourceVersion, nil
 }

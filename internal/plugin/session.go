@@ -85,7 +85,7 @@ func (s *session) getSet(ctx context.Context, name string) (*v1.CredentialSet, e
 	case meta.IsNoMatchError(err):
 		return nil, errNoAPI
 	case err != nil:
-		return nil, fmt.Errorf("read credentialset %s/%s: %w", s.ns, name, err)
+		return nil, fmt.Errorf("read credentialset %s/%s: %w", s.ns, name, denied(err, readSets, s.ns))
 	}
 	return cs, nil
 }
@@ -97,7 +97,7 @@ func (s *session) listSets(ctx context.Context) ([]v1.CredentialSet, error) {
 		return nil, errNoAPI
 	}
 	if err != nil {
-		return nil, fmt.Errorf("list credentialsets in %s: %w", s.ns, err)
+		return nil, fmt.Errorf("list credentialsets in %s: %w", s.ns, denied(err, readSets, s.ns))
 	}
 	return l.Items, nil
 }
@@ -122,7 +122,7 @@ func (s *session) annotate(ctx context.Context, cs *v1.CredentialSet, key, value
 	case apierrors.IsConflict(err):
 		return &errChanged{ns: s.ns, name: cs.Name, err: err}
 	case err != nil:
-		return fmt.Errorf("annotate credentialset %s/%s with %s: %w", s.ns, cs.Name, key, err)
+		return fmt.Errorf("annotate credentialset %s/%s with %s: %w", s.ns, cs.Name, key, denied(err, patchSets, s.ns))
 	}
 	return nil
 }

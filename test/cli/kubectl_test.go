@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"bytes"
 	"context"
 	"os"
 	"os/exec"
@@ -12,7 +13,10 @@ import (
 	"time"
 
 	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/tools/clientcmd"
 
@@ -173,7 +177,8 @@ func TestKubectlGlobalFlags(t *testing.T) {
 	}
 
 	// --as: a user without RBAC is refused by the API server, which names
-	// the user and the resource; one granted read access in b may list there.
+	// the user and the resource; one bound to the shipped rekey-view role
+	// alone in b may list there (Events included).
 	kc.fails(t, `credentialsets.rekey.io is forbidden: User "rekey-nobody" cannot list resource "credentialsets" in API group "rekey.io" in the namespace "`+a+`"`,
 		"--as", "rekey-nobody", "status")
 	kc.fails(t, `User "rekey-nobody" cannot get resource "credentialsets" in API group "rekey.io" in the namespace "`+b+`"`,
@@ -183,6 +188,8 @@ func TestKubectlGlobalFlags(t *testing.T) {
 		t.Errorf("--as rekey-reader -n %s status:\n%s", b, r)
 	}
 	kc.fails(t, `User "rekey-reader" cannot patch resource "credentialsets"`, "--as", "rekey-reader", "-n", b, "rotate", "beta")
+	// ... and is told which right it lacks and which shipped role has it.
+	kc.fails(t, "you may not patch credentialsets.rekey.io in namespace "+b+", which this command needs: ask for the rekey-edit (or edit) role there", "--as", "rekey-reader", "-n", b, "rotate", "beta")
 	if len(getSet(t, b, "beta").Annotations) != 0 {
 		t.Error("a refused rotate annotated the set")
 	}
@@ -204,16 +211,27 @@ func TestKubectlGlobalFlags(t *testing.T) {
 func grantRead(t *testing.T, ns, user string) {
 	t.Helper()
 	ctx := context.Background()
-	role := &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "rekey-read"}, Rules: []rbacv1.PolicyRule{
-		{APIGroups: []string{"rekey.io"}, Resources: []string{"credentialsets"}, Verbs: []string{"get", "list", "watch"}},
-		{APIGroups: []string{"events.k8s.io"}, Resources: []string{"events"}, Verbs: []string{"get", "list", "watch"}},
-	}}
-	rb := &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "rekey-read"},
-		RoleRef:  rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "Role", Name: "rekey-read"},
-		Subjects: []rbacv1.Subject{{APIGroup: "rbac.authorization.k8s.io", Kind: "User", Name: user}}}
-	if err := k8s.Create(ctx, role); err != nil {
+	// The ClusterRoles the install ships for people, as they are.
+	raw, err := os.ReadFile(filepath.Join(repo, "config/rbac/user_roles.yaml"))
+	if err != nil {
 		t.Fatal(err)
 	}
+	dec := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(raw), 4096)
+	for {
+		u := &unstructured.Unstructured{}
+		if err := dec.Decode(&u.Object); err != nil {
+			break
+		}
+		if len(u.Object) == 0 {
+			continue
+		}
+		if err := k8s.Create(ctx, u); err != nil && !apierrors.IsAlreadyExists(err) {
+			t.Fatal(err)
+		}
+	}
+	rb := &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "rekey-view-" + user},
+		RoleRef:  rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "ClusterRole", Name: "rekey-view"},
+		Subjects: []rbacv1.Subject{{APIGroup: "rbac.authorization.k8s.io", Kind: "User", Name: user}}}
 	if err := k8s.Create(ctx, rb); err != nil {
 		t.Fatal(err)
 	}

@@ -27,6 +27,7 @@ var (
 	cp   *testenv.ControlPlane
 	k8s  client.Client
 	work string // scratch: the binary, kubeconfigs, an empty HOME
+	repo string // the repository's root
 	home string // HOME of every run: empty, so ~/.kube/config never leaks in
 )
 
@@ -38,6 +39,7 @@ func runMain(m *testing.M) int {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
+	repo = env.RepoRoot
 	if work, err = os.MkdirTemp("", "rekey-cli-"); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
