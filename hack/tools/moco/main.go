@@ -53,7 +53,7 @@ func run() error {
 	systemNS := flag.String("system-namespace", "moco-system", "MOCO's own namespace (its controller Secrets)")
 	port := flag.Int("webhook-port", 0, "loopback port of the admission webhooks")
 	certDir := flag.String("cert-dir", "", "folder for the webhook's serving certificate; ca.crt is written there for the webhook configuration")
-	interval := flag.Duration("partition-interval", time.Second, "MOCO's --partition-update-interval")
+	interval := flag.Duration("partition-update-interval", 0, "MOCO's --partition-update-interval (its default: 0, no minimum)")
 	agentImage := flag.String("agent-image", "ghcr.io/cybozu-go/moco-agent:0.16.0", "MOCO's --agent-image")
 	flag.Parse()
 	ctrl.SetLogger(zap.New(zap.UseDevMode(true)))
