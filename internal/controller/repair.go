@@ -15,11 +15,13 @@ import (
 const repairRecheck = 10 * time.Second
 
 // repairDue: the rotation is Distributed, both passwords are meant to be
-// valid on every instance, and the discard has not started (from then on
-// Retire repairs instead, with pending only).
-func repairDue(st v1.CredentialSetStatus, pending engine.PendingState) bool {
+// valid on every instance, the discard has not started (from then on
+// Retire repairs instead, with pending only), and there is an instance to
+// repair (with none, e.g. scaled to 0, nothing can refuse anyone, and a
+// repair would only report "no instances" every 10 s with nobody asking).
+func repairDue(st v1.CredentialSetStatus, pending engine.PendingState, noInstances bool) bool {
 	return st.Phase == v1.PhaseDistributed && st.RotateApplied && !st.DiscardStarted && !st.DiscardApplied &&
-		pending == engine.PendingMatch
+		pending == engine.PendingMatch && !noInstances
 }
 
 // repairPending runs the backend's engine.Repairer when repairDue. Its
@@ -32,7 +34,7 @@ func repairDue(st v1.CredentialSetStatus, pending engine.PendingState) bool {
 // re-applies it before the discard, and consumers reach every instance.
 func (r *Reconciler) repairPending(ctx context.Context, t *turn) (*problem, error) {
 	rp, ok := t.p.backend.(engine.Repairer)
-	if !ok || !repairDue(t.cs.Status, t.pending) {
+	if !ok || !repairDue(t.cs.Status, t.pending, t.p.noInstances) {
 		return nil, nil
 	}
 	err := rp.RepairPending(ctx, t.cur, engine.Pending(t.src.Data, t.p.backend.Keys()))

@@ -28,9 +28,13 @@ func TestRepairDue(t *testing.T) {
 		{"pending of another rotation: never applied", dist, engine.PendingStale, false},
 		{"pending missing", dist, engine.PendingNone, false},
 	} {
-		if got := repairDue(tc.st, tc.pending); got != tc.want {
+		if got := repairDue(tc.st, tc.pending, false); got != tc.want {
 			t.Errorf("%s: repairDue = %v, want %v", tc.name, got, tc.want)
 		}
+	}
+	// Scaled to 0: nothing can refuse anyone, and nobody asked.
+	if repairDue(dist, engine.PendingMatch, true) {
+		t.Error("repairDue with no instances: a repair would only report that there are none")
 	}
 }
 
