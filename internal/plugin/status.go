@@ -21,6 +21,7 @@ import (
 type statusFlags struct {
 	print         *genericclioptions.PrintFlags
 	allNamespaces bool
+	verbose       bool
 }
 
 // tableFormats is the one -o format beyond cli-runtime's printers: the table with more columns.
@@ -37,10 +38,12 @@ consumers on the newest credentials, the newest Event and the next step.
 -o wide adds the backend, the discard policy and the last completed rotation;
 -o json, yaml, name, jsonpath=... or go-template=... print the CredentialSet
 (a CredentialSetList without NAME) as kubectl get does. -A lists every
-namespace.`,
+namespace. A long next step is shortened in the table; -v prints it in
+full under the table, with each set's conditions and consumers.`,
 		Example: `  kubectl rekey status -n shop
   kubectl rekey status moco -n shop
   kubectl rekey status -A -o wide
+  kubectl rekey status moco -n shop -v
   kubectl rekey status moco -n shop -o jsonpath='{.status.phase}'`,
 		Args: func(_ *cobra.Command, args []string) error {
 			if len(args) > 1 {
@@ -63,6 +66,7 @@ namespace.`,
 			if f.allNamespaces {
 				s.ns = ""
 			}
+			out.verbose = f.verbose
 			return s.status(cmd.Context(), args, out)
 		},
 	}
@@ -71,6 +75,7 @@ namespace.`,
 		o.Usage = "Output format: wide, " + strings.Join(f.print.AllowedFormats(), ", ") + " (default: the status table)"
 	}
 	cmd.Flags().BoolVarP(&f.allNamespaces, "all-namespaces", "A", false, "list the CredentialSets of every namespace")
+	cmd.Flags().BoolVarP(&f.verbose, "verbose", "v", false, "under the table, each set's full next step, conditions and consumers")
 	return cmd
 }
 
@@ -80,6 +85,7 @@ type statusOutput struct {
 	wide    bool
 	printer printers.ResourcePrinter // nil for the table
 	perItem bool                     // the printer takes no lists (-o name)
+	verbose bool                     // the details under the table
 }
 
 func (f *statusFlags) printer() (statusOutput, error) {
@@ -146,6 +152,9 @@ func (s *session) status(ctx context.Context, args []string, out statusOutput) e
 		return err
 	}
 	writeTable(s.opts.Out, sets, evs, s.opts.Now(), tableColumns{namespace: s.ns == "", wide: out.wide})
+	if out.verbose {
+		writeDetails(s.opts.Out, sets, s.opts.Now())
+	}
 	return nil
 }
 
@@ -180,7 +189,7 @@ func writeTable(out io.Writer, sets []v1.CredentialSet, evs []eventsv1.Event, no
 			fmt.Fprintf(tw, "%s\t", cs.Namespace)
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s", cs.Name, orDash(string(st.Phase)), st.KeyGeneration,
-			orDash(st.RotationID), age, consumersCell(cs), last, nextStep(cs, now))
+			orDash(st.RotationID), age, consumersCell(cs), last, tableStep(cs, now))
 		if cols.wide {
 			fmt.Fprintf(tw, "\t%s\t%s\t%s", backendName(cs), discardPolicy(cs), orDash(st.LastRotationID))
 		}
