@@ -94,3 +94,10 @@ func TestPathRecoverWhileCommitted(t *testing.T) {
 	explorePath(t, Options{Instances: []string{"i0", "i1"}, Crashes: true,
 		Only: []string{"user: rotate r1", "user: discard (active", "user: recover c1", "consumer"}}, 7)
 }
+
+// An instance stops answering at every step of a rotation, a discard and
+// a rollback, and answers again: the health gate holds each phase.
+func TestPathOutage(t *testing.T) {
+	explorePath(t, Options{Instances: []string{"i0", "i1"}, Crashes: true, Outages: true,
+		Only: []string{"user: rotate r1", "user: discard (active", "user: abort (active", "consumer", "i1"}}, 7)
+}

@@ -2,6 +2,7 @@ package explorer
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sort"
 	"strings"
@@ -77,7 +78,13 @@ type Instance struct {
 	Name    string             `json:"n"`
 	Present bool               `json:"on,omitempty"`
 	Users   map[string]Account `json:"u"`
+	// Down: it does not answer (stopped, partitioned); nobody reaches it,
+	// neither rekey nor consumers.
+	Down bool `json:"down,omitempty"`
 }
+
+// errDown is what connecting to an instance that does not answer gives.
+var errDown = errors.New("connection refused")
 
 func (in *Instance) acct(key string) Account { return in.Users[key] }
 
@@ -176,6 +183,12 @@ func (b *modelBackend) each(step string, passwords []string, fn func(in *Instanc
 	}
 	var first error
 	for _, in := range insts {
+		if in.Down {
+			if first == nil {
+				first = &engine.UnreachableError{Instance: in.Name, Err: errDown}
+			}
+			continue
+		}
 		err := b.admin(in, passwords)
 		if err == nil {
 			err = fn(in)
@@ -314,7 +327,7 @@ func (b *modelBackend) Retire(ctx context.Context, cur, pending engine.Secrets) 
 
 func (b *modelBackend) acceptedElsewhere(inst *Instance, key, pw string) bool {
 	for _, in := range b.w.present() {
-		if in.Name != inst.Name && in.acct(key).Accepts(pw) {
+		if in.Name != inst.Name && !in.Down && in.acct(key).Accepts(pw) {
 			return true
 		}
 	}
@@ -341,12 +354,22 @@ func (b *modelBackend) Reset(_ context.Context, cur engine.Secrets) error {
 // Verify logs in as every user on every instance (no admin needed).
 func (b *modelBackend) Verify(_ context.Context, s engine.Secrets) error {
 	var refused []string
+	var other error
 	for _, in := range b.w.present() {
+		if in.Down {
+			if other == nil {
+				other = &engine.UnreachableError{Instance: in.Name, Err: errDown}
+			}
+			continue
+		}
 		for _, k := range modelKeys {
 			if !in.acct(k).Accepts(s[k]) {
 				refused = append(refused, k+" on "+in.Name)
 			}
 		}
+	}
+	if len(refused) == 0 {
+		return other // login.go's verifyVerdict: refusals first
 	}
 	if len(refused) > 0 {
 		return &engine.Refusal{Reason: string(reason.PendingRejected), Message: "MySQL refuses the password the source Secret holds for " +

@@ -35,6 +35,9 @@ type Options struct {
 	// Backups: the set's status and source Secret restored from the
 	// backup taken when it was first Idle.
 	Backups bool
+	// Outages: an instance other than the first stops answering, and
+	// answers again.
+	Outages bool
 	// StaleReads: a reconcile reads the set as it was before its last
 	// status change (a cache that lags at a leader handover).
 	StaleReads bool
@@ -66,7 +69,7 @@ func (o Options) keeps(name string) bool {
 // compare-and-set guards, and a consumer restarting then reads secrets a
 // later discard retires).
 func DefaultOptions() Options {
-	return Options{Instances: []string{"i0", "i1"}, Crashes: true, HandChanges: true, Backups: true,
+	return Options{Instances: []string{"i0", "i1"}, Crashes: true, HandChanges: true, Backups: true, Outages: true,
 		Scaling:    os.Getenv("REKEY_EXPLORE_SCALING") == "1",
 		StaleReads: os.Getenv("REKEY_EXPLORE_STALE") == "1"}
 }
@@ -192,6 +195,17 @@ func handFix(name string) func(*World) bool {
 	}
 }
 
+func outage(name string, down bool) func(*World) bool {
+	return func(w *World) bool {
+		in := w.instance(name)
+		if in == nil || !in.Present || in.Down == down {
+			return false
+		}
+		in.Down = down
+		return true
+	}
+}
+
 func scaleIn(name string) func(*World) bool {
 	return func(w *World) bool {
 		in := w.instance(name)
@@ -243,6 +257,11 @@ func Transitions(o Options) []Transition {
 				Transition{fmt.Sprintf("DBA sets APP on %s by hand (IDENTIFIED BY, DISCARD OLD PASSWORD)", name), handChange(name, true)},
 				Transition{fmt.Sprintf("DBA sets APP on %s by hand (IDENTIFIED BY only: the secondary stays)", name), handChange(name, false)},
 				Transition{fmt.Sprintf("DBA sets APP on %s back to the current password", name), handFix(name)})
+		}
+		if o.Outages && name != o.Instances[0] {
+			out = append(out,
+				Transition{name + " stops answering", outage(name, true)},
+				Transition{name + " answers again", outage(name, false)})
 		}
 		if o.Scaling && name != o.Instances[0] {
 			out = append(out,
