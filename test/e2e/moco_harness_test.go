@@ -119,7 +119,7 @@ func TestMOCOPacedRollout(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitPhase(t, ns, "moco", v1.PhaseIdle, 1)
-	w := watchPacing(t, ns, "moco", "moco-shop")
+	w := watchPacing(t, ns, "moco", "moco-shop", "shop")
 
 	// 1. A healthy, MOCO-paced rollout.
 	rotate(t, ns, "moco", "rot-1")
@@ -128,7 +128,8 @@ func TestMOCOPacedRollout(t *testing.T) {
 	discard(t, ns, "moco", "rot-1")
 	cs = waitPhase(t, ns, "moco", v1.PhaseIdle, 2)
 	healthy := w.snapshot()
-	t.Logf("healthy rollout: StatefulSet partitions seen %v; consumer messages seen: %q", healthy.partitions, healthy.messages)
+	t.Logf("healthy rollout: StatefulSet partitions seen %v; MySQLCluster updates with ReconcileSuccess=True %d; consumer messages seen: %q",
+		healthy.partitions, healthy.reconciled, healthy.messages)
 	if len(healthy.stuck) > 0 {
 		t.Fatalf("RolloutStuck reported during MOCO's healthy rollout: %q", healthy.stuck)
 	}
@@ -224,6 +225,12 @@ type pacing struct {
 	partitions []int32
 	messages   []string
 	stuck      []string
+	// MOCO's reconciler re-reads the controller Secret rekey writes with
+	// its own password.NewMySQLPasswordFromSecret on every reconcile and
+	// writes the user and my.cnf Secrets from it: its ReconcileSuccess
+	// condition, how many distinct ones were True, and every False one.
+	reconciled  int
+	mocoRefused []string
 }
 
 type pacingWatch struct {
@@ -234,7 +241,7 @@ type pacingWatch struct {
 func (w *pacingWatch) snapshot() pacing {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	return pacing{slices.Clone(w.partitions), slices.Clone(w.messages), slices.Clone(w.stuck)}
+	return pacing{slices.Clone(w.partitions), slices.Clone(w.messages), slices.Clone(w.stuck), w.reconciled, slices.Clone(w.mocoRefused)}
 }
 
 func (w *pacingWatch) reset() {
@@ -243,10 +250,12 @@ func (w *pacingWatch) reset() {
 	w.pacing = pacing{}
 }
 
-// watchPacing samples the StatefulSet and the set until the test ends.
+// watchPacing samples the StatefulSet, the set and MOCO's MySQLCluster
+// (named as the set) until the test ends.
 // It records, it does not wait: the assertions read what it saw.
-func watchPacing(t testing.TB, ns, set, sts string) *pacingWatch {
+func watchPacing(t testing.TB, ns, set, sts, cluster string) *pacingWatch {
 	w := &pacingWatch{}
+	lastReconcile := ""
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() {
@@ -278,6 +287,27 @@ func watchPacing(t testing.TB, ns, set, sts string) *pacingWatch {
 				}
 				w.mu.Unlock()
 			}
+			mc := &unstructured.Unstructured{}
+			mc.SetAPIVersion("moco.cybozu.com/v1beta2")
+			mc.SetKind("MySQLCluster")
+			if err := k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: cluster}, mc); err == nil {
+				conds, _, _ := unstructured.NestedSlice(mc.Object, "status", "conditions")
+				for _, c := range conds {
+					cm, _ := c.(map[string]any)
+					if cm["type"] != "ReconcileSuccess" {
+						continue
+					}
+					seen := fmt.Sprint(cm["status"], cm["lastTransitionTime"], mc.GetResourceVersion())
+					w.mu.Lock()
+					if cm["status"] != "True" {
+						w.mocoRefused = append(w.mocoRefused, fmt.Sprint(cm["reason"], ": ", cm["message"]))
+					} else if seen != lastReconcile {
+						w.reconciled++
+					}
+					w.mu.Unlock()
+					lastReconcile = seen
+				}
+			}
 			select {
 			case <-ctx.Done():
 			case <-time.After(50 * time.Millisecond):
@@ -304,5 +334,8 @@ func assertMOCOPaced(t testing.TB, p pacing) {
 	if !paced {
 		t.Fatalf("rekey never reported the rollout as paced by MOCO: %q", p.messages)
 	}
-	observed(t, "MOCO partitioned rekey's restart and paced it 3, 2, 1, 0; rekey reported it paced by MOCO")
+	if len(p.mocoRefused) > 0 || p.reconciled == 0 {
+		t.Fatalf("MOCO's reconciler did not accept the Secrets rekey wrote: %d successful status samples, failures %q", p.reconciled, p.mocoRefused)
+	}
+	observed(t, "MOCO partitioned rekey's restart and paced it 3, 2, 1, 0; rekey reported it paced by MOCO; MOCO's reconciler kept reporting ReconcileSuccess")
 }
