@@ -14,7 +14,8 @@ import (
 // ProveAdoption refuses, before anything is stored or changed, to adopt
 // a role the given password does not log in as: knowing it is the proof
 // that the set's author may retire the role.
-func (b *Backend) ProveAdoption(ctx context.Context, password string) error {
+func (b *Backend) ProveAdoption(ctx context.Context, password string) (err error) {
+	defer func() { err = safe(err) }()
 	if b.adopt == "" {
 		return nil
 	}

@@ -167,7 +167,8 @@ func (b *Backend) Render(s engine.Secrets) (map[string][]byte, error) {
 var versionShape = regexp.MustCompile(`^[0-9]{1,4}(\.[0-9]{1,6}){0,3}`)
 
 // Version implements engine.Backend with the primary's server_version.
-func (b *Backend) Version(ctx context.Context, _ engine.Secrets) (string, error) {
+func (b *Backend) Version(ctx context.Context, _ engine.Secrets) (_ string, err error) {
+	defer func() { err = safe(err) }()
 	top, err := b.topology(ctx)
 	if err != nil {
 		return "", err

@@ -124,14 +124,14 @@ func (b *Backend) fail(host, what string, err error) error {
 		switch pg.Code {
 		case "28P01", "28000":
 			return &engine.Refusal{Reason: string(reason.AuthenticationFailed), Message: fmt.Sprintf(
-				"%s: %s: the server refused the admin (%s): check the admin Secret and the server's pg_hba.conf. Nothing was changed", host, what, pg.Message)}
+				"%s: %s: the server refused the admin (%s): check the admin Secret and the server's pg_hba.conf. Nothing was changed", host, what, sqlState(pg))}
 		}
-		return fmt.Errorf("%s: %s: %s (SQLSTATE %s)", host, what, pg.Message, pg.Code)
+		return scrub(fmt.Sprintf("%s: %s: ", host, what), err)
 	}
 	if pgconn.Timeout(err) || isNetError(err) {
-		return &engine.UnreachableError{Instance: host, Err: fmt.Errorf("%s: %w", what, err)}
+		return &engine.UnreachableError{Instance: host, Err: scrub(what+": ", err)}
 	}
-	return fmt.Errorf("%s: %s: %w", host, what, err)
+	return scrub(fmt.Sprintf("%s: %s: ", host, what), err)
 }
 
 func isNetError(err error) bool {
@@ -154,7 +154,7 @@ func (b *Backend) logsIn(ctx context.Context, host, user, password string) (bool
 	}
 	if errors.As(err, &pg) && pg.Code == "28000" {
 		// "role is not permitted to log in", or no pg_hba.conf line.
-		return false, fmt.Errorf("%s: log in as %s: %s: allow the login roles <base>_g<N> in pg_hba.conf", host, user, pg.Message)
+		return false, &scrubbedError{fmt.Sprintf("%s: log in as %s: %s: allow the login roles <base>_g<N> in pg_hba.conf", host, user, sqlState(pg)), err}
 	}
 	return false, b.fail(host, "log in as "+user, err)
 }

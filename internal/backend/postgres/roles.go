@@ -281,10 +281,11 @@ func (b *Backend) endSessions(ctx context.Context, t *topology, name string) err
 }
 
 func printableDetail(s string) string {
+	s = detailChars.ReplaceAllString(strings.ReplaceAll(s, "\n", "; "), "?")
 	if len(s) > 600 {
 		s = s[:600] + "…"
 	}
-	return strings.ReplaceAll(s, "\n", "; ")
+	return s
 }
 
 // databases are those that accept connections: where a role can own

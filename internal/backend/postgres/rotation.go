@@ -12,7 +12,8 @@ import (
 // must carry this set's mark (rekey made it and crashed before the source
 // Secret recorded the generation): a role someone else made is refused,
 // never overwritten.
-func (b *Backend) Provision(ctx context.Context, cur engine.Secrets) (engine.Provisioned, error) {
+func (b *Backend) Provision(ctx context.Context, cur engine.Secrets) (_ engine.Provisioned, err error) {
+	defer func() { err = safe(err) }()
 	user, password, err := identity(cur, "current")
 	if err != nil {
 		return engine.Provisioned{}, err
@@ -75,7 +76,8 @@ func (b *Backend) checkLogin(user string) error {
 // Precheck implements engine.Backend: the current login must exist, be
 // this set's and log in everywhere, or the rotation would start from
 // credentials nobody can use.
-func (b *Backend) Precheck(ctx context.Context, cur engine.Secrets) error {
+func (b *Backend) Precheck(ctx context.Context, cur engine.Secrets) (err error) {
+	defer func() { err = safe(err) }()
 	user, password, err := identity(cur, "current")
 	if err != nil {
 		return err
@@ -109,7 +111,8 @@ func (b *Backend) Precheck(ctx context.Context, cur engine.Secrets) error {
 // Apply implements engine.Backend: the pending generation's login is made
 // (or repaired) beside the current one, then logins left by interrupted
 // rotations are dropped, since nobody was ever given them.
-func (b *Backend) Apply(ctx context.Context, cur, pending engine.Secrets, _ int64) (engine.Secrets, error) {
+func (b *Backend) Apply(ctx context.Context, cur, pending engine.Secrets, _ int64) (_ engine.Secrets, err error) {
+	defer func() { err = safe(err) }()
 	user, password, err := identity(pending, "pending")
 	if err != nil {
 		return nil, err
@@ -139,7 +142,8 @@ func (b *Backend) Apply(ctx context.Context, cur, pending engine.Secrets, _ int6
 
 // Retire implements engine.Backend: the current login is dropped once the
 // pending one logs in everywhere and no session uses the current one.
-func (b *Backend) Retire(ctx context.Context, cur, pending engine.Secrets) error {
+func (b *Backend) Retire(ctx context.Context, cur, pending engine.Secrets) (err error) {
+	defer func() { err = safe(err) }()
 	user, password, err := identity(pending, "pending")
 	if err != nil {
 		return err
@@ -175,7 +179,8 @@ func (b *Backend) Retire(ctx context.Context, cur, pending engine.Secrets) error
 
 // Reset implements engine.Backend: the current login is repaired first, so
 // that it works before anything else is dropped.
-func (b *Backend) Reset(ctx context.Context, cur engine.Secrets) error {
+func (b *Backend) Reset(ctx context.Context, cur engine.Secrets) (err error) {
+	defer func() { err = safe(err) }()
 	user, password, err := identity(cur, "current")
 	if err != nil {
 		return err
@@ -199,7 +204,8 @@ func (b *Backend) Reset(ctx context.Context, cur engine.Secrets) error {
 
 // Verify implements engine.Backend: the login works on every instance with
 // the password the source Secret holds, before consumers are given it.
-func (b *Backend) Verify(ctx context.Context, s engine.Secrets) error {
+func (b *Backend) Verify(ctx context.Context, s engine.Secrets) (err error) {
+	defer func() { err = safe(err) }()
 	user, password, err := identity(s, "distributed")
 	if err != nil {
 		return err
@@ -215,7 +221,8 @@ func (b *Backend) Verify(ctx context.Context, s engine.Secrets) error {
 
 // Deprovision implements engine.Deprovisioner: every login role rekey
 // made for this set goes, once no session uses it.
-func (b *Backend) Deprovision(ctx context.Context, cur engine.Secrets) error {
+func (b *Backend) Deprovision(ctx context.Context, cur engine.Secrets) (err error) {
+	defer func() { err = safe(err) }()
 	t, err := b.topology(ctx)
 	if err != nil {
 		return err
