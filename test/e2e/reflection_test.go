@@ -129,6 +129,25 @@ func TestNothingRemoteReflected(t *testing.T) {
 			Distribution: []v1.SecretTarget{{Namespace: ns, Name: name + "-out"}},
 		}}
 	}
+	postgresError := serveTCP(t, func(conn net.Conn) {
+		// A PostgreSQL ErrorResponse in place of the server's first
+		// answer, as a server refusing the login sends it, its message
+		// the canary.
+		msg := "SFATAL\x00C28P01\x00Mpassword authentication failed: " + reflectCanary + "\x00\x00"
+		frame := append([]byte{'E', 0, 0, 0, 0}, msg...)
+		binary.BigEndian.PutUint32(frame[1:], uint32(4+len(msg)))
+		_, _ = conn.Write(frame)
+	})
+	postgresSet := func(name, addr string) *v1.CredentialSet {
+		return &v1.CredentialSet{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}, Spec: v1.CredentialSetSpec{
+			Postgres: &v1.PostgresSpec{
+				Hosts: []string{addr}, TLS: "Disable",
+				Admin: v1.PostgresAdmin{SecretRef: v1.LocalSecretRef{Name: "admin"}},
+				Login: v1.PostgresLogin{Base: strings.ReplaceAll(name, "-", "_"), Group: "app_owner"},
+			},
+			Distribution: []v1.SecretTarget{{Namespace: ns, Name: name + "-out"}},
+		}}
+	}
 	sets := map[string]reason.Reason{} // name → the Degraded reason it must have ("" any)
 	for _, tc := range []struct {
 		cs   *v1.CredentialSet
@@ -143,6 +162,8 @@ func TestNothingRemoteReflected(t *testing.T) {
 		{rabbitSet("rabbit-echo-403", echo(403)), reason.PermissionDenied},
 		{rabbitSet("rabbit-echo-500", echo(500)), ""},
 		{cephSet("ceph-banner", "v2:"+banner), ""},
+		{postgresSet("postgres-banner", banner), ""},
+		{postgresSet("postgres-error", postgresError), reason.AuthenticationFailed},
 		// The API server, which only the manager's position may reach: its
 		// refusal's body names the user it saw and the path.
 		{rabbitSet("rabbit-apiserver", apiServer, true), ""},
