@@ -1,7 +1,6 @@
 package cli
 
 import (
-	"bytes"
 	"context"
 	"os"
 	"os/exec"
@@ -15,8 +14,6 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/tools/clientcmd"
 
@@ -212,19 +209,11 @@ func grantRead(t *testing.T, ns, user string) {
 	t.Helper()
 	ctx := context.Background()
 	// The ClusterRoles the install ships for people, as they are.
-	raw, err := os.ReadFile(filepath.Join(repo, "config/rbac/user_roles.yaml"))
+	objs, err := env.Manifests("config/rbac/user_roles.yaml")
 	if err != nil {
 		t.Fatal(err)
 	}
-	dec := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(raw), 4096)
-	for {
-		u := &unstructured.Unstructured{}
-		if err := dec.Decode(&u.Object); err != nil {
-			break
-		}
-		if len(u.Object) == 0 {
-			continue
-		}
+	for _, u := range objs {
 		if err := k8s.Create(ctx, u); err != nil && !apierrors.IsAlreadyExists(err) {
 			t.Fatal(err)
 		}

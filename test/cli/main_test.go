@@ -27,19 +27,18 @@ var (
 	cp   *testenv.ControlPlane
 	k8s  client.Client
 	work string // scratch: the binary, kubeconfigs, an empty HOME
-	repo string // the repository's root
+	env  *testenv.Env
 	home string // HOME of every run: empty, so ~/.kube/config never leaks in
 )
 
 func TestMain(m *testing.M) { os.Exit(runMain(m)) }
 
 func runMain(m *testing.M) int {
-	env, err := testenv.Load()
-	if err != nil {
+	var err error
+	if env, err = testenv.Load(); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
-	repo = env.RepoRoot
 	if work, err = os.MkdirTemp("", "rekey-cli-"); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1

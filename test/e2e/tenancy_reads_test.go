@@ -1,10 +1,7 @@
 package e2e
 
 import (
-	"bytes"
 	"net"
-	"os"
-	"path/filepath"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -13,8 +10,6 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -40,19 +35,11 @@ func asManagerServiceAccount(cfg *rest.Config) *rest.Config {
 // (rekey-edit, rekey-view) as an install would.
 func shippedUserRoles(t *testing.T) {
 	t.Helper()
-	raw, err := os.ReadFile(filepath.Join(env.RepoRoot, "config/rbac/user_roles.yaml"))
+	objs, err := env.Manifests("config/rbac/user_roles.yaml")
 	if err != nil {
 		t.Fatal(err)
 	}
-	dec := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(raw), 4096)
-	for {
-		u := &unstructured.Unstructured{}
-		if err := dec.Decode(&u.Object); err != nil {
-			break
-		}
-		if len(u.Object) == 0 {
-			continue
-		}
+	for _, u := range objs {
 		if err := k8s.Create(ctxT(t), u); err != nil && !apierrors.IsAlreadyExists(err) {
 			t.Fatal(err)
 		}

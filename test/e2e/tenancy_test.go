@@ -1,12 +1,9 @@
 package e2e
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"net"
-	"os"
-	"path/filepath"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -18,7 +15,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -73,20 +69,12 @@ func tenantClient(t *testing.T, user string, namespaces ...string) client.Client
 func installNamespacePolicy(t *testing.T, tenant client.Client, tenantNS string) {
 	t.Helper()
 	ctx := ctxT(t)
-	raw, err := os.ReadFile(filepath.Join(env.RepoRoot, "config/policy/credentialset_namespaces.yaml"))
+	objs, err := env.Manifests("config/policy/credentialset_namespaces.yaml")
 	if err != nil {
 		t.Fatal(err)
 	}
-	dec := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(raw), 4096)
 	var installed []*unstructured.Unstructured
-	for {
-		u := &unstructured.Unstructured{}
-		if err := dec.Decode(&u.Object); err != nil {
-			break
-		}
-		if len(u.Object) == 0 {
-			continue
-		}
+	for _, u := range objs {
 		if err := k8s.Create(ctx, u); err != nil && !apierrors.IsAlreadyExists(err) {
 			t.Fatalf("install %s %s: %v", u.GetKind(), u.GetName(), err)
 		}
