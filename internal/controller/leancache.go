@@ -6,6 +6,8 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"rekey.io/rekey/internal/naming"
 )
 
 // trimWorkload is the cache transform of StatefulSets, Deployments and
@@ -54,4 +56,37 @@ func trimTemplate(t *corev1.PodTemplateSpec) {
 		}
 	}
 	*t = corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Annotations: keep}}
+}
+
+// trimForeignSecret is the cache transform of Secrets. The cache holds the
+// Secrets with rekey's label, and anyone who may create a Secret can put
+// that label on one: of a Secret that does not carry a set's UID (so not
+// one rekey wrote) the cache keeps only its name, rekey's label and
+// rekey's annotations. Nothing reads such a Secret from the cache (rekey
+// reads a Secret it did not write live, fresh.go), so nothing misses the
+// rest; a tenant's labelled Secrets then cost the manager a few hundred
+// bytes each, whatever they hold.
+func trimForeignSecret(obj any) (any, error) {
+	s, ok := obj.(*corev1.Secret)
+	if !ok || s.Annotations[naming.CredentialSetUIDAnnot] != "" {
+		return obj, nil
+	}
+	s.Data, s.StringData, s.ManagedFields = nil, nil, nil
+	s.Labels = keepPrefixed(s.Labels, naming.ManagedByLabel)
+	s.Annotations = keepPrefixed(s.Annotations, "rekey.io/")
+	return s, nil
+}
+
+// keepPrefixed is m with only the keys that begin with prefix.
+func keepPrefixed(m map[string]string, prefix string) map[string]string {
+	var keep map[string]string
+	for k, v := range m {
+		if strings.HasPrefix(k, prefix) {
+			if keep == nil {
+				keep = map[string]string{}
+			}
+			keep[k] = v
+		}
+	}
+	return keep
 }

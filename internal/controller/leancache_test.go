@@ -1,6 +1,7 @@
 package controller
 
 import (
+	"strings"
 	"testing"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -11,6 +12,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"rekey.io/rekey/internal/engine"
+	"rekey.io/rekey/internal/naming"
 )
 
 func fatMeta() metav1.ObjectMeta {
@@ -114,3 +116,31 @@ type gateView struct {
 }
 
 const restartKey = "rekey.io/restart-x-1234abcd"
+
+// TestTrimForeignSecret: a Secret that carries rekey's label but no set's
+// UID keeps only its name, rekey's label and rekey's annotations in the
+// cache; a Secret rekey wrote (its set's UID) is kept whole, since rekey
+// reads and updates it from the cache.
+func TestTrimForeignSecret(t *testing.T) {
+	big := strings.Repeat("x", 200_000)
+	planted := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "tenant", Name: "planted",
+		Labels:      map[string]string{naming.ManagedByLabel: naming.ManagedByValue, "bulk": "y"},
+		Annotations: map[string]string{"bulk": big, naming.CredentialSetAnnot: "other/db"}},
+		Data: map[string][]byte{"k": []byte(big)}}
+	got, _ := trimForeignSecret(planted)
+	s := got.(*corev1.Secret)
+	if s.Data != nil || s.Labels["bulk"] != "" || s.Annotations["bulk"] != "" {
+		t.Errorf("a foreign Secret kept its payload: %d data keys, labels %v, %d annotations", len(s.Data), s.Labels, len(s.Annotations))
+	}
+	if s.Name != "planted" || s.Labels[naming.ManagedByLabel] != naming.ManagedByValue || s.Annotations[naming.CredentialSetAnnot] != "other/db" {
+		t.Errorf("a foreign Secret lost what the watch reads: %+v", s.ObjectMeta)
+	}
+	own := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "app", Name: "db-creds",
+		Labels:      map[string]string{naming.ManagedByLabel: naming.ManagedByValue},
+		Annotations: map[string]string{naming.CredentialSetUIDAnnot: "uid-1", "reloader.stakater.com/match": "true"}},
+		Data: map[string][]byte{"password": []byte("p")}}
+	got, _ = trimForeignSecret(own)
+	if s := got.(*corev1.Secret); string(s.Data["password"]) != "p" || s.Annotations["reloader.stakater.com/match"] != "true" {
+		t.Errorf("rekey's own Secret was trimmed: %+v", s)
+	}
+}

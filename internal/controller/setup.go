@@ -52,7 +52,7 @@ func CacheByObject(namespaces ...string) map[client.Object]cache.ByObject {
 
 // secretCache is the Secret entry of CacheByObject.
 func secretCache(namespaces ...string) map[client.Object]cache.ByObject {
-	by := cache.ByObject{Label: labels.SelectorFromSet(labels.Set{naming.ManagedByLabel: naming.ManagedByValue})}
+	by := cache.ByObject{Label: labels.SelectorFromSet(labels.Set{naming.ManagedByLabel: naming.ManagedByValue}), Transform: trimForeignSecret}
 	if len(namespaces) > 0 {
 		by.Namespaces = map[string]cache.Config{}
 		for _, ns := range namespaces {
