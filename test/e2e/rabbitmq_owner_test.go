@@ -11,6 +11,7 @@ import (
 
 	rabbithole "github.com/michaelklishin/rabbit-hole/v2"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1 "rekey.io/rekey/api/v1alpha1"
@@ -190,6 +191,44 @@ func TestRabbitMQOwnership(t *testing.T) {
 
 	t.Run("adopting the user services used before rekey", func(t *testing.T) { testRabbitMQAdopt(t, m, ns) })
 	t.Run("a set making another's users on the same cluster", func(t *testing.T) { testRabbitMQSameUsers(t, m, ns) })
+	t.Run("a squatter that never provisions", func(t *testing.T) { testRabbitMQNoSquatting(t, m, ns) })
+}
+
+// testRabbitMQNoSquatting: a set created first, in another namespace, with
+// an admin credential that does not work, holds no user base: the working
+// set created after it with the same base provisions, and neither set's
+// messages name the other's namespace.
+func testRabbitMQNoSquatting(t *testing.T, m *testenv.RabbitMQ, ns string) {
+	other := newNamespace(t)
+	squatter := rabbitSet(t, other, "squat", m)
+	createSecret(t, other, "squat-bogus", map[string]string{"username": m.AdminUser, "password": "not-the-admin-password"})
+	squatter.Spec.RabbitMQ.Admin.SecretRef.Name = "squat-bogus"
+	if err := k8s.Create(ctxT(t), squatter); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = k8s.Delete(context.Background(), getSet(t, other, "squat"))
+		if left := waitSetsGone(k8s, other, 30*time.Second, dropAllFinalizers); len(left) > 0 {
+			t.Errorf("sets %v left", left)
+		}
+	})
+	squatMsg := waitDegraded(t, other, "squat", reason.AuthenticationFailed)
+
+	legit := rabbitSet(t, ns, "squat", m)
+	if err := k8s.Create(ctxT(t), legit); err != nil {
+		t.Fatal(err)
+	}
+	cs := waitPhase(t, ns, "squat", v1.PhaseIdle, 1)
+	if got := rabbitUsers(t, m, "squat"); !slices.Equal(got, []string{"squat-g1"}) {
+		t.Fatalf("the broker has %v, want the working set's squat-g1", got)
+	}
+	if c := condition(cs, reason.CondDegraded); c != nil && c.Status == metav1.ConditionTrue {
+		t.Fatalf("the working set is degraded: %s: %s", c.Reason, c.Message)
+	}
+	if s := getSet(t, other, "squat"); s.Status.KeyGeneration != 0 || strings.Contains(squatMsg, ns) {
+		t.Fatalf("the squatter: generation %d, message %q (must name nothing of %s)", s.Status.KeyGeneration, squatMsg, ns)
+	}
+	deleteSetAndWait(t, ns, "squat")
 }
 
 // TestRabbitMQPlaintextOptIn: with allowPlaintextHTTP a set works over the
