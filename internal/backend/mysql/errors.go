@@ -13,6 +13,7 @@ import (
 	"regexp"
 	"strings"
 	"syscall"
+	"time"
 
 	driver "github.com/go-sql-driver/mysql"
 
@@ -106,6 +107,18 @@ func explainMySQL(me *driver.MySQLError) (failKind, string) {
 	return known.kind, text
 }
 
+// loginTimeout is a login that got no answer within its deadline (a black
+// hole: a host that accepts and never answers). Its text is rekey's own.
+type loginTimeout struct {
+	after time.Duration
+	err   error
+}
+
+func (e *loginTimeout) Error() string {
+	return fmt.Sprintf("no answer to the login within %s", e.after)
+}
+func (e *loginTimeout) Unwrap() error { return e.err }
+
 // explain says what err, from the driver or the network, is: its kind and
 // rekey's words for it, built only from error numbers, error types and
 // rekey's own sentinels — never from text a server sent. TLS verification
@@ -117,7 +130,10 @@ func explain(err error) (failKind, string) {
 		rhe   tls.RecordHeaderError
 		alert tls.AlertError
 	)
+	var lt *loginTimeout
 	switch {
+	case errors.As(err, &lt):
+		return failUnreachable, lt.Error()
 	case errors.As(err, &me):
 		return explainMySQL(me)
 	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, os.ErrDeadlineExceeded), isTimeout(err):

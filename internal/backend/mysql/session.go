@@ -67,7 +67,7 @@ func connect(ctx context.Context, login func(context.Context) error) error {
 	defer cancel()
 	err := login(cctx)
 	if err != nil && ctx.Err() == nil && cctx.Err() != nil {
-		err = fmt.Errorf("no answer to the login within %s: %w", connectTimeout, err)
+		err = &loginTimeout{after: connectTimeout, err: err}
 	}
 	return err
 }
