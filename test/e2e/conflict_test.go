@@ -70,11 +70,12 @@ func TestAPIConflicts(t *testing.T) {
 	startManager(t, cp.Config, in.wrap)
 	h := &conflictHarness{t: t, c: c, ns: ns, name: "cf", in: in, served: map[*fault]bool{}}
 
-	// Provisioning: the first status write is optimistic on
-	// resourceVersion (a real 409), then the distribution Secret's create.
+	// Provisioning: the first status write (a new set is Pending) is
+	// optimistic on resourceVersion (a real 409), then the distribution
+	// Secret's create.
 	h.run(h.provision,
 		&fault{name: "status initialised (merge patch on resourceVersion)", kind: kStatus, race: raceBump,
-			match: phaseChange("", v1.PhaseIdle, false)},
+			match: phaseChange("", v1.PhasePending, false)},
 		&fault{name: "distribution Secret create at provisioning", kind: kDistCreate,
 			match: func(w *write) bool { return w.obj.GetName() == "cf-creds" }})
 	h.p = startProber(t, c.Instances(), ns, "cf-creds", mocoKeys)
