@@ -10,7 +10,7 @@ import (
 )
 
 // Per-reconcile memory of what the API server already said, so that one
-// reconcile does not ask twice (issue 18 item 3). Kept in the context of
+// reconcile does not ask twice. Kept in the context of
 // one reconcile only: the next starts from fresh reads.
 
 type secretMemoKey struct{}

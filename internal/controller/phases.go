@@ -123,7 +123,7 @@ func (r *Reconciler) continueRotation(ctx context.Context, t *turn) (ctrl.Result
 			return ctrl.Result{}, nil, err
 		}
 		// A StatefulSet scaled up while Apply ran has a pod Apply never
-		// saw (issue 20); without this, phase 1 was recorded and the new
+		// saw; without this, phase 1 was recorded and the new
 		// secrets distributed while that pod refused them, until the next
 		// reconcile's repair. Apply again, over every instance.
 		if added, err := r.instancesAdded(ctx, cs, p); err != nil || added {

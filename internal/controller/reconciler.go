@@ -63,7 +63,7 @@ type Reconciler struct {
 	MaxConcurrentReconciles int
 
 	// LiveReads reads the set and its Secrets from the API server in
-	// every reconcile, never from the cache: the design before issue 18,
+	// every reconcile, never from the cache: the earlier design,
 	// kept for the benchmark that compares the two.
 	LiveReads bool
 	// fresh serves the set and its Secrets from the cache once it holds

@@ -39,7 +39,7 @@ type Backend struct {
 	// Concurrency bounds how many instances are worked on at once; 1 is
 	// one instance after another, the most cautious.
 	Concurrency int
-	// perUser selects the design before issue 18: each user read and
+	// perUser selects the earlier design: each user read and
 	// altered by its own statement, each a round trip (batch.go). Only
 	// this package's tests and side-by-side benchmark set it.
 	perUser bool
@@ -325,7 +325,7 @@ func (b *Backend) Reset(ctx context.Context, cur engine.Secrets) error {
 	})
 }
 
-// resetEach is Reset in the design before issue 18, user after user.
+// resetEach is Reset in the earlier design, user after user (kept for the benchmark that compares the two).
 func (b *Backend) resetEach(ctx context.Context, s *session, cur engine.Secrets) error {
 	for _, u := range b.Users {
 		if _, err := s.ensureUser(ctx, u, cur[u.Key]); err != nil {

@@ -9,7 +9,7 @@ import (
 	driver "github.com/go-sql-driver/mysql"
 )
 
-// One round trip per instance per phase (issue 18 item 2). A phase reads
+// One round trip per instance per phase. A phase reads
 // the rows of all its users in one query, then changes them in one
 // statement: ALTER USER names several accounts, each with its own clause
 // (IDENTIFIED BY … RETAIN CURRENT PASSWORD, DISCARD OLD PASSWORD), so the

@@ -16,12 +16,12 @@ import (
 	"rekey.io/rekey/internal/testenv"
 )
 
-// BenchmarkBatchedPhases (issue 18 item 2) times the backend's share of
+// BenchmarkBatchedPhases times the backend's share of
 // trigger → Distributed (Apply: the secondary-slot check and RETAIN on
 // every instance) and of discard → Idle (Retire) with 1 and 9 instances,
 // 8 and 64 users, every instance behind a 2 ms round trip, the instances
 // in parallel (Concurrency 8, as the manager ships) — for the design
-// before issue 18 (perUser: a statement per user) and the batched one,
+// before (perUser: a statement per user) and the batched one,
 // alternating inside every iteration so both see the same machine. It
 // lives in the package because the old design is selectable only here.
 // Run: go test -run '^$' -bench BatchedPhases -benchtime 3x ./internal/backend/mysql/

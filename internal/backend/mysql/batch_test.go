@@ -127,7 +127,7 @@ func rtBackend(t *testing.T, c *testenv.MySQLCluster, prefix string, n int, perU
 	return b, cur, pending
 }
 
-// TestOneRequestPerInstancePerPhaseOnRealMySQL (issue 18 item 2): with 8
+// TestOneRequestPerInstancePerPhaseOnRealMySQL: with 8
 // users, each phase sends each instance one ALTER USER, and the number of
 // requests a phase sends an instance does not grow with the users: the
 // same for 8 users as for 1. The design before it (perUser) sent one

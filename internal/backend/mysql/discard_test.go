@@ -7,7 +7,7 @@ import (
 	"rekey.io/rekey/internal/testenv"
 )
 
-// TestRetireInstanceThatMissedPhase1OnRealMySQL (issue 20 item 4): an
+// TestRetireInstanceThatMissedPhase1OnRealMySQL: an
 // instance that phase 1 never reached (it joined the set after Apply, or
 // was cloned from a donor that had not applied it) holds every user with
 // the current password only and no secondary. Retire must not DISCARD

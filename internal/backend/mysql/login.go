@@ -40,7 +40,7 @@ func (b *Backend) verifyLogin(ctx context.Context, inst Instance, u User, passwo
 }
 
 // loginAll tries every login on inst, at most loginConcurrency at once
-// (one at a time in the design before issue 18, perUser), and returns each
+// (one at a time in the earlier design, perUser), and returns each
 // result at its login's index: nil when MySQL accepted the password, a
 // *loginRefused when it refused it, any other error when the attempt says
 // nothing about the password (see checkLogin). The first such error stops

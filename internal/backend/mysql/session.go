@@ -43,7 +43,7 @@ type session struct {
 	opened    role     // the role when the session opened
 	step      string   // names failpoints: the phase this session serves
 	secrets   []string // redacted from every error this session returns
-	// perUser: the design before issue 18 (one statement, one round
+	// perUser: the earlier design (one statement, one round
 	// trip, per user), for the side-by-side benchmark only (Backend.perUser).
 	perUser bool
 }
