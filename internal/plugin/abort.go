@@ -161,8 +161,18 @@ func rollbackSteps(cs *v1.CredentialSet) []string {
 	return append([]string{
 		"status returns to Idle with resetPending (Event RotationAborted); " + termsFor(cs).RollbackSafe,
 		"the distribution Secrets get the current " + secretWord(cs) + " again: " + distributionList(cs),
-		"the consumers restart and roll out onto them: " + consumerList(cs),
+		"the consumers restart and roll out onto them: " + consumerList(cs) + "; then the operator waits " + graceText(cs) + " before step 4, for consumers it cannot watch",
 	}, resetSteps(cs)...)
+}
+
+// graceText is how long the operator waits after a rollback's rollout
+// before it resets the backend: the set's gracePeriod, or the manager's
+// default.
+func graceText(cs *v1.CredentialSet) string {
+	if g := cs.Spec.Rotation.GracePeriod; g != nil {
+		return "gracePeriod (" + g.Duration.String() + ")"
+	}
+	return "gracePeriod (the manager's --default-grace-period, 5m unless set otherwise)"
 }
 
 // resetSteps are the last steps of every rollback and recovery

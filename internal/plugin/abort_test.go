@@ -35,7 +35,7 @@ func TestAbortWritesActiveRotationID(t *testing.T) {
 	want := "Aborting rotation 3b0f6a2e-rot of credentialset " + ns + "/orders (phase Distributed). The operator rolls it back in this order:\n" +
 		"  1. status returns to Idle with resetPending (Event RotationAborted); until step 4 MySQL accepts the current and the new passwords, so no consumer loses its login\n" +
 		"  2. the distribution Secrets get the current passwords again: " + ns + "/orders-db\n" +
-		"  3. the consumers restart and roll out onto them: Deployment " + ns + "/orders-api\n" +
+		"  3. the consumers restart and roll out onto them: Deployment " + ns + "/orders-api; then the operator waits gracePeriod (the manager's --default-grace-period, 5m unless set otherwise) before step 4, for consumers it cannot watch\n" +
 		"  4. once every consumer rolled out, every instance is reset to the current passwords (ALTER USER ... IDENTIFIED BY, then ALTER USER ... DISCARD OLD PASSWORD): any other password stops working\n" +
 		"  5. the source Secret rekey." + ns + ".orders (in the operator's namespace) drops any pending passwords, resetPending is cleared (Event ResetApplied) and the request annotation removed\n" +
 		"abort of rotation 3b0f6a2e-rot requested for credentialset " + ns + "/orders\n" +

@@ -25,7 +25,7 @@ func nextStep(cs *v1.CredentialSet, now time.Time) string {
 		return c.Message
 	}
 	if st.ResetPending {
-		return fmt.Sprintf("wait: resetting %s to the current %s after the consumers rolled back", backendName(cs), secretWord(cs))
+		return resetStep(cs, now)
 	}
 	switch st.Phase {
 	case v1.PhasePending:
@@ -197,4 +197,24 @@ func orDash(s string) string {
 // credentials by itself.
 func autoDiscards(cs *v1.CredentialSet) bool {
 	return engine.AutoDiscards(cs.Spec.Rotation.DiscardPolicy, engine.DeclaredConsumers(cs.Spec))
+}
+
+// resetStep is the next step of a rollback: the consumers roll back, then
+// the grace period passes, then the backend is reset. Once they rolled
+// back it names when the reset is due (with the set's gracePeriod; a set
+// that gives none uses the manager's default, taken here as 5m).
+func resetStep(cs *v1.CredentialSet, now time.Time) string {
+	what := fmt.Sprintf("resetting %s to the current %s", backendName(cs), secretWord(cs))
+	at := cs.Status.RolledOutAt
+	if at == nil || consumerTotal(cs) == 0 {
+		return "wait: " + what + " after the consumers rolled back"
+	}
+	grace := 5 * time.Minute
+	if g := cs.Spec.Rotation.GracePeriod; g != nil {
+		grace = g.Duration
+	}
+	if left := at.Add(grace).Sub(now); left > 0 {
+		return fmt.Sprintf("wait: %s in %s (%s after the consumers rolled back)", what, left.Round(time.Second), graceText(cs))
+	}
+	return "wait: " + what + " (the consumers rolled back)"
 }

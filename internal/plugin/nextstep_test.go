@@ -69,3 +69,31 @@ func TestNextStepUnknownBackend(t *testing.T) {
 		}
 	}
 }
+
+// TestResetStep: after a rollback the next step says what the reset waits
+// for, and once the consumers rolled back, when it is due.
+func TestResetStep(t *testing.T) {
+	now := time.Date(2026, 11, 27, 12, 0, 0, 0, time.UTC)
+	ago := func(d time.Duration) *metav1.Time { t := metav1.NewTime(now.Add(-d)); return &t }
+	one := []v1.ConsumerRef{{Kind: v1.KindDeployment, Name: "api"}}
+	for _, c := range []struct {
+		name      string
+		rolledOut *metav1.Time
+		grace     *metav1.Duration
+		want      string
+	}{
+		{"consumers rolling back", nil, nil, "wait: resetting MySQL to the current passwords after the consumers rolled back"},
+		{"rolled back a minute ago, the default grace", ago(time.Minute), nil,
+			"wait: resetting MySQL to the current passwords in 4m0s (gracePeriod (the manager's --default-grace-period, 5m unless set otherwise) after the consumers rolled back)"},
+		{"rolled back, the set's grace", ago(10 * time.Second), &metav1.Duration{Duration: time.Minute},
+			"wait: resetting MySQL to the current passwords in 50s (gracePeriod (1m0s) after the consumers rolled back)"},
+		{"grace over", ago(time.Hour), nil, "wait: resetting MySQL to the current passwords (the consumers rolled back)"},
+	} {
+		cs := &v1.CredentialSet{ObjectMeta: metav1.ObjectMeta{Name: "orders"},
+			Spec:   v1.CredentialSetSpec{MySQL: &v1.MySQLSpec{}, Consumers: one, Rotation: v1.RotationSpec{GracePeriod: c.grace}},
+			Status: v1.CredentialSetStatus{Phase: v1.PhaseIdle, KeyGeneration: 2, ResetPending: true, RolledOutAt: c.rolledOut}}
+		if got := nextStep(cs, now); got != c.want {
+			t.Errorf("%s: %q, want %q", c.name, got, c.want)
+		}
+	}
+}

@@ -175,7 +175,7 @@ func TestRecoverStaleRollsBackWithYes(t *testing.T) {
 		"The operator rolls rotation r-new back, as kubectl rekey abort does, in this order:",
 		"  1. status returns to Idle with resetPending (Event RotationAborted); until step 4 MySQL accepts the current and the new passwords, so no consumer loses its login",
 		"  2. the distribution Secrets get the current passwords again: " + ns + "/orders-db",
-		"  3. the consumers restart and roll out onto them: Deployment " + ns + "/orders-api",
+		"  3. the consumers restart and roll out onto them: Deployment " + ns + "/orders-api; then the operator waits gracePeriod (the manager's --default-grace-period, 5m unless set otherwise) before step 4, for consumers it cannot watch",
 		"recovery " + id + " requested for credentialset " + ns + "/orders",
 	} {
 		hasLine(t, out, l)

@@ -97,7 +97,7 @@ func TestAbortWritesRotationIDOnlyWhenActive(t *testing.T) {
 		"Aborting rotation 7d1e7c9e-5f0b-4c0e-9d59-0a6f8b3a1c11 of credentialset "+ns+"/orders (phase Distributed). The operator rolls it back in this order:\n"+
 			"  1. status returns to Idle with resetPending (Event RotationAborted)",
 		"  2. the distribution Secrets get the current passwords again: "+ns+"/orders-db\n",
-		"  3. the consumers restart and roll out onto them: Deployment "+ns+"/orders-api\n",
+		"  3. the consumers restart and roll out onto them: Deployment "+ns+"/orders-api; then the operator waits gracePeriod",
 		"  4. once every consumer rolled out, every instance is reset to the current passwords (ALTER USER ... IDENTIFIED BY, then ALTER USER ... DISCARD OLD PASSWORD)",
 		"(Event ResetApplied)",
 		"abort of rotation 7d1e7c9e-5f0b-4c0e-9d59-0a6f8b3a1c11 requested for credentialset "+ns+"/orders\n"+
