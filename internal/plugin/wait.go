@@ -213,11 +213,12 @@ func (s *session) drainEvents(ctx context.Context, name string, cs *v1.Credentia
 // callGrace is how far past --timeout one read's API calls may run.
 const callGrace = 10 * time.Second
 
-// refused returns the first refusal of g's kind among evs: the error that
-// ends the wait.
+// refused returns the first refusal of g's kind among evs, or a problem
+// that no waiting fixes (a refused or under-privileged credential: a person
+// must act): the error that ends the wait.
 func refused(evs []eventsv1.Event, g goal) error {
 	for _, e := range evs {
-		if e.Type == "Warning" && slices.Contains(g.fatal, reason.Reason(e.Reason)) {
+		if r := reason.Reason(e.Reason); e.Type == "Warning" && (slices.Contains(g.fatal, r) || reason.NeedsPerson(r)) {
 			return &refusal{reason: e.Reason, note: e.Note}
 		}
 	}

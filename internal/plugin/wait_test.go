@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	eventsv1 "k8s.io/api/events/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	v1 "rekey.io/rekey/api/v1alpha1"
@@ -170,5 +171,28 @@ func TestWaitTimesOut(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "timed out after 500ms waiting for rotation") ||
 		!strings.Contains(err.Error(), "last seen: phase Idle, generation 1") {
 		t.Fatalf("rotate --wait with nothing happening: %v", err)
+	}
+}
+
+// TestRefusedEndsOnWhatNoWaitFixes: a wait ends on its own kind of refusal,
+// and on a credential a person must fix, whatever the command; other
+// Warnings (an instance that does not answer) let it go on.
+func TestRefusedEndsOnWhatNoWaitFixes(t *testing.T) {
+	g := goal{fatal: []reason.Reason{reason.RotateRefused}}
+	warn := func(r reason.Reason) []eventsv1.Event {
+		return []eventsv1.Event{{Type: "Warning", Reason: string(r), Note: "what to do"}}
+	}
+	for _, c := range []struct {
+		r    reason.Reason
+		ends bool
+	}{
+		{reason.RotateRefused, true},
+		{reason.AuthenticationFailed, true},
+		{reason.PermissionDenied, true},
+		{reason.InstanceUnreachable, false},
+	} {
+		if got := refused(warn(c.r), g) != nil; got != c.ends {
+			t.Errorf("%s: the wait ends = %v, want %v", c.r, got, c.ends)
+		}
 	}
 }
