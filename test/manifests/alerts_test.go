@@ -44,7 +44,7 @@ func TestHelmChartAlertRules(t *testing.T) {
 	writeYAML(t, filepath.Join(dir, "rules.yaml"), map[string]any{"groups": groups})
 
 	out := runTool(t, env, promtool, "check", "rules", filepath.Join(dir, "rules.yaml"))
-	if !strings.Contains(string(out), "SUCCESS: 4 rules found") {
+	if !strings.Contains(string(out), "SUCCESS: 5 rules found") {
 		t.Fatalf("promtool check rules: %s", out)
 	}
 
@@ -53,6 +53,8 @@ func TestHelmChartAlertRules(t *testing.T) {
 	series := []map[string]string{
 		// A rotation that becomes stuck at minute 2 and stays so.
 		{"series": `rekey_rotation_stuck{namespace="shop",name="orders",pod="rekey-0"}`, "values": "0 0 1x30"},
+		// Two unlisted sets' rotations stuck from minute 2.
+		{"series": `rekey_unlisted_rotations_stuck{pod="rekey-0"}`, "values": "0 0 2x30"},
 		// A healthy set.
 		{"series": `rekey_rotation_stuck{namespace="shop",name="billing",pod="rekey-0"}`, "values": "0x30"},
 		// Credentials an hour short of 30 days old at the start, growing a
@@ -84,12 +86,17 @@ func TestHelmChartAlertRules(t *testing.T) {
 		"kubectl rekey recover rolled it back to the current credentials; the set's Events say what was wrong before the next rotation")
 	overdue := alert("RekeyCredentialsOverdue", nil, "credentials of CredentialSet shop/orders are older than 30 days",
 		"they have been current for 30d 1h 30m 0s; rotate them (kubectl rekey rotate orders -n shop) or check why the rotation policy did not")
+	unlisted := map[string]any{"exp_labels": map[string]string{"severity": "warning"}, "exp_annotations": map[string]string{
+		"summary":     "2 rotation(s) of CredentialSets without metric series of their own are stuck",
+		"description": "these sets are over the manager's --metrics-max-sets or --metrics-max-sets-per-namespace; kubectl rekey status -A lists every set with its next step"}}
 	tests := []map[string]any{{
 		"interval":     "1m",
 		"input_series": series,
 		"alert_rule_test": []map[string]any{
 			{"eval_time": "4m", "alertname": "RekeyRotationStuck", "exp_alerts": none}, // pending: 5m not over
 			{"eval_time": "10m", "alertname": "RekeyRotationStuck", "exp_alerts": []any{stuck}},
+			{"eval_time": "4m", "alertname": "RekeyUnlistedRotationStuck", "exp_alerts": none},
+			{"eval_time": "10m", "alertname": "RekeyUnlistedRotationStuck", "exp_alerts": []any{unlisted}},
 			{"eval_time": "20m", "alertname": "RekeyRefusalsPersist", "exp_alerts": none}, // pending: 30m not over
 			{"eval_time": "45m", "alertname": "RekeyRefusalsPersist", "exp_alerts": []any{refused}},
 			{"eval_time": "10m", "alertname": "RekeyRotationFailed", "exp_alerts": []any{failed}},
