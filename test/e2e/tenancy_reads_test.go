@@ -63,13 +63,7 @@ func boundClient(t *testing.T, user, ns, role string, rules ...rbacv1.PolicyRule
 	if err := k8s.Create(ctx, rb); err != nil {
 		t.Fatal(err)
 	}
-	cfg := rest.CopyConfig(cp.Config)
-	cfg.Impersonate = rest.ImpersonationConfig{UserName: user}
-	c, err := client.New(cfg, client.Options{Scheme: scheme})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return c
+	return impersonating(t, user)
 }
 
 // countingListener accepts and closes connections, counting them: an
@@ -150,6 +144,14 @@ func TestTenantReadsAndStatus(t *testing.T) {
 	refused("rekey-edit alone: ceph admin keyring it may not read, its own monitor", setsOnly.Create(ctx, cephHarvest),
 		"spec.ceph.admin.keyringSecretRef (Secret db-admin)")
 
+	pgHarvest := &v1.CredentialSet{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "read-postgres"}, Spec: v1.CredentialSetSpec{
+		Postgres: &v1.PostgresSpec{Hosts: []string{addr}, TLS: "Disable",
+			Admin: v1.PostgresAdmin{SecretRef: v1.LocalSecretRef{Name: "db-admin"}},
+			Login: v1.PostgresLogin{Base: "app", Group: "app_owner"},
+			Adopt: &v1.PostgresAdopt{Role: "legacy", PasswordSecretRef: v1.SecretKeyRef{Name: "db-admin", Key: "password"}}}}}
+	refused("rekey-edit alone: postgres admin and adoption Secrets it may not read, its own endpoint", setsOnly.Create(ctx, pgHarvest),
+		"spec.postgres.admin.secretRef (Secret db-admin)", "spec.postgres.adopt.passwordSecretRef (Secret db-admin)")
+
 	// Touching: a distribution Secret and a consumer of its own namespace
 	// it may not write nor patch.
 	refused("rekey-edit alone: a distribution Secret of its namespace", setsOnly.Create(ctx, unreachableSetNoAdmin(ns, "touch-dist", []v1.SecretTarget{{Namespace: ns, Name: "app-db"}}, nil)),
@@ -208,7 +210,7 @@ func TestTenantReadsAndStatus(t *testing.T) {
 	long.Spec.MySQL.Admin.PasswordSecretRef = &v1.SecretKeyRef{Name: strings.Repeat("a", 254), Key: "password"}
 	refused("a Secret name of 254 characters (the limit is 253)", editor.Create(ctx, long), "spec.mysql.admin.passwordSecretRef.name", "253")
 
-	for _, name := range []string{"read-mysql", "read-rabbitmq", "read-ceph", "touch-dist", "touch-cons", "too-many", "too-long"} {
+	for _, name := range []string{"read-mysql", "read-rabbitmq", "read-ceph", "read-postgres", "touch-dist", "touch-cons", "too-many", "too-long"} {
 		if err := k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, &v1.CredentialSet{}); !apierrors.IsNotFound(err) {
 			t.Errorf("set %s exists (%v) though it was refused", name, err)
 		}
@@ -217,8 +219,8 @@ func TestTenantReadsAndStatus(t *testing.T) {
 		t.Errorf("the tenant's endpoint was reached %d times", n)
 	}
 	t.Logf("\n%s", attackTable(rows))
-	if len(rows) != 9 {
-		t.Errorf("%d attacks refused, want 9", len(rows))
+	if len(rows) != 10 {
+		t.Errorf("%d attacks refused, want 10", len(rows))
 	}
 }
 

@@ -52,6 +52,12 @@ func tenantClient(t *testing.T, user string, namespaces ...string) client.Client
 			}
 		}
 	}
+	return impersonating(t, user)
+}
+
+// impersonating is a client acting as user, with whatever RBAC grants it.
+func impersonating(t *testing.T, user string) client.Client {
+	t.Helper()
 	cfg := rest.CopyConfig(cp.Config)
 	cfg.Impersonate = rest.ImpersonationConfig{UserName: user}
 	c, err := client.New(cfg, client.Options{Scheme: scheme})
