@@ -29,6 +29,7 @@ type CredentialSet struct {
 // them and how rotation proceeds. Exactly one backend block is set.
 //
 // +kubebuilder:validation:XValidation:rule="!has(self.mysql) || !has(self.mysql.moco) || (has(self.consumers) && self.consumers.exists(c, c.kind == 'StatefulSet' && c.name == 'moco-' + self.mysql.moco.clusterName && !has(c.namespace)))",fieldPath=".consumers",message="MOCO's agents and mysqld pods read the system users' passwords when they start: add {kind: StatefulSet, name: moco-<clusterName>} to spec.consumers"
+// +kubebuilder:validation:XValidation:rule="!has(self.deletionPolicy) || self.deletionPolicy != 'Delete' || !has(self.mysql) || (!has(self.mysql.moco) && !has(self.mysql.preset))",fieldPath=".deletionPolicy",message="deletionPolicy Delete would drop the MySQL system users the cluster itself logs in with (mysql.moco, mysql.preset): use Discard (the default) or Retain, or rotate application users in a set of their own"
 // +kubebuilder:validation:XValidation:rule="[has(self.mysql), has(self.ceph), has(self.rabbitmq), has(self.postgres)].filter(x, x).size() == 1",message="set exactly one backend block: spec.mysql, spec.ceph, spec.rabbitmq or spec.postgres"
 // +kubebuilder:validation:XValidation:rule="!has(self.rotation) || !has(self.rotation.policy) || self.rotation.policy != 'WithVersionUpgrade' || !has(self.ceph) || !has(self.ceph.strategy) || self.ceph.strategy != 'Overlapping'",message="WithVersionUpgrade would rotate keys with outside consumers on an upgrade nobody planned for them: use KeyGeneration or Schedule with strategy Overlapping"
 // +kubebuilder:validation:XValidation:rule="!has(self.distribution) || has(self.ceph) || self.distribution.all(t, !has(t.format) || t.format == 'Native')",fieldPath=".distribution",message="distribution[].format CephCSI and CephCSIWithAdmin write a cephx entity's userID and userKey, for spec.ceph sets only: remove format (Native is the default) from this set's targets"
@@ -82,6 +83,13 @@ type CredentialSetSpec struct {
 	// +optional
 	// +kubebuilder:default={}
 	Rotation RotationSpec `json:"rotation,omitempty"`
+
+	// DeletionPolicy says what deleting the set does to the backend:
+	// Discard keeps only the current credentials valid, Delete removes the
+	// identities rekey created, Retain changes nothing.
+	// +optional
+	// +kubebuilder:default=Discard
+	DeletionPolicy DeletionPolicy `json:"deletionPolicy,omitempty"`
 }
 
 // SecretTarget is a Secret rekey writes the effective credentials to.

@@ -42,6 +42,8 @@ func TestAccessorsApplyDefaults(t *testing.T) {
 		{"config section set", (&RabbitMQConfigFile{Section: "oslo_messaging"}).SectionName(), "oslo_messaging"},
 		{"config option unset", (&RabbitMQConfigFile{}).OptionName(), "transport_url"},
 		{"config option set", (&RabbitMQConfigFile{Option: "url"}).OptionName(), "url"},
+		{"deletion policy unset", (&CredentialSetSpec{}).OnDeletion(), DeletionDiscard},
+		{"deletion policy set", (&CredentialSetSpec{DeletionPolicy: DeletionRetain}).OnDeletion(), DeletionRetain},
 	}
 	for _, c := range cases {
 		if c.got != c.want {
@@ -81,6 +83,7 @@ func TestCRDDefaultsMatchAccessors(t *testing.T) {
 		{"spec.rabbitmq.transportURL.key", DefaultTransportURLKey},
 		{"spec.rabbitmq.configFile.section", DefaultConfigFileSection},
 		{"spec.rabbitmq.configFile.option", DefaultConfigFileOption},
+		{"spec.deletionPolicy", DefaultDeletionPolicy},
 	}
 	for _, c := range cases {
 		s := root

@@ -121,9 +121,25 @@ type Repairer interface {
 	RepairPending(ctx context.Context, cur, pending Secrets) error
 }
 
-// Deprovisioner is implemented by backends that create identities rekey
-// alone owns (a user per generation): deleting the CredentialSet removes
-// them, once no consumer still uses them.
+// Releaser is implemented by backends that keep more than the current
+// secrets while no rotation is in flight (prior generations), or that mark
+// what they manage. Release runs when a set with deletionPolicy Discard is
+// deleted, never while a rotation is in flight: afterwards cur is the only
+// valid secret of the identities rekey made for the set (prior generations
+// and leftovers of interrupted rotations are gone), and the identities cur
+// names stay, no longer marked as the set's, so that a later set may adopt
+// them. It changes nothing rekey did not make for this very set, and is
+// idempotent.
+type Releaser interface {
+	Release(ctx context.Context, cur Secrets) error
+}
+
+// Deprovisioner is implemented by backends that can tell the identities
+// rekey created for a set from those it adopted. Deprovision runs when a
+// set with deletionPolicy Delete is deleted, once its declared consumers
+// are gone and no rotation is in flight: every identity rekey created for
+// the set goes; one it adopted (it existed before rekey) stays and is
+// released as Release does. Idempotent.
 type Deprovisioner interface {
 	Deprovision(ctx context.Context, cur Secrets) error
 }
