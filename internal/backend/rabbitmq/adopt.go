@@ -126,17 +126,18 @@ func (b *Backend) resetAdopted(ctx context.Context, name, password string) error
 	return b.apiError(ctx, "reset the password of user "+name, err)
 }
 
-// release removes this set's mark from an adopted user, and nothing else:
-// when the set is deleted before retiring it (the user existed before
-// rekey and services may still use it), and when retiring a user other
-// sets still hold (their consumers may still log in as it; the last of
-// them deletes it once its own consumers moved: a finalizer per user, one
-// per set).
-func (b *Backend) release(ctx context.Context, name string) error {
+// release removes this set's mark from a user, and nothing else (its
+// password, other tags and permissions stay): when the set is deleted and
+// leaves the user to whoever uses it (an adopted user existed before rekey
+// and services may still use it; Release leaves the current generation to
+// its consumers), and when retiring a user other sets still hold (their
+// consumers may still log in as it; the last of them deletes it once its
+// own consumers moved: a finalizer per user, one per set).
+func (b *Backend) release(ctx context.Context, step, name string) error {
 	if name == b.adminUser {
 		return nil
 	}
-	return b.retag(ctx, "deprovision", name, func(tags rabbithole.UserTags) rabbithole.UserTags {
+	return b.retag(ctx, step, name, func(tags rabbithole.UserTags) rabbithole.UserTags {
 		if !b.owned(tags) {
 			return nil
 		}

@@ -64,6 +64,7 @@ var (
 	_ engine.Backend       = (*Backend)(nil)
 	_ engine.Scoped        = (*Backend)(nil)
 	_ engine.Deprovisioner = (*Backend)(nil)
+	_ engine.Releaser      = (*Backend)(nil)
 
 	_ engine.TransportReporter = (*Backend)(nil)
 )

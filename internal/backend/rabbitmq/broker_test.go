@@ -15,6 +15,7 @@ func TestOnRealBroker(t *testing.T) {
 	t.Run("provision makes tags and permissions exact", func(t *testing.T) { t.Parallel(); testProvisionExact(t, br) })
 	t.Run("reset", func(t *testing.T) { t.Parallel(); testReset(t, br) })
 	t.Run("deprovision", func(t *testing.T) { t.Parallel(); testDeprovision(t, br) })
+	t.Run("release", func(t *testing.T) { t.Parallel(); testRelease(t, br) })
 	t.Run("login check", func(t *testing.T) { t.Parallel(); testLoginCheck(t, br) })
 	t.Run("version and cluster", func(t *testing.T) { t.Parallel(); testVersionAndCluster(t, br) })
 	t.Run("refusals", func(t *testing.T) { t.Parallel(); testRefusals(t, br) })

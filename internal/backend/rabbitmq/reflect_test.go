@@ -118,7 +118,7 @@ func TestNothingRemoteReflected(t *testing.T) {
 			calls := map[string]error{
 				"Version": verr, "ClusterID": cerr, "Provision": perr, "Precheck": b.Precheck(ctx, cur), "Apply": aerr,
 				"Verify": b.Verify(ctx, pending), "Retire": b.Retire(ctx, cur, pending), "Reset": b.Reset(ctx, cur),
-				"Deprovision": b.Deprovision(ctx, cur), "ProveAdoption": b.ProveAdoption(ctx, cur[KeyPassword]),
+				"Deprovision": b.Deprovision(ctx, cur), "Release": b.Release(ctx, cur), "ProveAdoption": b.ProveAdoption(ctx, cur[KeyPassword]),
 			}
 			if strings.Contains(cid, canary) {
 				t.Errorf("ClusterID repeats the endpoint's answer: %q", cid)

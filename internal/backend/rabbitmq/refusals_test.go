@@ -115,6 +115,14 @@ func testRefusals(t *testing.T, br *broker) {
 		if br.exists(t, "svcadm-g2") || !br.exists(t, "svcadm-g1") {
 			t.Error("Deprovision must delete svcadm-g2 and keep the admin svcadm-g1")
 		}
+		// Even marked as this set's, the admin keeps its tags on Release.
+		br.putUser(t, "svcadm-g1", "svcadm-admin-password", "administrator", OwnerTag(testOwner))
+		if err := b.Release(ctx, cur); err != nil {
+			t.Fatal(err)
+		}
+		if tags := br.state(t, "svcadm-g1").tags; len(tags) != 2 {
+			t.Errorf("Release changed the admin's tags: %v", tags)
+		}
 		br.login(t, b, "svcadm-g1", "svcadm-admin-password", true)
 	})
 
@@ -155,6 +163,7 @@ func TestUnreachable(t *testing.T) {
 	for name, err := range map[string]error{
 		"Version": verr, "ClusterID": cerr, "Provision": perr, "Precheck": b.Precheck(ctx, cur), "Apply": aerr,
 		"Retire": b.Retire(ctx, cur, pending), "Reset": b.Reset(ctx, cur), "Deprovision": b.Deprovision(ctx, cur),
+		"Release": b.Release(ctx, cur),
 	} {
 		u, ok := engine.AsUnreachable(err)
 		if !ok || u.Instance != spec.Endpoint {

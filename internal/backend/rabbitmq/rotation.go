@@ -170,7 +170,7 @@ func (b *Backend) Retire(ctx context.Context, cur, pending engine.Secrets) (err 
 	}
 	if others := b.coOwners(tags); len(others) > 0 {
 		// An adopted user other sets hold too: only this set lets go.
-		return b.release(ctx, old)
+		return b.release(ctx, "discard", old)
 	}
 	if err := b.deleteUser(ctx, old); err != nil {
 		return err
@@ -212,9 +212,33 @@ func (b *Backend) Deprovision(ctx context.Context, cur engine.Secrets) (err erro
 		return err
 	}
 	if user := cur[KeyUsername]; user != "" && b.isAdopted(user) {
-		return b.release(ctx, user)
+		return b.release(ctx, "deprovision", user)
 	}
 	return nil
+}
+
+// Release implements engine.Releaser: every other generation of this set
+// goes (priors, leftovers of interrupted rotations), then the current user
+// loses this set's mark and keeps everything else, so that its consumers
+// go on and a later set may adopt it. Users without this set's mark are
+// not touched, as in every sweep.
+func (b *Backend) Release(ctx context.Context, cur engine.Secrets) (err error) {
+	defer func() { err = b.redact(err, cur) }()
+	user := cur[KeyUsername]
+	if user == "" {
+		return b.noCurrentRefusal()
+	}
+	if err := b.removeGenerations(ctx, "release", user); err != nil {
+		return err
+	}
+	return b.release(ctx, "release", user)
+}
+
+// noCurrentRefusal: without the current user, any generation may be the
+// one consumers log in as, so none is deleted.
+func (b *Backend) noCurrentRefusal() error {
+	return &engine.Refusal{Reason: string(reason.KeyMismatch), Message: fmt.Sprintf(
+		"the source Secret names no current user (%s is empty), so rekey cannot tell which user on %s consumers log in as and deleted none: restore the source Secret, or choose deletionPolicy Retain and delete the set's users by hand", KeyUsername, b.endpoint)}
 }
 
 func (b *Backend) sameUserRefusal(r reason.Reason, user string) error {
