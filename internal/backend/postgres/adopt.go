@@ -102,8 +102,10 @@ func (b *Backend) claimAdopted(ctx context.Context, t *topology, name, password 
 	return nil
 }
 
-// release hands an adopted role that is still current back without this
-// set's mark: it existed before rekey, so deleting the set leaves it.
+// release hands a role back without this set's mark, and changes nothing
+// else (password, membership, settings): an adopted role still current
+// existed before rekey, and the current login of a released set is left to
+// its consumers, so deleting the set leaves either.
 func (b *Backend) release(ctx context.Context, t *topology, name string) error {
 	r, err := b.lookup(ctx, t.primary, name)
 	if err != nil || !r.exists || !b.owned(r) {

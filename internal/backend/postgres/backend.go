@@ -49,6 +49,7 @@ type Backend struct {
 var (
 	_ engine.Backend           = (*Backend)(nil)
 	_ engine.Deprovisioner     = (*Backend)(nil)
+	_ engine.Releaser          = (*Backend)(nil)
 	_ engine.TransportReporter = (*Backend)(nil)
 )
 

@@ -237,6 +237,30 @@ func (b *Backend) Deprovision(ctx context.Context, cur engine.Secrets) (err erro
 	return nil
 }
 
+// Release implements engine.Releaser: every other login role of this set
+// goes once no session uses it (priors, leftovers of interrupted
+// rotations), then the current login loses this set's mark and keeps its
+// password and its membership in the group, so that its consumers go on
+// and a later set may adopt it. Roles without this set's mark are not
+// touched.
+func (b *Backend) Release(ctx context.Context, cur engine.Secrets) (err error) {
+	defer func() { err = safe(err) }()
+	user := cur[KeyUsername]
+	if user == "" {
+		return &engine.Refusal{Reason: string(reason.KeyMismatch), Message: fmt.Sprintf(
+			"the source Secret names no current login (%s is empty), so rekey cannot tell which role consumers log in as and dropped none: restore the source Secret, or choose deletionPolicy Retain and drop the set's roles by hand", KeyUsername)}
+	}
+	t, err := b.topology(ctx)
+	if err != nil {
+		return err
+	}
+	defer t.close(ctx)
+	if err := b.removeGenerations(ctx, t, reason.UsersInUse, user); err != nil {
+		return err
+	}
+	return b.release(ctx, t, user)
+}
+
 // isAdopted: user is the role spec.postgres.adopt names.
 func (b *Backend) isAdopted(user string) bool { return b.adopt != "" && user == b.adopt }
 
