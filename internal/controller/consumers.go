@@ -177,6 +177,10 @@ func (r *Reconciler) syncConsumers(ctx context.Context, t *turn) (bool, error) {
 		obj := newWorkload(c.Kind)
 		err := r.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: c.Name}, obj)
 		switch {
+		case apierrors.IsNotFound(err) && !cs.DeletionTimestamp.IsZero():
+			// A consumer deleted with its set holds nothing any more: the
+			// rotation in flight must not wait for it to roll out.
+			st.RolledOut, st.Message = true, fmt.Sprintf("%s %s/%s is gone (the set is being deleted)", c.Kind, ns, c.Name)
 		case apierrors.IsNotFound(err):
 			st.Message = fmt.Sprintf("%s %s/%s not found", c.Kind, ns, c.Name)
 		case err != nil:

@@ -33,25 +33,22 @@ func consumerFinalizers(cs *v1.CredentialSet) map[string]string {
 	return out
 }
 
-// syncFinalizers makes the set's finalizers match its consumers, for
-// backends that delete identities on deletion.
-func (r *Reconciler) syncFinalizers(ctx context.Context, cs *v1.CredentialSet, p *plan) error {
-	if _, ok := p.backend.(engine.Deprovisioner); !ok {
-		return nil
-	}
-	want := []string{naming.DeprovisionFinalizer}
-	for f := range consumerFinalizers(cs) {
-		want = append(want, f)
-	}
+// syncFinalizers makes the set's finalizers match its deletion policy and
+// consumers. A set being deleted only loses finalizers: the API server
+// refuses new ones then.
+func (r *Reconciler) syncFinalizers(ctx context.Context, cs *v1.CredentialSet) error {
+	want := wantedFinalizers(cs)
 	var next []string
 	for _, f := range cs.Finalizers {
 		if !isRekeyFinalizer(f) || slices.Contains(want, f) {
 			next = append(next, f)
 		}
 	}
-	for _, f := range want {
-		if !slices.Contains(next, f) {
-			next = append(next, f)
+	if cs.DeletionTimestamp.IsZero() {
+		for _, f := range want {
+			if !slices.Contains(next, f) {
+				next = append(next, f)
+			}
 		}
 	}
 	if slices.Equal(next, cs.Finalizers) {
@@ -73,12 +70,13 @@ func (r *Reconciler) patchFinalizers(ctx context.Context, cs *v1.CredentialSet, 
 	return r.Client.Patch(ctx, cs, client.RawPatch(types.MergePatchType, body))
 }
 
-// finalize runs when a set with rekey's finalizers is deleted: each
-// consumer's finalizer goes once the consumer is gone or no longer
-// declared; when none is left, the backend identities are deleted, then
-// the source Secret, then the last finalizer. A consumer still there keeps
-// everything, and a Warning says which.
+// finalize winds a deleted set down per its deletion policy, no rotation
+// being in flight. With Delete, each consumer's finalizer goes once the
+// consumer is gone or no longer declared, and a consumer still there keeps
+// everything (a Warning says which); then the backend step runs, the
+// source Secret is emptied, and the last finalizer goes.
 func (r *Reconciler) finalize(ctx context.Context, cs *v1.CredentialSet) (ctrl.Result, error) {
+	policy := cs.Spec.OnDeletion()
 	declared := consumerFinalizers(cs)
 	var keep, inUse []string
 	for _, f := range cs.Finalizers {
@@ -87,7 +85,7 @@ func (r *Reconciler) finalize(ctx context.Context, cs *v1.CredentialSet) (ctrl.R
 			continue
 		}
 		label, ok := declared[f]
-		if !ok {
+		if !ok || policy != v1.DeletionDelete {
 			continue
 		}
 		gone, err := r.consumerGone(ctx, cs, f)
@@ -103,26 +101,32 @@ func (r *Reconciler) finalize(ctx context.Context, cs *v1.CredentialSet) (ctrl.R
 		if err := r.patchFinalizers(ctx, cs, keep); err != nil {
 			return ctrl.Result{}, err
 		}
+		cs.Finalizers = keep
 	}
 	if len(inUse) > 0 {
 		slices.Sort(inUse)
-		r.event(cs, "Warning", reason.UsersInUse, "Delete", "the set and its backend identities are kept because %s may still use them: delete those consumers, or remove them from spec.consumers / spec.consumerGroups, and the deletion completes", summarize(inUse, "consumers", "spec.consumers"))
+		r.event(cs, "Warning", reason.UsersInUse, "Delete", "the set and its backend identities are kept because %s may still use them: delete those consumers, or remove them from spec.consumers / spec.consumerGroups, or set spec.deletionPolicy to Discard to keep the current credentials valid, and the deletion completes", summarize(inUse, "consumers", "spec.consumers"))
 		return ctrl.Result{RequeueAfter: 30 * time.Second}, nil
 	}
 	if !slices.Contains(cs.Finalizers, naming.DeprovisionFinalizer) {
 		return ctrl.Result{}, nil
 	}
-	if err := r.deprovision(ctx, cs); err != nil {
+	if err := r.windDown(ctx, cs, policy); err != nil {
 		var se *errSpec
 		rf, refused := engine.AsRefusal(err)
 		notOwned := refused && rf.Reason == string(reason.NotOwned)
 		if !errors.As(err, &se) && !apierrors.IsNotFound(err) && !notOwned {
+			why := reason.BackendError
+			if refused {
+				why = reason.Reason(rf.Reason)
+			}
+			r.event(cs, "Warning", why, "Delete", "the deleted set could not be wound down (deletionPolicy %s), so it stays and rekey tries again: %v; to let go at once without changing the backend, set spec.deletionPolicy to Retain", policy, err)
 			return ctrl.Result{}, err
 		}
 		// The backend cannot be reached as the spec says (its admin Secret
 		// went with the namespace, say): the identities stay, and the set
 		// does not block its namespace's deletion forever.
-		r.event(cs, "Warning", reason.UsersInUse, "Delete", "the set's backend identities could not be deleted and were left in place: %v; delete them by hand if no one uses them", err)
+		r.event(cs, "Warning", reason.UsersInUse, "Delete", "the set's backend identities could not be wound down (deletionPolicy %s) and were left as they are: %v; remove them by hand if no one uses them", policy, err)
 	}
 	return ctrl.Result{}, r.patchFinalizers(ctx, cs, slices.DeleteFunc(slices.Clone(cs.Finalizers), func(f string) bool { return f == naming.DeprovisionFinalizer }))
 }
@@ -144,9 +148,9 @@ func (r *Reconciler) consumerGone(ctx context.Context, cs *v1.CredentialSet, fin
 	return false, nil
 }
 
-// deprovision deletes every identity the set holds (current and pending),
-// then its source Secret.
-func (r *Reconciler) deprovision(ctx context.Context, cs *v1.CredentialSet) error {
+// windDown runs the policy's backend step with the set's current
+// secrets, then empties its source Secret.
+func (r *Reconciler) windDown(ctx context.Context, cs *v1.CredentialSet, policy v1.DeletionPolicy) error {
 	p, err := r.planFor(ctx, cs)
 	if err != nil {
 		return err
@@ -156,14 +160,18 @@ func (r *Reconciler) deprovision(ctx context.Context, cs *v1.CredentialSet) erro
 		return err
 	}
 	if src != nil {
-		keys := p.backend.Keys()
-		cur, _ := engine.Current(src.Data, keys)
-		// The finalizer that leads here is only added for a Deprovisioner,
-		// but a finalizer left by an older manager must not panic this one.
-		if d, ok := p.backend.(engine.Deprovisioner); ok {
-			if err := d.Deprovision(ctx, cur); err != nil {
-				return err
-			}
+		cur, err := r.oneSecretLeft(ctx, cs, p.backend, src.Data)
+		if err != nil {
+			return err
+		}
+		step := policy
+		if len(cur) == 0 {
+			// Nothing was ever provisioned: no consumer holds anything, so
+			// whatever rekey made for the set may go, whatever the policy.
+			step = v1.DeletionDelete
+		}
+		if err := backendWindDown(ctx, p.backend, step, cur); err != nil {
+			return err
 		}
 		// Emptied, not deleted: the manager holds no delete permission on
 		// Secrets anywhere (least privilege), and nothing secret remains.
@@ -171,6 +179,45 @@ func (r *Reconciler) deprovision(ctx context.Context, cs *v1.CredentialSet) erro
 			return err
 		}
 	}
-	r.event(cs, "Normal", reason.Deprovisioned, "Delete", "the set's backend identities were deleted and its source Secret %s/%s emptied", r.Namespace, naming.SourceSecretName(cs))
+	why := reason.Released
+	if policy == v1.DeletionDelete {
+		why = reason.Deprovisioned
+	}
+	r.event(cs, "Normal", why, "Delete", "the set was deleted with deletionPolicy %s: %s; its source Secret %s/%s was emptied", policy, policyNote(policy), r.Namespace, naming.SourceSecretName(cs))
+	return nil
+}
+
+// oneSecretLeft returns the secrets the set's identities hold once no
+// rotation is in flight. A rotation is still in flight here only in a
+// namespace being deleted, whose consumers go with it: the backend is
+// brought back to one secret as a rollback would (Reset to the current
+// ones), or, for an in-place rotation that applied and cannot roll back,
+// the pending ones are what the backend holds.
+func (r *Reconciler) oneSecretLeft(ctx context.Context, cs *v1.CredentialSet, b engine.Backend, data map[string][]byte) (engine.Secrets, error) {
+	keys := b.Keys()
+	cur, _ := engine.Current(data, keys)
+	if !rotationInFlight(cs.Status) {
+		return cur, nil
+	}
+	if !b.Traits().Overlap && cs.Status.RotateApplied {
+		if engine.InspectPending(data, keys, cs.Status.RotationID) == engine.PendingMatch {
+			return engine.Pending(data, keys), nil
+		}
+		return cur, nil
+	}
+	return cur, b.Reset(ctx, cur)
+}
+
+// backendWindDown is the backend's part: Delete deprovisions where the
+// backend can tell what rekey created, and releases otherwise; Discard
+// releases. A backend with neither keeps nothing but the current secrets
+// while no rotation is in flight, and marks nothing.
+func backendWindDown(ctx context.Context, b engine.Backend, policy v1.DeletionPolicy, cur engine.Secrets) error {
+	if d, ok := b.(engine.Deprovisioner); ok && policy == v1.DeletionDelete {
+		return d.Deprovision(ctx, cur)
+	}
+	if rel, ok := b.(engine.Releaser); ok {
+		return rel.Release(ctx, cur)
+	}
 	return nil
 }

@@ -76,6 +76,7 @@ func (r *Reconciler) decisionInput(ctx context.Context, t *turn, rolledOut bool)
 		Consumers:      engine.DeclaredConsumers(cs.Spec),
 		RolloutDone:    rolledOut,
 		Now:            r.now(),
+		Deleting:       !cs.DeletionTimestamp.IsZero(),
 	}
 	var err error
 	if in.Irreversible, err = r.irreversible(ctx, t); err != nil {

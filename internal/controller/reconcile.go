@@ -110,7 +110,7 @@ func (r *Reconciler) load(ctx context.Context, cs *v1.CredentialSet, obs *observ
 		return nil, err
 	}
 	obs.transport = transportOf(p.backend)
-	if err := r.syncFinalizers(ctx, cs, p); err != nil {
+	if err := r.syncFinalizers(ctx, cs); err != nil {
 		return nil, err
 	}
 	src, err := r.getSourceSecret(ctx, cs)

@@ -137,14 +137,13 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	}
 	defer r.lockTable().unlock(req.NamespacedName, keys)
 	if !cs.DeletionTimestamp.IsZero() {
-		if !slices.ContainsFunc(cs.Finalizers, isRekeyFinalizer) {
-			return ctrl.Result{}, nil
-		}
-		res, err := r.finalize(ctx, cs)
+		res, handled, err := r.deleted(ctx, cs)
 		if isRace(ctx, err) {
 			return ctrl.Result{Requeue: true}, nil
 		}
-		return res, err
+		if handled {
+			return res, err
+		}
 	}
 	if phase := firstPhase(cs.Status); phase != cs.Status.Phase {
 		if err := r.casStatus(ctx, cs, func(st *v1.CredentialSetStatus) { st.Phase = phase }); err != nil {

@@ -87,6 +87,9 @@ type Input struct {
 	RolloutDone   bool      // every consumer rolled out the active rotation
 	RolloutDoneAt time.Time // since when (for AfterRollout's grace period)
 	Now           time.Time
+	// Deleting: the set is being deleted. A rotation in flight completes
+	// (or is aborted); none starts.
+	Deleting bool
 }
 
 // Decision is the outcome of Decide.
@@ -137,6 +140,11 @@ func Decide(in Input) Decision {
 				return Decision{Action: Wait, Requeue: left}
 			}
 			return Decision{Action: Reset}
+		}
+		if in.Deleting {
+			// Whatever asks for a rotation, a deleted set only winds down:
+			// the finalizer runs now.
+			return Decision{Action: None}
 		}
 		if in.RotateRequest != "" {
 			if in.RotateRequest == st.LastRotationID || in.RotateRequest == st.LastRolledBackID {

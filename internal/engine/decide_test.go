@@ -154,6 +154,15 @@ func TestDecide(t *testing.T) {
 		{"in-place rotation not yet applied can be aborted", Input{Status: rotating, AbortRequest: "r1"}, Decision{Action: Rollback}},
 		{"reset before a waiting rotation starts", Input{Status: v1.CredentialSetStatus{Phase: v1.PhaseIdle, ResetPending: true}, RotateRequest: "r2", RolloutDone: true, AbortRequest: "r1"},
 			Decision{Action: Reset}},
+
+		// A deleted set winds down: what is in flight completes, nothing starts.
+		{"deleting: a rotate request starts nothing", Input{Status: idle, RotateRequest: "r1", Deleting: true}, Decision{Action: None}},
+		{"deleting: the policy starts nothing", Input{Status: idle, PolicyRotation: "keygeneration-3", Deleting: true}, Decision{Action: None}},
+		{"deleting: a rotation in flight continues", Input{Status: rotating, Pending: PendingMatch, Deleting: true}, Decision{Action: ContinueRotation}},
+		{"deleting: a rolled-out rotation is discarded", Input{Status: distributed, Pending: PendingMatch, Policy: v1.DiscardAfterRollout, Consumers: 1, RolloutDone: true, RolloutDoneAt: now.Add(-time.Hour), Now: now, Deleting: true},
+			Decision{Action: Discard, AutoDiscarded: true}},
+		{"deleting: a reset finishes", Input{Status: v1.CredentialSetStatus{Phase: v1.PhaseIdle, ResetPending: true}, RolloutDone: true, Deleting: true}, Decision{Action: Reset}},
+		{"deleting: an abort is still served", Input{Status: distributed, Pending: PendingMatch, AbortRequest: "r1", Deleting: true}, Decision{Action: Rollback}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

@@ -126,8 +126,17 @@ const (
 	CoverageReset Reason = "CoverageReset"
 	// UserRetired: an old identity was deleted from the backend.
 	UserRetired Reason = "UserRetired"
-	// Deprovisioned: a deleted set's identities were removed.
+	// Deprovisioned: a set deleted with deletionPolicy Delete: the
+	// identities rekey created were removed.
 	Deprovisioned Reason = "Deprovisioned"
+	// Released: a set deleted with deletionPolicy Discard: only its
+	// current credentials stay valid, no longer marked as rekey's.
+	Released Reason = "Released"
+	// Retained: a set deleted with deletionPolicy Retain: rekey let go
+	// and changed nothing.
+	Retained Reason = "Retained"
+	// DeletionWaiting: a deleted set finishes its rotation in flight first.
+	DeletionWaiting Reason = "DeletionWaiting"
 )
 
 // Condition types.

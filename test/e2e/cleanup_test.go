@@ -78,6 +78,7 @@ func deleteSetsAtEnd(t testing.TB, c client.Client, host, ns string) {
 		for i := range list.Items {
 			cs := &list.Items[i]
 			keepForScan(host, cs)
+			setCleanupPolicy(c, cs)
 			if err := c.Delete(ctx, cs); err != nil && !apierrors.IsNotFound(err) {
 				t.Errorf("cleanup: delete %s/%s: %v", ns, cs.Name, err)
 			}
@@ -99,6 +100,26 @@ func deleteSetsAtEnd(t testing.TB, c client.Client, host, ns string) {
 			t.Errorf("cleanup: sets %s still exist after their finalizers were removed", strings.Join(left, ", "))
 		}
 	})
+}
+
+// setCleanupPolicy picks how a test's set is deleted at its end: the users
+// and roles of RabbitMQ and PostgreSQL sets are deleted (as before sets had
+// a deletion policy: later tests on the same broker or server must not find
+// them); other sets, and any set with a rotation in flight (which would
+// otherwise finish first), are let go as they are. Tests of the policies
+// themselves delete their sets before this runs.
+func setCleanupPolicy(c client.Client, cs *v1.CredentialSet) {
+	want := v1.DeletionRetain
+	st := cs.Status
+	idle := st.Phase != v1.PhaseRotating && st.Phase != v1.PhaseDistributed && !st.ResetPending
+	if idle && (cs.Spec.RabbitMQ != nil || cs.Spec.Postgres != nil) {
+		want = v1.DeletionDelete
+	}
+	if cs.Spec.DeletionPolicy == want {
+		return
+	}
+	body, _ := json.Marshal(map[string]any{"spec": map[string]any{"deletionPolicy": want}})
+	_ = c.Patch(context.Background(), cs, client.RawPatch(types.MergePatchType, body))
 }
 
 // waitSetsGone polls until ns holds no set or bound passed, applying edit

@@ -108,11 +108,10 @@ func TestPostgresRotation(t *testing.T) {
 	assertNoSecretLeaked(t, ns, "app", map[string]string{"admin": p.AdminPassword,
 		"app_g1": string(g1["password"]), "app_g2": string(g2["password"])})
 
-	// Deleting the set while its consumer group may still use app_g2
-	// keeps the role; once the group is gone, the role goes with the set.
-	if err := k8s.Delete(ctxT(t), getSet(t, ns, "app")); err != nil {
-		t.Fatal(err)
-	}
+	// Deleting the set (deletionPolicy Delete) while its consumer group may
+	// still use app_g2 keeps the role; once the group is gone, the role
+	// goes with the set.
+	deleteWithPolicyDelete(t, ns, "app")
 	if note := waitEvent(t, ns, "app", string(reason.UsersInUse)); !strings.Contains(note, "web") {
 		t.Fatalf("UsersInUse must name the consumer group: %q", note)
 	}

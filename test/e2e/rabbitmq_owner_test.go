@@ -67,8 +67,11 @@ func putForeignUser(t testing.TB, m *testenv.RabbitMQ, name, password string, ta
 	res.Body.Close()
 }
 
+// deleteSetAndWait deletes a set with deletionPolicy Delete (the users
+// rekey made for it go) and waits until it is gone.
 func deleteSetAndWait(t testing.TB, ns, name string) {
 	t.Helper()
+	updateSpec(t, ns, name, func(cs *v1.CredentialSet) { cs.Spec.DeletionPolicy = v1.DeletionDelete })
 	cs := getSet(t, ns, name)
 	if err := k8s.Delete(ctxT(t), cs); err != nil {
 		t.Fatal(err)

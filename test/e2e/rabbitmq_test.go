@@ -179,10 +179,9 @@ func TestRabbitMQCoverage(t *testing.T) {
 	assertNoSecretLeaked(t, ns, "neutron", map[string]string{"nova-g1": string(g1["password"]),
 		"nova-g2": string(g2["password"]), "admin": m.AdminPassword})
 
-	// Deleting a set while a consumer group still uses its user keeps both.
-	if err := k8s.Delete(ctxT(t), getSet(t, ns, "nova")); err != nil {
-		t.Fatal(err)
-	}
+	// Deleting a set (deletionPolicy Delete) while a consumer group still
+	// uses its user keeps both.
+	deleteWithPolicyDelete(t, ns, "nova")
 	note := waitEvent(t, ns, "nova", string(reason.UsersInUse))
 	if !strings.Contains(note, "compute-a") {
 		t.Fatalf("UsersInUse must name the consumer: %q", note)

@@ -1,0 +1,132 @@
+package controller
+
+import (
+	"context"
+	"slices"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	v1 "rekey.io/rekey/api/v1alpha1"
+	"rekey.io/rekey/internal/naming"
+	"rekey.io/rekey/internal/reason"
+)
+
+// deletionStep is what a deleted set with rekey's finalizers does next.
+type deletionStep int
+
+const (
+	// letGo: rekey's finalizers go at once and nothing else changes
+	// (deletionPolicy Retain).
+	letGo deletionStep = iota
+	// finishRotation: the rotation in flight runs on, through the engine,
+	// until it completes or is aborted; none starts. Consumers that were
+	// given the new secrets must never be left with secrets the backend
+	// no longer accepts, and those still on the old ones must not lose
+	// them halfway.
+	finishRotation
+	// windDown: the policy's backend step, the source Secret emptied, then
+	// the finalizer goes.
+	windDown
+)
+
+// nextDeletionStep decides it. A terminating namespace winds down at once:
+// its consumers, Secrets and admin credentials are being deleted with it,
+// so a rotation in flight could never complete, and waiting for it would
+// hold the namespace forever.
+func nextDeletionStep(policy v1.DeletionPolicy, st v1.CredentialSetStatus, namespaceTerminating bool) deletionStep {
+	switch {
+	case policy == v1.DeletionRetain:
+		return letGo
+	case rotationInFlight(st) && !namespaceTerminating:
+		return finishRotation
+	default:
+		return windDown
+	}
+}
+
+// rotationInFlight: a rotation (or the reset that rolls one back) has
+// begun and not ended, so the backend may accept more than the current
+// secrets, or consumers may hold others.
+func rotationInFlight(st v1.CredentialSetStatus) bool {
+	return st.Phase == v1.PhaseRotating || st.Phase == v1.PhaseDistributed || st.ResetPending
+}
+
+// deleted runs a deleted set's next deletion step. finishRotation returns
+// handled=false: the caller reconciles the set as usual, the engine
+// knowing it is being deleted.
+func (r *Reconciler) deleted(ctx context.Context, cs *v1.CredentialSet) (res ctrl.Result, handled bool, err error) {
+	if !slices.ContainsFunc(cs.Finalizers, isRekeyFinalizer) {
+		return ctrl.Result{}, true, nil
+	}
+	terminating, err := r.namespaceTerminating(ctx, cs.Namespace)
+	if err != nil {
+		return ctrl.Result{}, true, err
+	}
+	switch nextDeletionStep(cs.Spec.OnDeletion(), cs.Status, terminating) {
+	case letGo:
+		return ctrl.Result{}, true, r.release(ctx, cs)
+	case finishRotation:
+		r.rotationEvent(cs, cs.Status.RotationID, "Normal", reason.DeletionWaiting, "Delete",
+			"the set is deleted while rotation %s is in flight: the rotation completes first (or run kubectl rekey abort), so that no consumer is left with credentials the backend no longer accepts; to let go at once and leave the backend as it is, set spec.deletionPolicy to Retain",
+			cs.Status.RotationID)
+		return ctrl.Result{}, false, nil
+	}
+	res, err = r.finalize(ctx, cs)
+	return res, true, err
+}
+
+// release lets go of a set deleted with deletionPolicy Retain: its
+// finalizers go, and the backend, its marks and the source Secret stay.
+func (r *Reconciler) release(ctx context.Context, cs *v1.CredentialSet) error {
+	if rotationInFlight(cs.Status) {
+		r.event(cs, "Warning", reason.Retained, "Delete",
+			"the set was deleted with deletionPolicy Retain while rotation %s was in flight: rekey changed nothing, so the backend may still accept both the old and the new credentials, and the source Secret keeps both; finish by hand (or recreate the set to adopt them)",
+			cs.Status.RotationID)
+	} else {
+		r.event(cs, "Normal", reason.Retained, "Delete",
+			"the set was deleted with deletionPolicy Retain: rekey changed nothing on the backend, and the source Secret stays")
+	}
+	return r.patchFinalizers(ctx, cs, slices.DeleteFunc(slices.Clone(cs.Finalizers), isRekeyFinalizer))
+}
+
+// namespaceTerminating: ns is being deleted (or is gone already).
+func (r *Reconciler) namespaceTerminating(ctx context.Context, ns string) (bool, error) {
+	n := &corev1.Namespace{}
+	err := r.APIReader.Get(ctx, client.ObjectKey{Name: ns}, n)
+	if apierrors.IsNotFound(err) {
+		return true, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	return !n.DeletionTimestamp.IsZero() || n.Status.Phase == corev1.NamespaceTerminating, nil
+}
+
+// wantedFinalizers are the finalizers a set's policy asks for: none with
+// Retain; with Delete one per declared consumer too, since deleting the
+// identities would lock out a consumer still running.
+func wantedFinalizers(cs *v1.CredentialSet) []string {
+	switch cs.Spec.OnDeletion() {
+	case v1.DeletionRetain:
+		return nil
+	case v1.DeletionDelete:
+		want := []string{naming.DeprovisionFinalizer}
+		for f := range consumerFinalizers(cs) {
+			want = append(want, f)
+		}
+		slices.Sort(want[1:])
+		return want
+	}
+	return []string{naming.DeprovisionFinalizer}
+}
+
+// policyNote says in an Event what the policy left valid.
+func policyNote(policy v1.DeletionPolicy) string {
+	if policy == v1.DeletionDelete {
+		return "the identities rekey created for it were deleted (those it adopted stay, no longer marked as the set's)"
+	}
+	return "its current credentials stay valid for the consumers that hold them; everything else rekey made for it was removed, and so were its marks on what stays"
+}

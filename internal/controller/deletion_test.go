@@ -1,0 +1,65 @@
+package controller
+
+import (
+	"slices"
+	"testing"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	v1 "rekey.io/rekey/api/v1alpha1"
+	"rekey.io/rekey/internal/naming"
+)
+
+func TestNextDeletionStep(t *testing.T) {
+	idle := v1.CredentialSetStatus{Phase: v1.PhaseIdle, KeyGeneration: 2}
+	pending := v1.CredentialSetStatus{Phase: v1.PhasePending}
+	rotating := v1.CredentialSetStatus{Phase: v1.PhaseRotating, RotationID: "r1"}
+	distributed := v1.CredentialSetStatus{Phase: v1.PhaseDistributed, RotationID: "r1", RotateApplied: true}
+	resetting := v1.CredentialSetStatus{Phase: v1.PhaseIdle, ResetPending: true}
+	cases := []struct {
+		name        string
+		policy      v1.DeletionPolicy
+		st          v1.CredentialSetStatus
+		terminating bool
+		want        deletionStep
+	}{
+		{"default policy, idle: wind down", "", idle, false, windDown},
+		{"never provisioned: wind down (nothing in flight)", v1.DeletionDiscard, pending, false, windDown},
+		{"discard while rotating: the rotation finishes first", v1.DeletionDiscard, rotating, false, finishRotation},
+		{"delete while distributed: the rotation finishes first", v1.DeletionDelete, distributed, false, finishRotation},
+		{"a rollback's reset finishes first", v1.DeletionDiscard, resetting, false, finishRotation},
+		{"retain lets go in any phase", v1.DeletionRetain, distributed, false, letGo},
+		{"retain lets go when idle", v1.DeletionRetain, idle, false, letGo},
+		{"a terminating namespace winds down at once", v1.DeletionDiscard, distributed, true, windDown},
+		{"retain wins over a terminating namespace", v1.DeletionRetain, rotating, true, letGo},
+	}
+	for _, c := range cases {
+		if got := nextDeletionStep(c.policy, c.st, c.terminating); got != c.want {
+			t.Errorf("%s: got %d, want %d", c.name, got, c.want)
+		}
+	}
+}
+
+func TestWantedFinalizers(t *testing.T) {
+	set := func(policy v1.DeletionPolicy) *v1.CredentialSet {
+		return &v1.CredentialSet{ObjectMeta: metav1.ObjectMeta{Namespace: "app", Name: "db"}, Spec: v1.CredentialSetSpec{
+			DeletionPolicy: policy,
+			Consumers:      []v1.ConsumerRef{{Kind: v1.KindDeployment, Name: "web"}},
+		}}
+	}
+	consumer := naming.ConsumerFinalizer(v1.KindDeployment, "app", "web")
+	cases := []struct {
+		policy v1.DeletionPolicy
+		want   []string
+	}{
+		{"", []string{naming.DeprovisionFinalizer}},
+		{v1.DeletionDiscard, []string{naming.DeprovisionFinalizer}},
+		{v1.DeletionDelete, []string{naming.DeprovisionFinalizer, consumer}},
+		{v1.DeletionRetain, nil},
+	}
+	for _, c := range cases {
+		if got := wantedFinalizers(set(c.policy)); !slices.Equal(got, c.want) {
+			t.Errorf("policy %q: got %v, want %v", c.policy, got, c.want)
+		}
+	}
+}

@@ -1,0 +1,224 @@
+package e2e
+
+import (
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	v1 "rekey.io/rekey/api/v1alpha1"
+	"rekey.io/rekey/internal/engine"
+	"rekey.io/rekey/internal/naming"
+	"rekey.io/rekey/internal/reason"
+	"rekey.io/rekey/internal/testenv"
+)
+
+// Deleting a set must leave nothing valid behind that the user did not
+// choose to keep, and must never lock out a consumer: these tests delete
+// MySQL sets under each deletion policy, in Idle and while Distributed,
+// and check who can log in with which password and what the Secrets hold.
+
+// TestDeletion runs its cases on one MySQL cluster, each in a namespace
+// of its own.
+func TestDeletion(t *testing.T) {
+	c := testenv.MySQLClusterForTest(t, testenv.MySQLOptions{})
+	prepareAdmin(t, c.Instances(), "ops-admin", "ops-admin-password-for-tests")
+	startManager(t, cp.Config)
+	t.Run("WaitsForTheRotation", func(t *testing.T) { deletionWaitsForTheRotation(t, c) })
+	t.Run("Policies", func(t *testing.T) { deletionPolicies(t, c) })
+	t.Run("InTerminatingNamespace", func(t *testing.T) { deletionInTerminatingNamespace(t, c) })
+}
+
+// deletionSet is appUserSet for an admin made once per cluster.
+func deletionSet(t testing.TB, ns, name string, c *testenv.MySQLCluster) *v1.CredentialSet {
+	t.Helper()
+	createSecret(t, ns, "ops-admin", map[string]string{"password": "ops-admin-password-for-tests"})
+	return &v1.CredentialSet{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+		Spec: v1.CredentialSetSpec{
+			MySQL: &v1.MySQLSpec{
+				Instances:      v1.MySQLInstances{Hosts: c.Addrs()},
+				Admin:          v1.MySQLAdmin{User: "ops-admin", PasswordSecretRef: &v1.SecretKeyRef{Name: "ops-admin", Key: "password"}},
+				TLSCASecretRef: mysqlCASecret(t, ns, "mysql-ca"),
+				Users:          []v1.MySQLUser{{Name: name}},
+			},
+			Distribution: []v1.SecretTarget{{Namespace: ns, Name: name + "-db"}},
+		},
+	}
+}
+
+// deletionWaitsForTheRotation: a set deleted while Distributed (default
+// policy Discard) keeps both passwords valid and its finalizer until the
+// rotation completes; then only the new password is valid, the
+// distribution Secret still holds it, and the source Secret is emptied.
+func deletionWaitsForTheRotation(t *testing.T, c *testenv.MySQLCluster) {
+	ns := newNamespace(t)
+	keys := map[string]string{"LEDGER_PASSWORD": "ledger"}
+	cs := deletionSet(t, ns, "ledger", c)
+	if err := k8s.Create(ctxT(t), cs); err != nil {
+		t.Fatal(err)
+	}
+	cs = waitPhase(t, ns, "ledger", v1.PhaseIdle, 1)
+	if !slices.Contains(cs.Finalizers, naming.DeprovisionFinalizer) {
+		t.Fatalf("a set with the default deletion policy has no %s finalizer: %v", naming.DeprovisionFinalizer, cs.Finalizers)
+	}
+	gen1 := userPasswords(sourceData(t, cs), keys, "")
+	rotate(t, ns, "ledger", "ledger-1")
+	cs = waitPhase(t, ns, "ledger", v1.PhaseDistributed, 1)
+	gen2 := userPasswords(sourceData(t, cs), keys, engine.PendingSuffix)
+
+	if err := k8s.Delete(ctxT(t), cs); err != nil {
+		t.Fatal(err)
+	}
+	mustContain(t, "DeletionWaiting", waitEvent(t, ns, "ledger", string(reason.DeletionWaiting)), "ledger-1")
+	// A rotate request on a deleted set starts nothing.
+	rotate(t, ns, "ledger", "ledger-2")
+	holdsFor(t, 2*time.Second, "the deleted set stays Distributed with both passwords", func() (bool, string) {
+		cs := getSet(t, ns, "ledger")
+		return cs.Status.Phase == v1.PhaseDistributed && cs.Status.RotationID == "ledger-1", stateOf(cs)
+	})
+	loginMatrix(t, "deleted while Distributed", c.Instances(), gen1, nil)
+	loginMatrix(t, "deleted while Distributed", c.Instances(), gen2, nil)
+
+	discard(t, ns, "ledger", "ledger-1")
+	waitSetGone(t, ns, "ledger")
+	waitEvent(t, ns, "ledger", string(reason.Released))
+	loginMatrix(t, "after the deletion completed", c.Instances(), gen2, gen1)
+	if got := userPasswords(secretData(t, ns, "ledger-db"), keys, ""); !equalMaps(got, gen2) {
+		t.Fatal("the distribution Secret must keep the credentials consumers use")
+	}
+	if left := secretData(t, OperatorNamespace, naming.SourceSecretName(cs)); len(left) != 0 {
+		t.Fatalf("the source Secret keeps %d keys after deletion", len(left))
+	}
+}
+
+// deletionPolicies: Delete drops the user rekey created; Retain needs no
+// finalizer and changes nothing; a set waiting for its rotation lets go at
+// once when its policy becomes Retain, leaving both passwords valid.
+func deletionPolicies(t *testing.T, c *testenv.MySQLCluster) {
+	ns := newNamespace(t)
+	gone := deletionSet(t, ns, "scratch", c)
+	gone.Spec.DeletionPolicy = v1.DeletionDelete
+	loose := gone.DeepCopy()
+	loose.Name, loose.Spec.DeletionPolicy = "loose", v1.DeletionRetain
+	loose.Spec.MySQL.Users = []v1.MySQLUser{{Name: "loose"}}
+	loose.Spec.Distribution = []v1.SecretTarget{{Namespace: ns, Name: "loose-db"}}
+	kept := gone.DeepCopy()
+	kept.Name, kept.Spec.DeletionPolicy = "archive", ""
+	kept.Spec.MySQL.Users = []v1.MySQLUser{{Name: "archive"}}
+	kept.Spec.Distribution = []v1.SecretTarget{{Namespace: ns, Name: "archive-db"}}
+	for _, cs := range []*v1.CredentialSet{gone, loose, kept} {
+		if err := k8s.Create(ctxT(t), cs); err != nil {
+			t.Fatal(err)
+		}
+	}
+	gone = waitPhase(t, ns, "scratch", v1.PhaseIdle, 1)
+	scratch := userPasswords(sourceData(t, gone), map[string]string{"SCRATCH_PASSWORD": "scratch"}, "")
+	loose = waitPhase(t, ns, "loose", v1.PhaseIdle, 1)
+	if len(loose.Finalizers) != 0 {
+		t.Fatalf("a Retain set needs no finalizer, has %v", loose.Finalizers)
+	}
+	looseKeys := map[string]string{"LOOSE_PASSWORD": "loose"}
+	loose1 := userPasswords(sourceData(t, loose), looseKeys, "")
+	kept = waitPhase(t, ns, "archive", v1.PhaseIdle, 1)
+	archiveKeys := map[string]string{"ARCHIVE_PASSWORD": "archive"}
+	archive1 := userPasswords(sourceData(t, kept), archiveKeys, "")
+	rotate(t, ns, "archive", "archive-1")
+	kept = waitPhase(t, ns, "archive", v1.PhaseDistributed, 1)
+	archive2 := userPasswords(sourceData(t, kept), archiveKeys, engine.PendingSuffix)
+
+	for _, cs := range []*v1.CredentialSet{gone, loose, kept} {
+		if err := k8s.Delete(ctxT(t), cs); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitSetGone(t, ns, "scratch")
+	mustContain(t, "Deprovisioned", waitEvent(t, ns, "scratch", string(reason.Deprovisioned)), "deletionPolicy Delete")
+	loginMatrix(t, "after Delete", c.Instances(), nil, scratch)
+
+	waitSetGone(t, ns, "loose")
+	loginMatrix(t, "after Retain", c.Instances(), loose1, nil)
+	if src := secretData(t, OperatorNamespace, naming.SourceSecretName(loose)); len(src) == 0 {
+		t.Fatal("Retain must keep the source Secret")
+	}
+
+	mustContain(t, "DeletionWaiting", waitEvent(t, ns, "archive", string(reason.DeletionWaiting)), "archive-1")
+	updateSpec(t, ns, "archive", func(cs *v1.CredentialSet) { cs.Spec.DeletionPolicy = v1.DeletionRetain })
+	waitSetGone(t, ns, "archive")
+	mustContain(t, "Retained", waitEvent(t, ns, "archive", string(reason.Retained)), "archive-1", "both")
+	loginMatrix(t, "after Retain mid-rotation: both passwords", c.Instances(), archive1, nil)
+	loginMatrix(t, "after Retain mid-rotation: both passwords", c.Instances(), archive2, nil)
+}
+
+// deletionInTerminatingNamespace: a namespace being deleted takes the set's
+// consumers and Secrets with it, so the rotation in flight cannot complete;
+// the set winds down at once, rolled back to its current password, instead
+// of holding the namespace forever.
+func deletionInTerminatingNamespace(t *testing.T, c *testenv.MySQLCluster) {
+	ns := newNamespace(t)
+	keys := map[string]string{"TEMP_PASSWORD": "temp"}
+	cs := deletionSet(t, ns, "temp", c)
+	if err := k8s.Create(ctxT(t), cs); err != nil {
+		t.Fatal(err)
+	}
+	cs = waitPhase(t, ns, "temp", v1.PhaseIdle, 1)
+	gen1 := userPasswords(sourceData(t, cs), keys, "")
+	rotate(t, ns, "temp", "temp-1")
+	cs = waitPhase(t, ns, "temp", v1.PhaseDistributed, 1)
+	gen2 := userPasswords(sourceData(t, cs), keys, engine.PendingSuffix)
+
+	// envtest runs no namespace controller: the namespace stays
+	// Terminating, which is what the manager sees while one works.
+	n := &corev1.Namespace{}
+	if err := k8s.Get(ctxT(t), client.ObjectKey{Name: ns}, n); err != nil {
+		t.Fatal(err)
+	}
+	if err := k8s.Delete(ctxT(t), n); err != nil {
+		t.Fatal(err)
+	}
+	if err := k8s.Delete(ctxT(t), cs); err != nil {
+		t.Fatal(err)
+	}
+	waitSetGone(t, ns, "temp")
+	loginMatrix(t, "wound down in a terminating namespace", c.Instances(), gen1, gen2)
+	if left := secretData(t, OperatorNamespace, naming.SourceSecretName(cs)); len(left) != 0 {
+		t.Fatalf("the source Secret keeps %d keys after deletion", len(left))
+	}
+}
+
+func waitSetGone(t testing.TB, ns, name string) {
+	t.Helper()
+	eventually(t, time.Minute, name+" deleted", func() (bool, string) {
+		cs := &v1.CredentialSet{}
+		err := k8s.Get(ctxT(t), client.ObjectKey{Namespace: ns, Name: name}, cs)
+		if apierrors.IsNotFound(err) {
+			return true, ""
+		}
+		if err != nil {
+			return false, err.Error()
+		}
+		return false, stateOf(cs) + " finalizers " + strings.Join(cs.Finalizers, ",")
+	})
+}
+
+// deleteWithPolicyDelete sets deletionPolicy Delete on a set that declares
+// consumers, waits until the manager holds a finalizer for them, and
+// deletes the set.
+func deleteWithPolicyDelete(t testing.TB, ns, name string) {
+	t.Helper()
+	updateSpec(t, ns, name, func(cs *v1.CredentialSet) { cs.Spec.DeletionPolicy = v1.DeletionDelete })
+	eventually(t, 30*time.Second, name+" holds its consumers' finalizers", func() (bool, string) {
+		cs := getSet(t, ns, name)
+		return slices.ContainsFunc(cs.Finalizers, func(f string) bool {
+			return strings.HasPrefix(f, naming.ConsumerFinalizerPrefix)
+		}), strings.Join(cs.Finalizers, ",")
+	})
+	if err := k8s.Delete(ctxT(t), getSet(t, ns, name)); err != nil {
+		t.Fatal(err)
+	}
+}
