@@ -48,6 +48,10 @@ type Backend struct {
 	// (MOCO) may know it unfit while every instance still answers. It
 	// refuses with a *engine.Refusal; discard says which phase starts.
 	Gate func(ctx context.Context, discard bool) error
+	// owner is the set's UID the users rekey creates are marked with, and
+	// adopted the keys whose users are never marked (SetOwner, owner.go).
+	owner   string
+	adopted map[string]bool
 }
 
 var _ engine.Backend = (*Backend)(nil)
@@ -166,8 +170,7 @@ func (b *Backend) forEachInstance(ctx context.Context, step string, lift bool, p
 			if err != nil {
 				return b.adminLoginError(err)
 			}
-			s.secrets = append(s.secrets, values(secrets)...)
-			s.perUser = b.perUser
+			b.bind(s, secrets)
 			err = fn(s)
 			if cerr := s.close(ctx); err == nil {
 				err = cerr
@@ -339,6 +342,14 @@ func (b *Backend) resetEach(ctx context.Context, s *session, cur engine.Secrets)
 		}
 	}
 	return nil
+}
+
+// bind gives s what the backend knows beyond the connection: the secrets
+// to redact, the design to follow and the owner to mark creations with.
+func (b *Backend) bind(s *session, secrets engine.Secrets) {
+	s.secrets = append(s.secrets, values(secrets)...)
+	s.perUser = b.perUser
+	s.owner, s.adopted = b.owner, b.adopted
 }
 
 func merge(a, b engine.Secrets) engine.Secrets {

@@ -64,7 +64,8 @@ func (s *session) accounts(ctx context.Context, users []User) (map[string]accoun
 	}
 	rows, err := s.conn.QueryContext(ctx,
 		"SELECT User, Host, JSON_CONTAINS_PATH(COALESCE(User_attributes, '{}'), 'one', '$.additional_password'), "+
-			"JSON_UNQUOTE(JSON_EXTRACT(COALESCE(User_attributes, '{}'), '$.metadata.rekey')), Repl_slave_priv FROM mysql.user WHERE (User, Host) IN ("+in.String()+")")
+			"JSON_UNQUOTE(JSON_EXTRACT(COALESCE(User_attributes, '{}'), '$.metadata.rekey')), "+
+			"JSON_UNQUOTE(JSON_EXTRACT(COALESCE(User_attributes, '{}'), "+ownerPath+")), Repl_slave_priv FROM mysql.user WHERE (User, Host) IN ("+in.String()+")")
 	if err != nil {
 		return nil, s.wrap("read mysql.user", err)
 	}
@@ -72,11 +73,11 @@ func (s *session) accounts(ctx context.Context, users []User) (map[string]accoun
 	for rows.Next() {
 		var name, host string
 		var dual sql.NullInt64
-		var mark, repl sql.NullString
-		if err := rows.Scan(&name, &host, &dual, &mark, &repl); err != nil {
+		var mark, owner, repl sql.NullString
+		if err := rows.Scan(&name, &host, &dual, &mark, &owner, &repl); err != nil {
 			return nil, s.wrap("read mysql.user", err)
 		}
-		out[accountKey(name, host)] = account{exists: true, dual: dual.Int64 == 1, creating: mark.String == "creating", swapping: mark.String == "swapping", replication: repl.String == "Y"}
+		out[accountKey(name, host)] = account{exists: true, dual: dual.Int64 == 1, creating: mark.String == "creating", swapping: mark.String == "swapping", owner: owner.String, replication: repl.String == "Y"}
 	}
 	if err := rows.Err(); err != nil {
 		return nil, s.wrap("read mysql.user", err)

@@ -83,6 +83,7 @@ var mysqlErrors = map[uint16]mysqlError{
 	3878: {failOther, "an empty password cannot be retained: give the account a password first"},
 	3159: {failTLS, "the server accepts only TLS connections (require_secure_transport)"},
 	3955: {failLocked, "the account is locked after too many failed logins (FAILED_LOGIN_ATTEMPTS, PASSWORD_LOCK_TIME)"},
+	4006: {failOther, "the account is the DEFINER of a stored object"},
 	4031: {failUnreachable, "the server closed the idle connection"},
 }
 

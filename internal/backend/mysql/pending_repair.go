@@ -42,8 +42,7 @@ func (b *Backend) RepairPending(ctx context.Context, cur, pending engine.Secrets
 		if err != nil {
 			return err
 		}
-		w.secrets = append(w.secrets, values(secrets)...)
-		w.perUser = b.perUser
+		b.bind(w, secrets)
 		// Decided again in the session that writes: what it acts on is
 		// what MySQL says now.
 		steps, err = b.repairSteps(ctx, w, cur, pending)

@@ -49,6 +49,9 @@ type account struct {
 	// use it as its source user (mysql.user only knows direct grants, not
 	// a role's).
 	replication bool
+	// owner is the UID of the set rekey created the user for ("" when
+	// none: adopted, or created by a rekey that did not mark).
+	owner string
 }
 
 // needsCreate: the user is missing or its creation was interrupted.
@@ -59,18 +62,19 @@ func (a account) needsCreate() bool { return !a.exists || a.creating }
 // user exists.
 func (s *session) account(ctx context.Context, u User) (account, error) {
 	var dual sql.NullInt64
-	var mark, repl sql.NullString
+	var mark, owner, repl sql.NullString
 	err := s.conn.QueryRowContext(ctx,
 		"SELECT JSON_CONTAINS_PATH(COALESCE(User_attributes, '{}'), 'one', '$.additional_password'), "+
-			"JSON_UNQUOTE(JSON_EXTRACT(COALESCE(User_attributes, '{}'), '$.metadata.rekey')), Repl_slave_priv FROM mysql.user WHERE User=? AND Host=?",
-		u.Name, u.Host).Scan(&dual, &mark, &repl)
+			"JSON_UNQUOTE(JSON_EXTRACT(COALESCE(User_attributes, '{}'), '$.metadata.rekey')), "+
+			"JSON_UNQUOTE(JSON_EXTRACT(COALESCE(User_attributes, '{}'), "+ownerPath+")), Repl_slave_priv FROM mysql.user WHERE User=? AND Host=?",
+		u.Name, u.Host).Scan(&dual, &mark, &owner, &repl)
 	if errors.Is(err, sql.ErrNoRows) {
 		return account{}, nil
 	}
 	if err != nil {
 		return account{}, s.wrap("read mysql.user", err)
 	}
-	return account{exists: true, dual: dual.Int64 == 1, creating: mark.String == "creating", swapping: mark.String == "swapping", replication: repl.String == "Y"}, nil
+	return account{exists: true, dual: dual.Int64 == 1, creating: mark.String == "creating", swapping: mark.String == "swapping", owner: owner.String, replication: repl.String == "Y"}, nil
 }
 
 // createUser creates u accepting password, with its grants, or finishes a
@@ -87,7 +91,15 @@ func (s *session) ensureUser(ctx context.Context, u User, password string) (acco
 }
 
 func (s *session) createUser(ctx context.Context, u User, password string) error {
-	if err := s.exec(ctx, "CREATE USER IF NOT EXISTS "+u.Account()+" IDENTIFIED BY "+quote(password)+" ATTRIBUTE "+creatingAttribute); err != nil {
+	mark := creatingAttributeFor(s.owner)
+	if s.adopted[u.Key] {
+		mark = creatingAttribute
+	}
+	// The owner's mark comes with the user, in one statement: no crash
+	// leaves a user rekey created unmarked. IF NOT EXISTS leaves the
+	// attributes of a user that exists (an interrupted creation) as they
+	// are.
+	if err := s.exec(ctx, "CREATE USER IF NOT EXISTS "+u.Account()+" IDENTIFIED BY "+quote(password)+" ATTRIBUTE "+mark); err != nil {
 		return err
 	}
 	for _, g := range u.grantStatements() {

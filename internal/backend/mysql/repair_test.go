@@ -66,7 +66,7 @@ func (f *repairFixture) accepts(t *testing.T, inst *testenv.MySQLInstance, cur, 
 		if (u == f.app && !strings.Contains(grants, "INSERT app")) || (u == f.ops && !strings.Contains(global, "PROCESS")) {
 			t.Fatalf("%s on %s lacks its grants: schema %q, global %q", u, inst.Name, grants, global)
 		}
-		if attrs, _ := inst.QueryString("SELECT COALESCE(CAST(User_attributes AS CHAR), '') FROM mysql.user WHERE User=? AND Host='%'", u); strings.Contains(attrs, "rekey") {
+		if attrs, _ := inst.QueryString("SELECT COALESCE(CAST(User_attributes AS CHAR), '') FROM mysql.user WHERE User=? AND Host='%'", u); strings.Contains(attrs, `"rekey"`) {
 			t.Fatalf("%s on %s still carries the creation mark: %s", u, inst.Name, attrs)
 		}
 	}

@@ -46,6 +46,10 @@ type session struct {
 	// perUser: the earlier design (one statement, one round
 	// trip, per user), for the side-by-side benchmark only (Backend.perUser).
 	perUser bool
+	// owner marks the users this session creates, except those whose
+	// source Secret key is adopted (owner.go); "" marks none.
+	owner   string
+	adopted map[string]bool
 }
 
 // dialTimeout bounds how long an unreachable instance holds a phase.

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"maps"
 	"net"
+	"slices"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"sigs.k8s.io/controller-runtime/pkg/log"
@@ -118,6 +119,11 @@ func build(ctx context.Context, cs *v1.CredentialSet, k registry.Kube, o registr
 			p.Adopt = maps.Clone(mc.Current)
 		}
 		b.Gate, p.Extra = mc.Gate, mc
+	}
+	// The users rekey creates are marked as this set's, except those whose
+	// passwords the user handed over: deletion drops only marked ones.
+	if err := b.SetOwner(string(cs.UID), slices.Collect(maps.Keys(p.Adopt))); err != nil {
+		return nil, err
 	}
 	if spec.Instances.StatefulSet != nil {
 		p.InstancesAdded = func(ctx context.Context) (bool, error) { return instancesAdded(ctx, k, cs, b) }
