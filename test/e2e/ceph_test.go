@@ -248,8 +248,31 @@ func TestCephOverlapping(t *testing.T) {
 	waitEvent(t, ns, "csi", string(reason.OrphanRemoved))
 	wantEntities(t, c, "client.csi.2", "client.csi.3", "client.csi.4")
 	discard(t, ns, "csi", "r4")
-	waitPhase(t, ns, "csi", v1.PhaseIdle, 4)
+	cs = waitPhase(t, ns, "csi", v1.PhaseIdle, 4)
 	wantEntities(t, c, "client.csi.3", "client.csi.4")
+
+	// Deleted with the default policy (Discard): the prior generation goes,
+	// the current one stays, works, and no longer carries rekey's record,
+	// and the source Secret is emptied; the distribution Secret stays.
+	g4 := assertCephSecrets(t, c, cs, "client.csi")["client.csi"]
+	if err := k8s.Delete(ctxT(t), cs); err != nil {
+		t.Fatal(err)
+	}
+	waitSetGone(t, ns, "csi")
+	waitEvent(t, ns, "csi", string(reason.Released))
+	wantEntities(t, c, "client.csi.4")
+	if !cephAuthenticates(t, c, "client.csi.4", g4) {
+		t.Fatal("the current generation must still authenticate after the set's deletion")
+	}
+	if out, err := c.CLI(ctxT(t), "config-key", "exists", "rekey/owner/client.csi.4"); err == nil {
+		t.Fatalf("rekey's record of client.csi.4 outlived the set: %s", out)
+	}
+	if left := secretData(t, OperatorNamespace, naming.SourceSecretName(cs)); len(left) != 0 {
+		t.Fatalf("the source Secret keeps %d keys after deletion", len(left))
+	}
+	if n := string(secretData(t, ns, "csi-keys")["client.csi.name"]); n != "client.csi.4" {
+		t.Fatalf("the distribution Secret names %q after deletion, want client.csi.4", n)
+	}
 }
 
 func wantEntities(t testing.TB, c *testenv.Ceph, want ...string) {
