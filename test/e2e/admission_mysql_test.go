@@ -57,6 +57,11 @@ func TestAdmissionMySQLTransportAndGrants(t *testing.T) {
 		{"two privileges in one item", grant("SELECT, INSERT"), "spec.mysql.users[0].grants[0].privileges[0]"},
 		{"a column list", grant("SELECT (password)"), "spec.mysql.users[0].grants[0].privileges[0]"},
 		{"a free phrase", grant("SELECT ON MYSQL"), "spec.mysql.users[0].grants[0].privileges[0]"},
+		{"deletionPolicy Delete with the moco preset", func(cs *v1.CredentialSet) {
+			cs.Spec.MySQL.Preset, cs.Spec.DeletionPolicy = "moco", v1.DeletionDelete
+		}, "deletionPolicy Delete would drop the MySQL system users the cluster itself logs in with (mysql.moco, mysql.preset): use Discard"},
+		{"an unknown deletionPolicy", func(cs *v1.CredentialSet) { cs.Spec.DeletionPolicy = "Purge" },
+			`supported values: "Discard", "Delete", "Retain"`},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
