@@ -195,6 +195,26 @@ func TestRabbitMQCoverage(t *testing.T) {
 		u := rabbitUsers(t, m, "nova")
 		return apierrors.IsNotFound(err) && len(u) == 0, strings.Join(u, ",")
 	})
+
+	// neutron is deleted with the default policy (Discard) while its
+	// members still run: it does not wait for them, its current user stays
+	// and logs in with what they hold, without rekey's mark.
+	neutron := getSet(t, ns, "neutron")
+	current := secretData(t, ns, "neutron-transport")
+	if err := k8s.Delete(ctxT(t), neutron); err != nil {
+		t.Fatal(err)
+	}
+	waitSetGone(t, ns, "neutron")
+	waitEvent(t, ns, "neutron", string(reason.Released))
+	if u := rabbitUsers(t, m, "neutron"); !slices.Equal(u, []string{"neutron-g2"}) {
+		t.Fatalf("after a Discard deletion neutron's users are %v, want only neutron-g2", u)
+	}
+	if err := m.CanAuthenticate("neutron-g2", string(current["password"])); err != nil {
+		t.Fatalf("neutron-g2 must still log in with the distributed password: %v", err)
+	}
+	if tags := readBrokerUser(t, m, "neutron-g2").tags; slices.Contains(tags, rabbitmq.OwnerTag(string(neutron.UID))) {
+		t.Fatalf("neutron-g2 keeps rekey's mark after the set's deletion: %v", tags)
+	}
 }
 
 // waitHash waits until status names what the distribution Secret holds.
