@@ -10,6 +10,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1 "rekey.io/rekey/api/v1alpha1"
+	"rekey.io/rekey/internal/engine"
 	"rekey.io/rekey/internal/naming"
 	"rekey.io/rekey/internal/reason"
 )
@@ -40,18 +41,11 @@ func nextDeletionStep(policy v1.DeletionPolicy, st v1.CredentialSetStatus, names
 	switch {
 	case policy == v1.DeletionRetain:
 		return letGo
-	case rotationInFlight(st) && !namespaceTerminating:
+	case engine.RotationInFlight(st) && !namespaceTerminating:
 		return finishRotation
 	default:
 		return windDown
 	}
-}
-
-// rotationInFlight: a rotation (or the reset that rolls one back) has
-// begun and not ended, so the backend may accept more than the current
-// secrets, or consumers may hold others.
-func rotationInFlight(st v1.CredentialSetStatus) bool {
-	return st.Phase == v1.PhaseRotating || st.Phase == v1.PhaseDistributed || st.ResetPending
 }
 
 // deleted runs a deleted set's next deletion step. finishRotation returns
@@ -81,7 +75,7 @@ func (r *Reconciler) deleted(ctx context.Context, cs *v1.CredentialSet) (res ctr
 // release lets go of a set deleted with deletionPolicy Retain: its
 // finalizers go, and the backend, its marks and the source Secret stay.
 func (r *Reconciler) release(ctx context.Context, cs *v1.CredentialSet) error {
-	if rotationInFlight(cs.Status) {
+	if engine.RotationInFlight(cs.Status) {
 		r.event(cs, "Warning", reason.Retained, "Delete",
 			"the set was deleted with deletionPolicy Retain while rotation %s was in flight: rekey changed nothing, so the backend may still accept both the old and the new credentials, and the source Secret keeps both; finish by hand (or recreate the set to adopt them)",
 			cs.Status.RotationID)

@@ -196,7 +196,7 @@ func (r *Reconciler) windDown(ctx context.Context, cs *v1.CredentialSet, policy 
 func (r *Reconciler) oneSecretLeft(ctx context.Context, cs *v1.CredentialSet, b engine.Backend, data map[string][]byte) (engine.Secrets, error) {
 	keys := b.Keys()
 	cur, _ := engine.Current(data, keys)
-	if !rotationInFlight(cs.Status) {
+	if !engine.RotationInFlight(cs.Status) {
 		return cur, nil
 	}
 	if !b.Traits().Overlap && cs.Status.RotateApplied {

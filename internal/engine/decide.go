@@ -107,6 +107,14 @@ type Decision struct {
 	ByPolicy      bool // StartRotation was asked for by the rotation policy
 }
 
+// RotationInFlight: a rotation (or the reset that rolls one back) has
+// begun and not ended, so the backend may accept more than the current
+// secrets, or consumers may hold others. A deleted set finishes it before
+// it winds down.
+func RotationInFlight(st v1.CredentialSetStatus) bool {
+	return st.Phase == v1.PhaseRotating || st.Phase == v1.PhaseDistributed || st.ResetPending
+}
+
 // Decide is the rotation state machine (Idle → Rotating → Distributed →
 // Idle, with rollback) as a pure function.
 // Phase 1 work always wins: rotate and discard never run in one reconcile.

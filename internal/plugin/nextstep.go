@@ -20,6 +20,22 @@ func NextStep(cs *v1.CredentialSet) string { return nextStep(cs, time.Now()) }
 // nextStep is NextStep at a given time: a schedule says how far off the
 // next rotation is.
 func nextStep(cs *v1.CredentialSet, now time.Time) string {
+	if cs.DeletionTimestamp.IsZero() {
+		return liveStep(cs, now)
+	}
+	policy := cs.Spec.OnDeletion()
+	if engine.RotationInFlight(cs.Status) {
+		return fmt.Sprintf("being deleted (deletionPolicy %s); rotation %s finishes first: %s; or kubectl rekey abort %s, or set deletionPolicy Retain to let go as it is",
+			policy, cs.Status.RotationID, liveStep(cs, now), cs.Name)
+	}
+	if policy == v1.DeletionDelete && len(cs.Spec.Consumers)+len(cs.Spec.ConsumerGroups) > 0 {
+		return "being deleted (deletionPolicy Delete): its identities go once every declared consumer is gone or removed from the spec (the UsersInUse Event names those left)"
+	}
+	return fmt.Sprintf("being deleted (deletionPolicy %s): wait, the operator winds it down", policy)
+}
+
+// liveStep is the next step of a set not being deleted.
+func liveStep(cs *v1.CredentialSet, now time.Time) string {
 	st := cs.Status
 	if c := meta.FindStatusCondition(st.Conditions, reason.CondDegraded); c != nil && c.Status == "True" {
 		return c.Message

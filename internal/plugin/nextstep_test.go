@@ -97,3 +97,30 @@ func TestResetStep(t *testing.T) {
 		}
 	}
 }
+
+// A deleted set says what its deletion waits for, from its policy and
+// status alone.
+func TestNextStepWhileDeleted(t *testing.T) {
+	now := metav1.NewTime(time.Unix(1700000000, 0))
+	one := []v1.ConsumerRef{{Kind: v1.KindDeployment, Name: "api"}}
+	cases := []struct {
+		name   string
+		policy v1.DeletionPolicy
+		st     v1.CredentialSetStatus
+		want   string
+	}{
+		{"idle, default policy", "", v1.CredentialSetStatus{Phase: v1.PhaseIdle, KeyGeneration: 2},
+			"being deleted (deletionPolicy Discard): wait, the operator winds it down"},
+		{"idle, Delete with consumers", v1.DeletionDelete, v1.CredentialSetStatus{Phase: v1.PhaseIdle, KeyGeneration: 2},
+			"being deleted (deletionPolicy Delete): its identities go once every declared consumer is gone or removed from the spec (the UsersInUse Event names those left)"},
+		{"distributed, rollout pending", "", v1.CredentialSetStatus{Phase: v1.PhaseDistributed, RotationID: "r1", RotateApplied: true, ConsumersUpdated: "0/1"},
+			"being deleted (deletionPolicy Discard); rotation r1 finishes first: wait for consumers to roll out (0/1); or kubectl rekey abort orders, or set deletionPolicy Retain to let go as it is"},
+	}
+	for _, c := range cases {
+		cs := &v1.CredentialSet{ObjectMeta: metav1.ObjectMeta{Name: "orders", DeletionTimestamp: &now}, Status: c.st,
+			Spec: v1.CredentialSetSpec{MySQL: &v1.MySQLSpec{}, Consumers: one, DeletionPolicy: c.policy}}
+		if got := NextStep(cs); got != c.want {
+			t.Errorf("%s: NextStep = %q\nwant %q", c.name, got, c.want)
+		}
+	}
+}
