@@ -16,6 +16,7 @@ import (
 
 	v1 "rekey.io/rekey/api/v1alpha1"
 	"rekey.io/rekey/internal/engine"
+	"rekey.io/rekey/internal/failpoint"
 	"rekey.io/rekey/internal/naming"
 	"rekey.io/rekey/internal/reason"
 )
@@ -173,11 +174,13 @@ func (r *Reconciler) windDown(ctx context.Context, cs *v1.CredentialSet, policy 
 		if err := backendWindDown(ctx, p.backend, step, cur); err != nil {
 			return err
 		}
+		failpoint.Hit("delete/backend-wound-down")
 		// Emptied, not deleted: the manager holds no delete permission on
 		// Secrets anywhere (least privilege), and nothing secret remains.
 		if _, err := r.writeSourceSecret(ctx, cs, src, map[string][]byte{}); err != nil {
 			return err
 		}
+		failpoint.Hit("delete/source-emptied")
 	}
 	why := reason.Released
 	if policy == v1.DeletionDelete {

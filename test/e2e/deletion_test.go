@@ -222,3 +222,65 @@ func deleteWithPolicyDelete(t testing.TB, ns, name string) {
 		t.Fatal(err)
 	}
 }
+
+// TestDeletionCrashSafety kills the manager at each step of winding a
+// deleted set down — between instances, after the backend step, after the
+// source Secret was emptied — and shows a fresh manager finishes it: a set
+// deleted with Delete leaves its user on no instance, one deleted with
+// Discard leaves its user logging in everywhere with the password
+// consumers hold, without rekey's mark.
+func TestDeletionCrashSafety(t *testing.T) {
+	c := testenv.MySQLClusterForTest(t, testenv.MySQLOptions{})
+	prepareAdmin(t, c.Instances(), "ops-admin", "ops-admin-password-for-tests")
+	ns := newNamespace(t)
+	gone := deletionSet(t, ns, "dropped", c)
+	gone.Spec.DeletionPolicy = v1.DeletionDelete
+	kept := gone.DeepCopy()
+	kept.Name, kept.Spec.DeletionPolicy = "released", ""
+	kept.Spec.MySQL.Users = []v1.MySQLUser{{Name: "released"}}
+	kept.Spec.Distribution = []v1.SecretTarget{{Namespace: ns, Name: "released-db"}}
+	m := startManagerProcess(t, "")
+	for _, cs := range []*v1.CredentialSet{gone, kept} {
+		if err := k8s.Create(ctxT(t), cs); err != nil {
+			t.Fatal(err)
+		}
+	}
+	gone = waitPhase(t, ns, "dropped", v1.PhaseIdle, 1)
+	dropped := userPasswords(sourceData(t, gone), map[string]string{"DROPPED_PASSWORD": "dropped"}, "")
+	kept = waitPhase(t, ns, "released", v1.PhaseIdle, 1)
+	released := userPasswords(sourceData(t, kept), map[string]string{"RELEASED_PASSWORD": "released"}, "")
+	m.stop()
+
+	for _, step := range []struct {
+		set *v1.CredentialSet
+		fps []string
+	}{
+		{gone, []string{"deprovision/instance-done:1", "delete/backend-wound-down", "delete/source-emptied"}},
+		{kept, []string{"release/instance-done:2", "delete/source-emptied"}},
+	} {
+		if err := k8s.Delete(ctxT(t), step.set); err != nil {
+			t.Fatal(err)
+		}
+		for _, fp := range step.fps {
+			startManagerProcess(t, fp).waitKilled(t, fp)
+			observed(t, "manager killed at %s while deleting %s", fp, step.set.Name)
+		}
+		m := startManagerProcess(t, "")
+		waitSetGone(t, ns, step.set.Name)
+		m.stop()
+		if left := secretData(t, OperatorNamespace, naming.SourceSecretName(step.set)); len(left) != 0 {
+			t.Fatalf("%s: the source Secret keeps %d keys after deletion", step.set.Name, len(left))
+		}
+	}
+	loginMatrix(t, "after Delete, killed three times", c.Instances(), nil, dropped)
+	loginMatrix(t, "after Discard, killed twice", c.Instances(), released, nil)
+	for _, i := range c.Instances() {
+		marks, err := i.QueryString("SELECT COUNT(*) FROM INFORMATION_SCHEMA.USER_ATTRIBUTES WHERE USER='released' AND ATTRIBUTE LIKE '%rekey.io/set%'")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if marks != "0" {
+			t.Fatalf("%s: the released user keeps rekey's mark", i.Name)
+		}
+	}
+}
