@@ -207,8 +207,12 @@ func Walk(start *World, o Options, seed int64, walks, steps int, budget time.Dur
 	for i := 0; i < walks && time.Since(began) < budget; i++ {
 		trace := []Step{{"start", start}}
 		w := start
-		for j := 0; j < steps; j++ {
-			succ := Successors(w, o)
+		wo := o
+		// A deleted set soon ends a walk: every other walk never deletes,
+		// so that half of them still go the whole length.
+		wo.Deletion = o.Deletion && i%2 == 1
+		for j := 0; j < steps && !w.Gone; j++ {
+			succ := Successors(w, wo)
 			s := succ[rng.Intn(len(succ))]
 			r.Transitions++
 			trace = append(trace, s)

@@ -111,6 +111,7 @@ type modelBackend struct {
 var _ engine.Backend = (*modelBackend)(nil)
 var _ engine.Repairer = (*modelBackend)(nil)
 var _ engine.DiscardGate = (*modelBackend)(nil)
+var _ engine.Releaser = (*modelBackend)(nil)
 
 // Annotation selects the model backend for a set.
 const Annotation = "explorer.rekey.io/world"
@@ -418,4 +419,16 @@ func (b *modelBackend) RepairPending(_ context.Context, cur, pending engine.Secr
 // instance (every instance answers in this model).
 func (b *modelBackend) CheckDiscardHealth(_ context.Context, cur, pending engine.Secrets) error {
 	return b.each("model/discard-health", []string{pending[AdminKey], cur[AdminKey]}, func(*Instance) error { return nil })
+}
+
+// Release is deletion.go's Release (deletionPolicy Discard): it logs in
+// as the admin on every instance and removes rekey's marks (not modelled:
+// no transition reads them); passwords are left alone. With no admin
+// password (the wind-down emptied the source Secret before a crash, or
+// nothing was provisioned) there is nothing it can or need do.
+func (b *modelBackend) Release(_ context.Context, cur engine.Secrets) error {
+	if cur[AdminKey] == "" {
+		return nil
+	}
+	return b.each("model/released", []string{cur[AdminKey]}, func(*Instance) error { return nil })
 }

@@ -8,6 +8,9 @@ import (
 	"sort"
 	"strings"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	v1 "rekey.io/rekey/api/v1alpha1"
 	"rekey.io/rekey/internal/engine"
 )
 
@@ -41,6 +44,12 @@ type Options struct {
 	// StaleReads: a reconcile reads the set as it was before its last
 	// status change (a cache that lags at a leader handover).
 	StaleReads bool
+	// Deletion: the user deletes the set, and sets its deletionPolicy to
+	// Retain.
+	Deletion bool
+	// PolicyBack: the user sets a Retain set's deletionPolicy back to
+	// Discard (with Deletion).
+	PolicyBack bool
 	// Only, when set, keeps just the transitions whose names start with
 	// one of these (reconciles and crashes are always kept): a known path
 	// is explored within seconds among the few transitions it needs.
@@ -69,7 +78,8 @@ func (o Options) keeps(name string) bool {
 // compare-and-set guards, and a consumer restarting then reads secrets a
 // later discard retires).
 func DefaultOptions() Options {
-	return Options{Instances: []string{"i0", "i1"}, Crashes: true, HandChanges: true, Backups: true, Outages: true,
+	return Options{Instances: []string{"i0", "i1"}, Crashes: true, HandChanges: true, Backups: true, Outages: true, Deletion: true,
+		PolicyBack: deletionFindings,
 		Scaling:    os.Getenv("REKEY_EXPLORE_SCALING") == "1",
 		StaleReads: os.Getenv("REKEY_EXPLORE_STALE") == "1"}
 }
@@ -87,7 +97,7 @@ var crashPoints = map[string]bool{
 // annotate makes a user request; false when it is already there.
 func annotate(key, value string) func(*World) bool {
 	return func(w *World) bool {
-		if w.Set.Annotations[key] == value {
+		if w.Gone || w.Set.Annotations[key] == value {
 			return false
 		}
 		w.Set.Annotations[key] = value
@@ -126,6 +136,47 @@ func userTransitions() []Transition {
 	return out
 }
 
+// deleteSet: the user deletes the set. The API server sets its
+// deletionTimestamp and keeps it while it has finalizers (rekey's, with
+// deletionPolicy Discard); without any it is removed at once.
+func deleteSet(w *World) bool {
+	if w.deleted() {
+		return false
+	}
+	at := metav1.NewTime(now)
+	w.Set.DeletionTimestamp = &at
+	w.Gone = len(w.Set.Finalizers) == 0
+	return true
+}
+
+// setPolicy: the user edits spec.deletionPolicy (also on a set being
+// deleted, as the DeletionWaiting event suggests for Retain).
+func setPolicy(p v1.DeletionPolicy) func(*World) bool {
+	return func(w *World) bool {
+		if w.Gone || w.Set.Spec.OnDeletion() == p {
+			return false
+		}
+		w.Set.Spec.DeletionPolicy = p
+		return true
+	}
+}
+
+func deletionTransitions(o Options) []Transition {
+	out := []Transition{
+		{"user: delete the set", deleteSet},
+		{"user: set deletionPolicy Retain", setPolicy(v1.DeletionRetain)},
+	}
+	if o.PolicyBack {
+		out = append(out, Transition{"user: set deletionPolicy Discard", setPolicy(v1.DeletionDiscard)})
+	}
+	return out
+}
+
+// deletionFindings (REKEY_EXPLORE_DELETION_FINDINGS=1) adds what finds the
+// deletion paths not fixed yet (docs/explorer.md): a Retain set's policy
+// set back to Discard, and the abort DeletionWaiting names.
+var deletionFindings = os.Getenv("REKEY_EXPLORE_DELETION_FINDINGS") == "1"
+
 // restartPod: the consumer's pod restarts (its rollout, or on its own)
 // and reads the distribution Secret as it is now.
 func restartPod(w *World) bool {
@@ -144,7 +195,7 @@ func restartPod(w *World) bool {
 // the restore, the user's doing: noted in Lost, which "nothing lost"
 // excuses.
 func restoreBackup(w *World) bool {
-	if w.Backup == nil || w.Source == nil {
+	if w.Backup == nil || w.Source == nil || w.Gone {
 		return false
 	}
 	kept := map[string]bool{}
@@ -168,7 +219,7 @@ func restoreBackup(w *World) bool {
 func handChange(name string, discard bool) func(*World) bool {
 	return func(w *World) bool {
 		in := w.instance(name)
-		if in == nil || !in.Present || (in.acct(AppKey).Hand && !in.acct(AppKey).Fixed) {
+		if in == nil || !in.Present || (in.acct(AppKey).Hand && !in.acct(AppKey).Fixed) || w.Gone {
 			return false
 		}
 		a := in.acct(AppKey)
@@ -187,7 +238,7 @@ func handChange(name string, discard bool) func(*World) bool {
 func handFix(name string) func(*World) bool {
 	return func(w *World) bool {
 		in := w.instance(name)
-		if in == nil || !in.Present || !in.acct(AppKey).Hand || in.acct(AppKey).Fixed || w.Source == nil {
+		if in == nil || !in.Present || !in.acct(AppKey).Hand || in.acct(AppKey).Fixed || w.Source == nil || w.Gone {
 			return false
 		}
 		in.set(AppKey, Account{Exists: true, Primary: string(w.Source.Data[AppKey]), Hand: true, Fixed: true})
@@ -198,7 +249,7 @@ func handFix(name string) func(*World) bool {
 func outage(name string, down bool) func(*World) bool {
 	return func(w *World) bool {
 		in := w.instance(name)
-		if in == nil || !in.Present || in.Down == down {
+		if in == nil || !in.Present || in.Down == down || w.Gone {
 			return false
 		}
 		in.Down = down
@@ -247,6 +298,9 @@ func rebuilt(name string) func(*World) bool {
 // Transitions lists what the world can do besides reconciling, for o.
 func Transitions(o Options) []Transition {
 	out := userTransitions()
+	if o.Deletion {
+		out = append(out, deletionTransitions(o)...)
+	}
 	out = append(out, Transition{"consumer pod restarts (reads the Secret)", restartPod})
 	if o.Backups {
 		out = append(out, Transition{"status and source Secret restored from backup", restoreBackup})

@@ -27,6 +27,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/serializer"
@@ -42,6 +43,7 @@ import (
 	"rekey.io/rekey/internal/engine"
 	"rekey.io/rekey/internal/failpoint"
 	"rekey.io/rekey/internal/naming"
+	"rekey.io/rekey/internal/reason"
 )
 
 // Where the model's objects live.
@@ -84,9 +86,22 @@ type World struct {
 	// Older is the set as it was before the last reconcile that changed
 	// its status: what a lagging cache may still hand a manager.
 	Older *v1.CredentialSet `json:"older,omitempty"`
+	// Gone: the set was deleted and the API server removed it (it had no
+	// finalizers left). Set keeps what it was last, for its name, its
+	// deletion policy and the traces; nothing reconciles it any more.
+	Gone bool `json:"gone,omitempty"`
 	// Warnings are the Warning Events of the step that made this state
 	// ("Reason: message"); not part of its identity.
 	Warnings []string `json:"-"`
+	// Waiting are the messages of the step's DeletionWaiting events (a
+	// Normal event that names a next step).
+	Waiting []string `json:"-"`
+}
+
+// deleted: the user deleted the set (it may still be there, held by
+// rekey's finalizers).
+func (w *World) deleted() bool {
+	return w.Gone || !w.Set.DeletionTimestamp.IsZero()
 }
 
 func (w *World) present() []*Instance {
@@ -135,6 +150,14 @@ func (w *World) Hash() string {
 func (w *World) Summary() string {
 	st := w.Set.Status
 	var b strings.Builder
+	switch {
+	case w.Gone:
+		fmt.Fprintf(&b, "set GONE (deletionPolicy %s) ", w.Set.Spec.OnDeletion())
+	case w.deleted():
+		fmt.Fprintf(&b, "set DELETED (deletionPolicy %s, finalizers %v) ", w.Set.Spec.OnDeletion(), w.Set.Finalizers)
+	case w.Set.Spec.DeletionPolicy != "":
+		fmt.Fprintf(&b, "deletionPolicy=%s ", w.Set.Spec.DeletionPolicy)
+	}
 	fmt.Fprintf(&b, "phase=%s gen=%d", st.Phase, st.KeyGeneration)
 	if st.RotationID != "" {
 		fmt.Fprintf(&b, " rotation=%s", st.RotationID)
@@ -160,7 +183,9 @@ func (w *World) Summary() string {
 	if len(anns) > 0 {
 		fmt.Fprintf(&b, " requests=%v", anns)
 	}
-	if w.Source != nil {
+	if w.Source != nil && len(w.Source.Data) == 0 {
+		b.WriteString(" source=emptied")
+	} else if w.Source != nil {
 		fmt.Fprintf(&b, " source{cur=%s", w.Source.Data[AppKey])
 		if p := w.Source.Data[engine.PendingKey(AppKey)]; len(p) > 0 {
 			fmt.Fprintf(&b, " pending=%s/%s", p, w.Source.Data[engine.RotationIDKey])
@@ -266,7 +291,10 @@ func initial(key string) string { return strings.TrimSuffix(key, "_PASSWORD") + 
 // Deployment status says its rollout is done exactly when its pod runs the
 // template's restart value.
 func (w *World) kube() client.Client {
-	objs := []client.Object{w.Set.DeepCopy(), w.deployment()}
+	// The consumers' namespace, not terminating: a set deleted in a
+	// terminating namespace winds down at once (a path of its own).
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: appNamespace}}
+	objs := []client.Object{w.Set.DeepCopy(), w.deployment(), ns}
 	if w.Source != nil {
 		objs = append(objs, w.Source.DeepCopy())
 	}
@@ -295,7 +323,11 @@ func (w *World) deployment() *appsv1.Deployment {
 func (w *World) read(kc client.Client) {
 	ctx := context.Background()
 	cs := &v1.CredentialSet{}
-	if err := kc.Get(ctx, client.ObjectKeyFromObject(w.Set), cs); err != nil {
+	if err := kc.Get(ctx, client.ObjectKeyFromObject(w.Set), cs); apierrors.IsNotFound(err) && w.deleted() {
+		// Its last finalizer went: the API server removed it.
+		w.Gone, w.Set.Finalizers = true, nil
+		cs = w.Set
+	} else if err != nil {
 		panic(err)
 	}
 	for i := range cs.Status.Conditions {
@@ -332,12 +364,16 @@ func clean(o client.Object) client.Object {
 	return o
 }
 
-// recorder keeps the Warning Events of one step.
-type recorder struct{ warnings []string }
+// recorder keeps the Warning Events of one step, and its DeletionWaiting
+// events.
+type recorder struct{ warnings, waiting []string }
 
-func (r *recorder) Eventf(_ runtime.Object, _ runtime.Object, eventtype, reason, _ string, note string, args ...any) {
-	if eventtype == corev1.EventTypeWarning {
-		r.warnings = append(r.warnings, reason+": "+fmt.Sprintf(note, args...))
+func (r *recorder) Eventf(_ runtime.Object, _ runtime.Object, eventtype, why, _ string, note string, args ...any) {
+	switch {
+	case eventtype == corev1.EventTypeWarning:
+		r.warnings = append(r.warnings, why+": "+fmt.Sprintf(note, args...))
+	case why == string(reason.DeletionWaiting):
+		r.waiting = append(r.waiting, why+": "+fmt.Sprintf(note, args...))
 	}
 }
 
@@ -380,6 +416,10 @@ func (s staleReader) Get(ctx context.Context, key client.ObjectKey, obj client.O
 }
 
 func (w *World) reconcile(crashAt string, stale *v1.CredentialSet) (hit []string, err error) {
+	if w.Gone {
+		w.Warnings, w.Waiting = nil, nil
+		return nil, nil // nothing left to reconcile
+	}
 	kc := w.kube()
 	rec := &recorder{}
 	var reader client.Reader = kc
@@ -408,6 +448,11 @@ func (w *World) reconcile(crashAt string, stale *v1.CredentialSet) (hit []string
 		}
 		w.read(kc)
 		w.Warnings = rec.warnings
+		if sameStage(before.Status, w.Set.Status) {
+			// Said of the state before the reconcile; still true of
+			// this one only if the reconcile moved nothing on.
+			w.Waiting = rec.waiting
+		}
 		if !equality.Semantic.DeepEqual(before.Status, w.Set.Status) {
 			w.Older = before
 		}
@@ -417,3 +462,9 @@ func (w *World) reconcile(crashAt string, stale *v1.CredentialSet) (hit []string
 }
 
 var errCrashed = errors.New("manager crashed")
+
+// sameStage: a and b are at the same step of the same rotation.
+func sameStage(a, b v1.CredentialSetStatus) bool {
+	return a.Phase == b.Phase && a.RotationID == b.RotationID && a.RotateApplied == b.RotateApplied &&
+		a.DiscardStarted == b.DiscardStarted && a.DiscardApplied == b.DiscardApplied && a.ResetPending == b.ResetPending
+}
