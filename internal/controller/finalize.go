@@ -160,21 +160,15 @@ func (r *Reconciler) windDown(ctx context.Context, cs *v1.CredentialSet, policy 
 	if err != nil {
 		return err
 	}
+	var data map[string][]byte
 	if src != nil {
-		cur, err := r.oneSecretLeft(ctx, cs, p.backend, src.Data)
-		if err != nil {
-			return err
-		}
-		step := policy
-		if len(cur) == 0 {
-			// Nothing was ever provisioned: no consumer holds anything, so
-			// whatever rekey made for the set may go, whatever the policy.
-			step = v1.DeletionDelete
-		}
-		if err := backendWindDown(ctx, p.backend, step, cur); err != nil {
-			return err
-		}
-		failpoint.Hit("delete/backend-wound-down")
+		data = src.Data
+	}
+	if err := r.windDownBackend(ctx, cs, p.backend, policy, data); err != nil {
+		return err
+	}
+	failpoint.Hit("delete/backend-wound-down")
+	if len(data) > 0 {
 		// Emptied, not deleted: the manager holds no delete permission on
 		// Secrets anywhere (least privilege), and nothing secret remains.
 		if _, err := r.writeSourceSecret(ctx, cs, src, map[string][]byte{}); err != nil {
@@ -190,6 +184,31 @@ func (r *Reconciler) windDown(ctx context.Context, cs *v1.CredentialSet, policy 
 	return nil
 }
 
+// windDownBackend runs the backend's part with the set's current secrets.
+// The source Secret is emptied only after it ran, so a provisioned set
+// whose source Secret holds nothing has been wound down already (a retry
+// after a lost race or a crash): running it again without the current
+// secrets could take them from the consumers. A set never provisioned
+// holds nothing anyone uses: whatever rekey made for it may go (a backend
+// that mints keys records them before the source Secret exists).
+func (r *Reconciler) windDownBackend(ctx context.Context, cs *v1.CredentialSet, b engine.Backend, policy v1.DeletionPolicy, data map[string][]byte) error {
+	never := cs.Status.KeyGeneration == 0
+	if len(data) == 0 && !never {
+		return nil
+	}
+	cur, err := r.oneSecretLeft(ctx, cs, b, data)
+	if err != nil {
+		return err
+	}
+	switch {
+	case never:
+		policy = v1.DeletionDelete
+	case len(cur) == 0:
+		return nil // lost, not emptied by rekey: nothing is known to keep
+	}
+	return backendWindDown(ctx, b, policy, cur)
+}
+
 // oneSecretLeft returns the secrets the set's identities hold once no
 // rotation is in flight. A rotation is still in flight here only in a
 // namespace being deleted, whose consumers go with it: the backend is
@@ -198,8 +217,9 @@ func (r *Reconciler) windDown(ctx context.Context, cs *v1.CredentialSet, policy 
 // the pending ones are what the backend holds.
 func (r *Reconciler) oneSecretLeft(ctx context.Context, cs *v1.CredentialSet, b engine.Backend, data map[string][]byte) (engine.Secrets, error) {
 	keys := b.Keys()
-	cur, _ := engine.Current(data, keys)
-	if !engine.RotationInFlight(cs.Status) {
+	cur, missing := engine.Current(data, keys)
+	if !engine.RotationInFlight(cs.Status) || len(missing) > 0 {
+		// A reset needs every current secret.
 		return cur, nil
 	}
 	if !b.Traits().Overlap && cs.Status.RotateApplied {

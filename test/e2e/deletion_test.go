@@ -272,6 +272,40 @@ func TestDeletionCrashSafety(t *testing.T) {
 			t.Fatalf("%s: the source Secret keeps %d keys after deletion", step.set.Name, len(left))
 		}
 	}
+
+	// A set wound down mid-rotation (its namespace is being deleted) is
+	// reset to its current password before its source Secret is emptied;
+	// a manager that starts after that finds nothing to reset with and
+	// must leave the password alone.
+	ns2 := newNamespace(t)
+	rolled := deletionSet(t, ns2, "rolled", c)
+	m = startManagerProcess(t, "")
+	if err := k8s.Create(ctxT(t), rolled); err != nil {
+		t.Fatal(err)
+	}
+	rolled = waitPhase(t, ns2, "rolled", v1.PhaseIdle, 1)
+	rolledKeys := map[string]string{"ROLLED_PASSWORD": "rolled"}
+	rolled1 := userPasswords(sourceData(t, rolled), rolledKeys, "")
+	rotate(t, ns2, "rolled", "rolled-1")
+	rolled = waitPhase(t, ns2, "rolled", v1.PhaseDistributed, 1)
+	rolled2 := userPasswords(sourceData(t, rolled), rolledKeys, engine.PendingSuffix)
+	m.stop()
+	n := &corev1.Namespace{}
+	if err := k8s.Get(ctxT(t), client.ObjectKey{Name: ns2}, n); err != nil {
+		t.Fatal(err)
+	}
+	if err := k8s.Delete(ctxT(t), n); err != nil {
+		t.Fatal(err)
+	}
+	if err := k8s.Delete(ctxT(t), rolled); err != nil {
+		t.Fatal(err)
+	}
+	startManagerProcess(t, "delete/source-emptied").waitKilled(t, "delete/source-emptied")
+	m = startManagerProcess(t, "")
+	waitSetGone(t, ns2, "rolled")
+	m.stop()
+	loginMatrix(t, "wound down mid-rotation, killed after the source Secret was emptied", c.Instances(), rolled1, rolled2)
+
 	loginMatrix(t, "after Delete, killed three times", c.Instances(), nil, dropped)
 	loginMatrix(t, "after Discard, killed twice", c.Instances(), released, nil)
 	for _, i := range c.Instances() {
