@@ -305,6 +305,12 @@ func (b *Backend) Apply(ctx context.Context, cur, pending engine.Secrets, _ int6
 // cur works whether it is the primary or the secondary password. A missing
 // user (a re-initialised instance) is created accepting cur.
 func (b *Backend) Reset(ctx context.Context, cur engine.Secrets) error {
+	for _, u := range b.Users {
+		if cur[u.Key] == "" {
+			// IDENTIFIED BY '' would leave the user a password nobody holds.
+			return fmt.Errorf("mysql: no current password for %s: nothing to reset to", u)
+		}
+	}
 	return b.eachInstance(ctx, "reset/instance-reset", b.adminPasswords(cur, nil), cur, func(s *session) error {
 		if s.perUser {
 			return b.resetEach(ctx, s, cur)
