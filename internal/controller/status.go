@@ -18,9 +18,15 @@ import (
 // read: the expected outcome of a race, retried with a fresh read.
 var errStale = errors.New("stale read")
 
-// casStatus writes the status mutate produces, only if (phase, rotationID)
-// are still what cs says: a JSON Patch "test" makes a write based on a stale
-// read fail instead of overwriting a newer transition: status is the truth.
+// casStatus writes the status mutate produces, only if the status is still
+// exactly what cs says: a JSON Patch "test" of the whole status makes a
+// write computed from a stale read fail (errStale; the reconcile starts
+// over from a fresh read) instead of taking the set back a step — a
+// manager that stalled past its lease and wakes with what it read before
+// included. The whole status, not a few fields: every field a write
+// carries was computed from the read, and only rekey's manager writes
+// status (an admission policy refuses everyone else), so a difference is
+// always another write of rekey's.
 func (r *Reconciler) casStatus(ctx context.Context, cs *v1.CredentialSet, mutate func(*v1.CredentialSetStatus)) error {
 	next := *cs.Status.DeepCopy()
 	mutate(&next)
@@ -48,8 +54,7 @@ func (r *Reconciler) casStatus(ctx context.Context, cs *v1.CredentialSet, mutate
 		return nil
 	}
 	ops := []map[string]any{
-		{"op": "test", "path": "/status/phase", "value": cs.Status.Phase},
-		{"op": "test", "path": "/status/rotationID", "value": cs.Status.RotationID},
+		{"op": "test", "path": "/status", "value": cs.Status},
 		{"op": "replace", "path": "/status", "value": next},
 	}
 	body, err := json.Marshal(ops)

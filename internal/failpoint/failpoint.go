@@ -4,6 +4,9 @@
 //
 // It is armed only by the REKEY_FAILPOINT environment variable
 // ("name" or "name:N" for the N-th hit); unset, Hit is one map lookup.
+// A ":pause" suffix ("name:pause", "name:N:pause") stops the process
+// instead (SIGSTOP, as a long GC pause or a frozen VM would): it resumes
+// on SIGCONT, right where it stopped, with everything it read before.
 package failpoint
 
 import (
@@ -17,12 +20,16 @@ var (
 	once   sync.Once
 	armed  string
 	target = 1
+	pause  bool
 	mu     sync.Mutex
 	hits   = map[string]int{}
 )
 
 func load() {
 	v := os.Getenv("REKEY_FAILPOINT")
+	if rest, ok := strings.CutSuffix(v, ":pause"); ok {
+		v, pause = rest, true
+	}
 	name, n, ok := strings.Cut(v, ":")
 	armed = name
 	if ok {
@@ -53,6 +60,12 @@ func Hit(name string) {
 	hits[name]++
 	n := hits[name]
 	mu.Unlock()
+	if n == target && pause {
+		os.Stderr.WriteString("failpoint " + name + " hit: pausing the process\n")
+		stop()
+		os.Stderr.WriteString("failpoint " + name + ": resumed\n")
+		return
+	}
 	if n == target {
 		os.Stderr.WriteString("failpoint " + name + " hit: killing the process\n")
 		// os.Process.Kill is SIGKILL on Unix (and builds for the plugin's

@@ -1,0 +1,8 @@
+//go:build unix
+
+package failpoint
+
+import "syscall"
+
+// stop sends the process SIGSTOP: every thread halts until SIGCONT.
+func stop() { _ = syscall.Kill(syscall.Getpid(), syscall.SIGSTOP) }
