@@ -14,6 +14,12 @@ import (
 // backup of the set's status and source Secret taken then.
 func Start(o Options) (*World, error) {
 	w := NewWorld(o.Instances...)
+	w.Set.Spec.DeletionPolicy = o.Policy
+	if o.AppMade {
+		for _, in := range w.Instances {
+			delete(in.Users, AppKey)
+		}
+	}
 	for i := 0; i < 5 && w.Set.Status.KeyGeneration == 0; i++ {
 		if _, err := w.Reconcile(""); err != nil {
 			return nil, fmt.Errorf("provisioning: %w (%v)", err, w.Warnings)
@@ -170,6 +176,9 @@ func BFS(start *World, o Options, maxDepth int, budget time.Duration) Report {
 				}
 				edges[h] = edge{parent: wh, label: s.Label, world: s.World}
 				r.States++
+				if o.Observe != nil {
+					o.Observe(s.World)
+				}
 				if inv, d := check(s.World, &r); inv != "" {
 					if !found[inv] {
 						found[inv] = true

@@ -5,6 +5,8 @@ import (
 	"strconv"
 	"testing"
 	"time"
+
+	v1 "rekey.io/rekey/api/v1alpha1"
 )
 
 // envInt reads a positive integer from the environment, or def.
@@ -109,8 +111,36 @@ func TestPathOutage(t *testing.T) {
 // were given valid, and one deleted mid-rotation waits only for what it
 // names.
 func TestPathDeletion(t *testing.T) {
-	explorePath(t, Options{Instances: []string{"i0", "i1"}, Crashes: true, Deletion: true, Backups: true, PolicyBack: deletionFindings,
-		Only: []string{"user: rotate r1", "user: discard (active", "user: abort (active", "user: delete", "user: set deletionPolicy", "consumer", "status"}}, deletionDepth())
+	reached := map[string]bool{}
+	explorePath(t, Options{Instances: []string{"i0", "i1"}, Crashes: true, Deletion: true, Backups: true, PolicyEdits: deletionFindings,
+		Only:    []string{"user: rotate r1", "user: discard (active", "user: abort (active", "user: delete", "user: set deletionPolicy", "consumer", "status"},
+		Observe: observeDeletion(reached)}, deletionDepth())
+	for _, want := range []string{"gone, deletionPolicy Discard, after a rotation", "gone, deletionPolicy Retain, mid-rotation", "waiting for a rotation in flight"} {
+		if !reached[want] {
+			t.Errorf("never reached a set %s: %v", want, reached)
+		}
+	}
+}
+
+// observeDeletion notes the deletion outcomes a run reached.
+func observeDeletion(reached map[string]bool) func(*World) {
+	return func(w *World) {
+		st := w.Set.Status
+		switch {
+		case w.Gone && st.KeyGeneration > 1 && w.Set.Spec.OnDeletion() == v1.DeletionDiscard:
+			reached["gone, deletionPolicy Discard, after a rotation"] = true
+		case w.Gone && inFlightStatus(st) && w.Set.Spec.OnDeletion() == v1.DeletionRetain:
+			reached["gone, deletionPolicy Retain, mid-rotation"] = true
+		case w.deleted() && !w.Gone && len(w.Waiting) > 0:
+			reached["waiting for a rotation in flight"] = true
+		case w.Gone && w.Set.Spec.OnDeletion() == v1.DeletionDelete && w.WebGone && !w.Instances[0].acct(AppKey).Exists:
+			reached["gone, deletionPolicy Delete, its user dropped"] = true
+		case w.deleted() && !w.Gone && w.Set.Spec.OnDeletion() == v1.DeletionDelete && !w.WebGone && !inFlightStatus(st) && st.KeyGeneration > 1:
+			// What keeps it then is its consumer: no lockout and no
+			// wedge are checked here.
+			reached["deleted after a rotation, its consumer running"] = true
+		}
+	}
 }
 
 // deletionDepth: the known deletion paths need 8 steps (docs/explorer.md);
@@ -120,4 +150,20 @@ func deletionDepth() int {
 		return 8
 	}
 	return 7
+}
+
+// A set with deletionPolicy Delete whose application user rekey created
+// is deleted at every step of a rotation: it waits for its consumer to be
+// deleted, then drops that user (and only it: the admin stays), and never
+// locks out the consumer while it runs.
+func TestPathDeletePolicy(t *testing.T) {
+	reached := map[string]bool{}
+	explorePath(t, Options{Instances: []string{"i0", "i1"}, Crashes: true, Deletion: true, Policy: v1.DeletionDelete,
+		AppMade: true, PolicyEdits: deletionFindings, Observe: observeDeletion(reached),
+		Only: []string{"user: rotate r1", "user: discard (active", "user: abort (active", "user: delete", "user: set deletionPolicy", "consumer"}}, 7)
+	for _, want := range []string{"gone, deletionPolicy Delete, its user dropped", "deleted after a rotation, its consumer running"} {
+		if !reached[want] {
+			t.Errorf("never reached a set %s: %v", want, reached)
+		}
+	}
 }

@@ -101,6 +101,9 @@ func nothingLeftValid(w *World) string {
 			if a.Hand || !a.Exists {
 				continue
 			}
+			if a.Marked && w.Set.Spec.OnDeletion() == v1.DeletionDelete {
+				return fmt.Sprintf("the set is %s (deletionPolicy Delete) and %s still has %s, which rekey created for it", goneOrEmptied(w), in.Name, k)
+			}
 			if a.Secondary != "" {
 				return fmt.Sprintf("the set is %s (deletionPolicy %s) and %s still accepts %s=%s as a secondary password", goneOrEmptied(w), w.Set.Spec.OnDeletion(), in.Name, k, a.Secondary)
 			}
@@ -210,9 +213,10 @@ var CheckDeletionWaiting = deletionFindings
 
 // inFlight: a set being deleted still has a rotation (or its reset) in
 // flight, which its DeletionWaiting event says abort can end.
-func inFlight(w *World) bool {
-	st := w.Set.Status
-	return !w.Gone && (st.Phase == v1.PhaseRotating || st.Phase == v1.PhaseDistributed || st.ResetPending)
+func inFlight(w *World) bool { return !w.Gone && inFlightStatus(w.Set.Status) }
+
+func inFlightStatus(st v1.CredentialSetStatus) bool {
+	return st.Phase == v1.PhaseRotating || st.Phase == v1.PhaseDistributed || st.ResetPending
 }
 
 // noDeadEnd: a refusal that names recover or abort as the next step
@@ -340,6 +344,9 @@ func drainStep(c *World, recovers *int) string {
 		restartPod(c)
 		return "consumer pod restarts"
 	}
+	if saysDeleteConsumers(c) && deleteConsumer(c) {
+		return "user: deletes the consumer Deployment, as the warning says"
+	}
 	st := c.Set.Status
 	switch {
 	case saysRemoveRecover(c) && c.Set.Annotations[engine.RecoverAnnotation] != "":
@@ -394,6 +401,17 @@ func staleRestore(w *World) bool {
 func saysRemoveRecover(w *World) bool {
 	for _, m := range w.Warnings {
 		if strings.Contains(m, "remove the recover request") {
+			return true
+		}
+	}
+	return false
+}
+
+// saysDeleteConsumers: a deleted set with deletionPolicy Delete waits for
+// its consumers to go.
+func saysDeleteConsumers(w *World) bool {
+	for _, m := range w.Warnings {
+		if strings.Contains(m, "may still use them: delete those consumers") {
 			return true
 		}
 	}

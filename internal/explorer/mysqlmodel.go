@@ -34,6 +34,11 @@ type Account struct {
 	// the DBA set it back (Fixed).
 	Hand  bool `json:"h,omitempty"`
 	Fixed bool `json:"f,omitempty"`
+	// Marked: rekey created it for the set and marks it so (MySQL's user
+	// attribute rekey.io/set, set in the CREATE USER); one that existed
+	// before rekey (adopted) carries no mark. Release removes the mark;
+	// Deprovision drops what carries it.
+	Marked bool `json:"m,omitempty"`
 }
 
 // Accepts: MySQL logs the user in with pw.
@@ -67,8 +72,11 @@ func (a *Account) written() {
 	}
 }
 
-// create is CREATE USER ... IDENTIFIED BY pw.
+// create is CREATE USER ... IDENTIFIED BY pw, by someone else than rekey.
 func (a *Account) create(pw string) { *a = Account{Exists: true, Primary: pw} }
+
+// make is rekey's CREATE USER: marked for the set.
+func (a *Account) make(pw string) { *a = Account{Exists: true, Primary: pw, Marked: true} }
 
 // Instance is one mysqld: its users, and whether it is part of the
 // cluster now (a scaled-in replica keeps its volume and returns with it).
@@ -112,6 +120,7 @@ var _ engine.Backend = (*modelBackend)(nil)
 var _ engine.Repairer = (*modelBackend)(nil)
 var _ engine.DiscardGate = (*modelBackend)(nil)
 var _ engine.Releaser = (*modelBackend)(nil)
+var _ engine.Deprovisioner = (*modelBackend)(nil)
 
 // Annotation selects the model backend for a set.
 const Annotation = "explorer.rekey.io/world"
@@ -220,7 +229,7 @@ func (b *modelBackend) Provision(_ context.Context, cur engine.Secrets) (engine.
 		for _, k := range modelKeys {
 			a := in.acct(k)
 			if !a.Exists {
-				a.create(cur[k])
+				a.make(cur[k])
 				in.set(k, a)
 			} else if !a.Accepts(cur[k]) {
 				refused = append(refused, k)
@@ -261,7 +270,7 @@ func (b *modelBackend) Apply(_ context.Context, cur, pending engine.Secrets, _ i
 		for _, k := range modelKeys {
 			a := in.acct(k)
 			if !a.Exists {
-				a.create(cur[k])
+				a.make(cur[k])
 			}
 			if !a.Dual() {
 				a.identifiedBy(pending[k], true)
@@ -309,7 +318,7 @@ func (b *modelBackend) Retire(ctx context.Context, cur, pending engine.Secrets) 
 		}
 		for _, k := range create {
 			a := Account{}
-			a.create(pending[k])
+			a.make(pending[k])
 			in.set(k, a)
 		}
 		for _, k := range retain {
@@ -341,7 +350,7 @@ func (b *modelBackend) Reset(_ context.Context, cur engine.Secrets) error {
 		for _, k := range modelKeys {
 			a := in.acct(k)
 			if !a.Exists {
-				a.create(cur[k])
+				a.make(cur[k])
 			}
 			a.identifiedBy(cur[k], false)
 			a.discard()
@@ -387,7 +396,7 @@ func (b *modelBackend) RepairPending(_ context.Context, cur, pending engine.Secr
 			a := in.acct(k)
 			switch {
 			case !a.Exists:
-				a.create(cur[k])
+				a.make(cur[k])
 				a.identifiedBy(pending[k], true)
 			case a.Dual():
 				continue
@@ -422,13 +431,57 @@ func (b *modelBackend) CheckDiscardHealth(_ context.Context, cur, pending engine
 }
 
 // Release is deletion.go's Release (deletionPolicy Discard): it logs in
-// as the admin on every instance and removes rekey's marks (not modelled:
-// no transition reads them); passwords are left alone. With no admin
-// password (the wind-down emptied the source Secret before a crash, or
-// nothing was provisioned) there is nothing it can or need do.
+// as the admin on every instance and removes rekey's marks; passwords are
+// left alone. With no admin password (the wind-down emptied the source
+// Secret before a crash, or nothing was provisioned) there is nothing it
+// can or need do.
 func (b *modelBackend) Release(_ context.Context, cur engine.Secrets) error {
+	return b.deleteOwned("model/released", cur, nil)
+}
+
+// Deprovision is deletion.go's Deprovision (deletionPolicy Delete): the
+// users rekey created for the set (marked wherever they exist; never the
+// admin it connects as) are dropped on every instance, the others
+// released. Every instance is read before any is changed, so one that
+// does not answer changes nothing.
+func (b *modelBackend) Deprovision(_ context.Context, cur engine.Secrets) error {
+	drop := map[string]bool{}
+	for _, k := range modelKeys {
+		exists, mine := false, true
+		for _, in := range b.w.present() {
+			if a := in.acct(k); a.Exists {
+				exists, mine = true, mine && a.Marked
+			}
+		}
+		drop[k] = exists && mine && k != AdminKey
+	}
+	return b.deleteOwned("model/deprovisioned", cur, drop)
+}
+
+func (b *modelBackend) deleteOwned(step string, cur engine.Secrets, drop map[string]bool) error {
 	if cur[AdminKey] == "" {
 		return nil
 	}
-	return b.each("model/released", []string{cur[AdminKey]}, func(*Instance) error { return nil })
+	for _, in := range b.w.present() {
+		if in.Down {
+			return &engine.UnreachableError{Instance: in.Name, Err: errDown}
+		}
+		if err := b.admin(in, []string{cur[AdminKey]}); err != nil {
+			return err
+		}
+	}
+	return b.each(step, []string{cur[AdminKey]}, func(in *Instance) error {
+		for _, k := range modelKeys {
+			a := in.acct(k)
+			switch {
+			case !a.Marked:
+			case drop[k]:
+				delete(in.Users, k)
+			default:
+				a.Marked = false
+				in.set(k, a)
+			}
+		}
+		return nil
+	})
 }

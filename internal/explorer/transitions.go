@@ -44,12 +44,24 @@ type Options struct {
 	// StaleReads: a reconcile reads the set as it was before its last
 	// status change (a cache that lags at a leader handover).
 	StaleReads bool
-	// Deletion: the user deletes the set, and sets its deletionPolicy to
-	// Retain.
+	// Deletion: the user deletes the set, sets its deletionPolicy to
+	// Retain, and deletes the consumer's Deployment once the set is
+	// deleted.
 	Deletion bool
-	// PolicyBack: the user sets a Retain set's deletionPolicy back to
-	// Discard (with Deletion).
-	PolicyBack bool
+	// Policy is the set's deletionPolicy when it is created (Discard when
+	// empty).
+	Policy v1.DeletionPolicy
+	// PolicyEdits: the user also sets deletionPolicy to Discard and to
+	// Delete (with Deletion), before or after deleting the set: paths not
+	// fixed yet (docs/explorer.md).
+	PolicyEdits bool
+	// AppMade: the application user does not exist before rekey, so
+	// provisioning creates it, marked for the set (deletionPolicy Delete
+	// drops it); otherwise every user is adopted.
+	AppMade bool
+	// Observe, when set, sees every new state breadth first explores (a
+	// test's proof that it reached what it is about).
+	Observe func(*World)
 	// Only, when set, keeps just the transitions whose names start with
 	// one of these (reconciles and crashes are always kept): a known path
 	// is explored within seconds among the few transitions it needs.
@@ -79,9 +91,9 @@ func (o Options) keeps(name string) bool {
 // later discard retires).
 func DefaultOptions() Options {
 	return Options{Instances: []string{"i0", "i1"}, Crashes: true, HandChanges: true, Backups: true, Outages: true, Deletion: true,
-		PolicyBack: deletionFindings,
-		Scaling:    os.Getenv("REKEY_EXPLORE_SCALING") == "1",
-		StaleReads: os.Getenv("REKEY_EXPLORE_STALE") == "1"}
+		PolicyEdits: deletionFindings,
+		Scaling:     os.Getenv("REKEY_EXPLORE_SCALING") == "1",
+		StaleReads:  os.Getenv("REKEY_EXPLORE_STALE") == "1"}
 }
 
 // crashPoints are the steps after which the manager persisted something
@@ -166,20 +178,39 @@ func deletionTransitions(o Options) []Transition {
 		{"user: delete the set", deleteSet},
 		{"user: set deletionPolicy Retain", setPolicy(v1.DeletionRetain)},
 	}
-	if o.PolicyBack {
-		out = append(out, Transition{"user: set deletionPolicy Discard", setPolicy(v1.DeletionDiscard)})
+	if o.PolicyEdits {
+		out = append(out,
+			Transition{"user: set deletionPolicy Discard", setPolicy(v1.DeletionDiscard)},
+			Transition{"user: set deletionPolicy Delete", setPolicy(v1.DeletionDelete)})
 	}
-	return out
+	return append(out, Transition{"user: delete the consumer Deployment (the set deleted)", deleteConsumer})
+}
+
+// deleteConsumer: the user deletes the consumer's Deployment, and its pod
+// goes with it, as the UsersInUse warning of a set deleted with
+// deletionPolicy Delete asks. Only once the set is deleted: a consumer
+// removed from a set that stays is a spec edit, not modelled.
+func deleteConsumer(w *World) bool {
+	if !w.deleted() || w.WebGone {
+		return false
+	}
+	w.WebGone, w.Pod = true, Pod{}
+	return true
 }
 
 // deletionFindings (REKEY_EXPLORE_DELETION_FINDINGS=1) adds what finds the
-// deletion paths not fixed yet (docs/explorer.md): a Retain set's policy
-// set back to Discard, and the abort DeletionWaiting names.
+// deletion paths not fixed yet (docs/explorer.md): deletionPolicy edits
+// that rekey's finalizers have not caught up with when the set is
+// deleted, the abort DeletionWaiting names, and a wind-down after a
+// restore from backup.
 var deletionFindings = os.Getenv("REKEY_EXPLORE_DELETION_FINDINGS") == "1"
 
 // restartPod: the consumer's pod restarts (its rollout, or on its own)
 // and reads the distribution Secret as it is now.
 func restartPod(w *World) bool {
+	if w.WebGone {
+		return false
+	}
 	before := w.Pod
 	w.Pod.Template = w.template()
 	if w.Dist != nil {
@@ -241,7 +272,7 @@ func handFix(name string) func(*World) bool {
 		if in == nil || !in.Present || !in.acct(AppKey).Hand || in.acct(AppKey).Fixed || w.Source == nil || w.Gone {
 			return false
 		}
-		in.set(AppKey, Account{Exists: true, Primary: string(w.Source.Data[AppKey]), Hand: true, Fixed: true})
+		in.set(AppKey, Account{Exists: true, Primary: string(w.Source.Data[AppKey]), Hand: true, Fixed: true, Marked: in.acct(AppKey).Marked})
 		return true
 	}
 }

@@ -90,6 +90,8 @@ type World struct {
 	// finalizers left). Set keeps what it was last, for its name, its
 	// deletion policy and the traces; nothing reconciles it any more.
 	Gone bool `json:"gone,omitempty"`
+	// WebGone: the user deleted the consumer's Deployment (and its pod).
+	WebGone bool `json:"webGone,omitempty"`
 	// Warnings are the Warning Events of the step that made this state
 	// ("Reason: message"); not part of its identity.
 	Warnings []string `json:"-"`
@@ -197,7 +199,11 @@ func (w *World) Summary() string {
 	if w.Dist != nil {
 		fmt.Fprintf(&b, " served=%s", w.Dist.Data[AppKey])
 	}
-	fmt.Fprintf(&b, " pod{holds=%s template=%q rollout=%q}", w.Pod.Creds[AppKey], w.Pod.Template, w.template())
+	if w.WebGone {
+		b.WriteString(" consumer=deleted")
+	} else {
+		fmt.Fprintf(&b, " pod{holds=%s template=%q rollout=%q}", w.Pod.Creds[AppKey], w.Pod.Template, w.template())
+	}
 	for _, in := range w.Instances {
 		if !in.Present {
 			fmt.Fprintf(&b, " %s=away", in.Name)
@@ -221,6 +227,9 @@ func (w *World) Summary() string {
 
 // template is the restart value on the consumer's pod template.
 func (w *World) template() string {
+	if w.WebGone {
+		return ""
+	}
 	return w.Web.Spec.Template.Annotations[naming.RestartAnnotation(w.Set)]
 }
 
@@ -294,7 +303,10 @@ func (w *World) kube() client.Client {
 	// The consumers' namespace, not terminating: a set deleted in a
 	// terminating namespace winds down at once (a path of its own).
 	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: appNamespace}}
-	objs := []client.Object{w.Set.DeepCopy(), w.deployment(), ns}
+	objs := []client.Object{w.Set.DeepCopy(), ns}
+	if !w.WebGone {
+		objs = append(objs, w.deployment())
+	}
 	if w.Source != nil {
 		objs = append(objs, w.Source.DeepCopy())
 	}
@@ -338,6 +350,9 @@ func (w *World) read(kc client.Client) {
 	w.Set = clean(cs).(*v1.CredentialSet)
 	w.Source = readSecret(kc, opNamespace, naming.SourceSecretName(w.Set))
 	w.Dist = readSecret(kc, appNamespace, distName)
+	if w.WebGone {
+		return
+	}
 	d := &appsv1.Deployment{}
 	if err := kc.Get(ctx, client.ObjectKeyFromObject(w.Web), d); err != nil {
 		panic(err)
