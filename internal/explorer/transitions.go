@@ -88,7 +88,8 @@ func (o Options) keeps(name string) bool {
 // REKEY_EXPLORE_STALE=1 adds reconciles from a stale read of the set (it
 // serves the distribution Secret from its stale status, which no
 // compare-and-set guards, and a consumer restarting then reads secrets a
-// later discard retires).
+// later discard retires). REKEY_EXPLORE_DELETION_FINDINGS=1 adds what
+// finds the deletion paths not fixed yet (deletionFindings).
 func DefaultOptions() Options {
 	return Options{Instances: []string{"i0", "i1"}, Crashes: true, HandChanges: true, Backups: true, Outages: true, Deletion: true,
 		PolicyEdits: deletionFindings,
