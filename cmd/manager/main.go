@@ -2,6 +2,7 @@
 package main
 
 import (
+	"context"
 	"flag"
 	"fmt"
 	"os"
@@ -16,12 +17,14 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
 	"sigs.k8s.io/controller-runtime/pkg/metrics/filters"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	v1 "rekey.io/rekey/api/v1alpha1"
 	"rekey.io/rekey/internal/backend/registry"
 	"rekey.io/rekey/internal/controller"
+	"rekey.io/rekey/internal/leader"
 	"rekey.io/rekey/internal/metrics"
 )
 
@@ -41,6 +44,8 @@ func run() error {
 		cephWorkDir, cephCLI              string
 		mocoNamespace                     string
 		leaderElect                       bool
+		leaseDuration, renewDeadline      time.Duration
+		retryPeriod                       time.Duration
 		concurrency                       int
 		workers                           int
 		metricsMaxSets, metricsMaxPerNS   int
@@ -54,7 +59,10 @@ func run() error {
 	flag.StringVar(&watchNamespaces, "watch-namespaces", "", "comma-separated namespaces whose CredentialSets and workloads rekey watches (namespaced mode, with Roles instead of ClusterRoles); empty: every namespace")
 	flag.StringVar(&secretNamespaces, "secret-namespaces", "", "comma-separated namespaces where rekey watches the Secrets it wrote (to undo hand edits at once); set it where its RBAC grants Secrets only in some namespaces. Empty: every namespace, or --watch-namespaces and --namespace")
 	flag.StringVar(&probeAddr, "health-probe-bind-address", ":8081", "address of the health probes")
-	flag.BoolVar(&leaderElect, "leader-elect", false, "elect a leader, for running more than one replica")
+	flag.BoolVar(&leaderElect, "leader-elect", false, "elect a leader, for running more than one replica; the leader checks it still holds the Lease right before every backend write")
+	flag.DurationVar(&leaseDuration, "leader-elect-lease-duration", 15*time.Second, "how long a leader's Lease lasts without renewal: a replica takes over a leader that stopped after this long")
+	flag.DurationVar(&renewDeadline, "leader-elect-renew-deadline", 10*time.Second, "how long the leader keeps trying to renew before it gives up leading (less than the lease duration)")
+	flag.DurationVar(&retryPeriod, "leader-elect-retry-period", 2*time.Second, "how often replicas try to acquire or renew the Lease")
 	flag.IntVar(&concurrency, "instance-concurrency", 8, "instances a phase works on at once (1: one after another)")
 	flag.IntVar(&workers, "max-concurrent-reconciles", controller.DefaultMaxConcurrentReconciles, "CredentialSets reconciled at once; sets on the same backend server (MySQL instance, Ceph monitors, RabbitMQ endpoint) still go one at a time, so the others keep moving while one waits on a server that does not answer (1: one set at a time, as before)")
 	flag.DurationVar(&resync, "resync-period", 5*time.Minute, "how often an idle set is re-checked (restores hand-edited distribution Secrets)")
@@ -106,12 +114,15 @@ func run() error {
 		Metrics:                 metricsOpts,
 		HealthProbeBindAddress:  probeAddr,
 		LeaderElection:          leaderElect,
-		LeaderElectionID:        "rekey.io",
+		LeaderElectionID:        leaderElectionID,
 		LeaderElectionNamespace: namespace,
 		// A stopping leader releases its Lease, so a new one takes over at
 		// once rather than after the lease duration; safe because run
 		// returns, and the process exits, as soon as the manager stops.
 		LeaderElectionReleaseOnCancel: true,
+		LeaseDuration:                 &leaseDuration,
+		RenewDeadline:                 &renewDeadline,
+		RetryPeriod:                   &retryPeriod,
 		// Secrets are always read live; the cache holds only the ones
 		// rekey wrote, for the watch that restores hand edits.
 		Client: client.Options{Cache: &client.CacheOptions{DisableFor: []client.Object{&corev1.Secret{}}}},
@@ -131,6 +142,22 @@ func run() error {
 		ResyncPeriod:            resync,
 		Settings:                registry.Settings{CephWorkDir: cephWorkDir, CephCLI: cephCLI, MOCONamespace: mocoNamespace},
 	}
+	if leaderElect && os.Getenv("REKEY_TEST_UNFENCED") != "1" {
+		// REKEY_TEST_UNFENCED lets the HA test show what the fence
+		// prevents; nothing else sets it.
+		fence := leader.NewFence(mgr.GetAPIReader(), namespace, leaderElectionID)
+		r.Fence = fence
+		if err := mgr.Add(manager.RunnableFunc(func(ctx context.Context) error {
+			select {
+			case <-mgr.Elected():
+			case <-ctx.Done():
+				return nil
+			}
+			return fence.Elected(ctx)
+		})); err != nil {
+			return err
+		}
+	}
 	if err := r.SetupWithManager(mgr); err != nil {
 		return err
 	}
@@ -142,6 +169,9 @@ func run() error {
 	}
 	return mgr.Start(ctrl.SetupSignalHandler())
 }
+
+// leaderElectionID names the Lease the replicas elect a leader with.
+const leaderElectionID = "rekey.io"
 
 func splitList(s string) []string {
 	var out []string

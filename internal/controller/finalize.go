@@ -206,6 +206,9 @@ func (r *Reconciler) windDownBackend(ctx context.Context, cs *v1.CredentialSet, 
 	case len(cur) == 0:
 		return nil // lost, not emptied by rekey: nothing is known to keep
 	}
+	if err := r.fence(ctx); err != nil {
+		return err
+	}
 	return backendWindDown(ctx, b, policy, cur)
 }
 
@@ -227,6 +230,9 @@ func (r *Reconciler) oneSecretLeft(ctx context.Context, cs *v1.CredentialSet, b 
 			return engine.Pending(data, keys), nil
 		}
 		return cur, nil
+	}
+	if err := r.fence(ctx); err != nil {
+		return nil, err
 	}
 	return cur, b.Reset(ctx, cur)
 }

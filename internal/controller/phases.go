@@ -118,6 +118,9 @@ func (r *Reconciler) continueRotation(ctx context.Context, t *turn) (ctrl.Result
 		pending = engine.Pending(src.Data, keys)
 	}
 	if !cs.Status.RotateApplied {
+		if err := r.fence(ctx); err != nil {
+			return ctrl.Result{}, nil, err
+		}
 		held, err := p.backend.Apply(ctx, cur, pending, gen)
 		if err != nil {
 			return ctrl.Result{}, nil, err
@@ -206,6 +209,9 @@ func (r *Reconciler) discard(ctx context.Context, t *turn, auto bool) (ctrl.Resu
 			failpoint.Hit("discard/discard-started")
 		}
 		cur, _ := engine.Current(src.Data, keys)
+		if err := r.fence(ctx); err != nil {
+			return ctrl.Result{}, nil, err
+		}
 		if err := p.backend.Retire(ctx, cur, engine.Pending(src.Data, keys)); err != nil {
 			return ctrl.Result{}, nil, err
 		}

@@ -49,6 +49,9 @@ func (r *Reconciler) provision(ctx context.Context, cs *v1.CredentialSet, p *pla
 	if p.noInstances {
 		return &engine.Refusal{Reason: string(reason.ProvisionFailed), Message: "no instances to create users on (replicas: 0): scale the cluster up"}
 	}
+	if err := r.fence(ctx); err != nil {
+		return err
+	}
 	got, err := p.backend.Provision(ctx, cur)
 	if err != nil {
 		return err

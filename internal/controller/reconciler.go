@@ -4,6 +4,7 @@ package controller
 
 import (
 	"context"
+	"errors"
 	"slices"
 	"sync"
 	"time"
@@ -17,6 +18,7 @@ import (
 
 	v1 "rekey.io/rekey/api/v1alpha1"
 	"rekey.io/rekey/internal/backend/registry"
+	"rekey.io/rekey/internal/leader"
 	"rekey.io/rekey/internal/metrics"
 	"rekey.io/rekey/internal/reason"
 )
@@ -57,6 +59,11 @@ type Reconciler struct {
 	// a spec never names them.
 	registry.Settings
 
+	// Fence, when set, is asked right before every backend write, and
+	// refuses it once this manager is no longer the leader (nil: no
+	// leader election, nothing to fence).
+	Fence Fence
+
 	// MaxConcurrentReconciles is how many sets are reconciled at once
 	// (0: DefaultMaxConcurrentReconciles); sets that share a backend never
 	// are (BackendLockKeys).
@@ -78,6 +85,30 @@ type Reconciler struct {
 	// waitNoted: set UID → the rotation whose WaitingForRollout Event was
 	// emitted (once per rotation; a restarted manager emits it once more).
 	waitNoted sync.Map
+}
+
+// Fence says whether this manager may still change a backend.
+type Fence interface {
+	Check(ctx context.Context) error
+}
+
+// fence asks the Fence, if any.
+func (r *Reconciler) fence(ctx context.Context) error {
+	if r.Fence == nil {
+		return nil
+	}
+	return r.Fence.Check(ctx)
+}
+
+// standDown: the Fence refused a backend write, so this manager lost the
+// leadership and must write nothing more (no status, no Event); its
+// elector ends the process.
+func standDown(ctx context.Context, err error) bool {
+	if !errors.Is(err, leader.ErrNotLeader) {
+		return false
+	}
+	logFrom(ctx).Info("standing down: this manager is no longer the leader, so it changes nothing", "cause", err.Error())
+	return true
 }
 
 // consentRecheck is how soon a set refused for a namespace looks again.
@@ -138,6 +169,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	defer r.lockTable().unlock(req.NamespacedName, keys)
 	if !cs.DeletionTimestamp.IsZero() {
 		res, handled, err := r.deleted(ctx, cs)
+		if standDown(ctx, err) {
+			return ctrl.Result{}, nil
+		}
 		if isRace(ctx, err) {
 			return ctrl.Result{Requeue: true}, nil
 		}
@@ -152,6 +186,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	}
 	var obs observation
 	res, prob, err := r.reconcile(ctx, cs, &obs)
+	if standDown(ctx, err) {
+		return ctrl.Result{}, nil
+	}
 	res, prob, err = r.triage(ctx, res, prob, err)
 	return r.report(ctx, cs, &obs, res, prob, err)
 }

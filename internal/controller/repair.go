@@ -37,6 +37,9 @@ func (r *Reconciler) repairPending(ctx context.Context, t *turn) (*problem, erro
 	if !ok || !repairDue(t.cs.Status, t.pending, t.p.noInstances) {
 		return nil, nil
 	}
+	if err := r.fence(ctx); err != nil {
+		return nil, err
+	}
 	err := rp.RepairPending(ctx, t.cur, engine.Pending(t.src.Data, t.p.backend.Keys()))
 	if err == nil {
 		return nil, nil

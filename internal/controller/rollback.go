@@ -101,6 +101,9 @@ func (r *Reconciler) reset(ctx context.Context, t *turn) (ctrl.Result, *problem,
 	if !rolledOut {
 		return ctrl.Result{RequeueAfter: engine.RequeueRollout}, nil, nil
 	}
+	if err := r.fence(ctx); err != nil {
+		return ctrl.Result{}, nil, err
+	}
 	if err := p.backend.Reset(ctx, cur); err != nil {
 		return ctrl.Result{}, nil, err
 	}
