@@ -8,7 +8,6 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1 "rekey.io/rekey/api/v1alpha1"
@@ -34,24 +33,6 @@ func TestDeletion(t *testing.T) {
 	t.Run("InTerminatingNamespace", func(t *testing.T) { deletionInTerminatingNamespace(t, c) })
 }
 
-// deletionSet is appUserSet for an admin made once per cluster.
-func deletionSet(t testing.TB, ns, name string, c *testenv.MySQLCluster) *v1.CredentialSet {
-	t.Helper()
-	createSecret(t, ns, "ops-admin", map[string]string{"password": "ops-admin-password-for-tests"})
-	return &v1.CredentialSet{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
-		Spec: v1.CredentialSetSpec{
-			MySQL: &v1.MySQLSpec{
-				Instances:      v1.MySQLInstances{Hosts: c.Addrs()},
-				Admin:          v1.MySQLAdmin{User: "ops-admin", PasswordSecretRef: &v1.SecretKeyRef{Name: "ops-admin", Key: "password"}},
-				TLSCASecretRef: mysqlCASecret(t, ns, "mysql-ca"),
-				Users:          []v1.MySQLUser{{Name: name}},
-			},
-			Distribution: []v1.SecretTarget{{Namespace: ns, Name: name + "-db"}},
-		},
-	}
-}
-
 // deletionWaitsForTheRotation: a set deleted while Distributed (default
 // policy Discard) keeps both passwords valid and its finalizer until the
 // rotation completes; then only the new password is valid, the
@@ -59,7 +40,7 @@ func deletionSet(t testing.TB, ns, name string, c *testenv.MySQLCluster) *v1.Cre
 func deletionWaitsForTheRotation(t *testing.T, c *testenv.MySQLCluster) {
 	ns := newNamespace(t)
 	keys := map[string]string{"LEDGER_PASSWORD": "ledger"}
-	cs := deletionSet(t, ns, "ledger", c)
+	cs := preparedAdminSet(t, ns, "ledger", c)
 	if err := k8s.Create(ctxT(t), cs); err != nil {
 		t.Fatal(err)
 	}
@@ -102,7 +83,7 @@ func deletionWaitsForTheRotation(t *testing.T, c *testenv.MySQLCluster) {
 // once when its policy becomes Retain, leaving both passwords valid.
 func deletionPolicies(t *testing.T, c *testenv.MySQLCluster) {
 	ns := newNamespace(t)
-	gone := deletionSet(t, ns, "scratch", c)
+	gone := preparedAdminSet(t, ns, "scratch", c)
 	gone.Spec.DeletionPolicy = v1.DeletionDelete
 	loose := gone.DeepCopy()
 	loose.Name, loose.Spec.DeletionPolicy = "loose", v1.DeletionRetain
@@ -162,7 +143,7 @@ func deletionPolicies(t *testing.T, c *testenv.MySQLCluster) {
 func deletionInTerminatingNamespace(t *testing.T, c *testenv.MySQLCluster) {
 	ns := newNamespace(t)
 	keys := map[string]string{"TEMP_PASSWORD": "temp"}
-	cs := deletionSet(t, ns, "temp", c)
+	cs := preparedAdminSet(t, ns, "temp", c)
 	if err := k8s.Create(ctxT(t), cs); err != nil {
 		t.Fatal(err)
 	}
@@ -172,15 +153,7 @@ func deletionInTerminatingNamespace(t *testing.T, c *testenv.MySQLCluster) {
 	cs = waitPhase(t, ns, "temp", v1.PhaseDistributed, 1)
 	gen2 := userPasswords(sourceData(t, cs), keys, engine.PendingSuffix)
 
-	// envtest runs no namespace controller: the namespace stays
-	// Terminating, which is what the manager sees while one works.
-	n := &corev1.Namespace{}
-	if err := k8s.Get(ctxT(t), client.ObjectKey{Name: ns}, n); err != nil {
-		t.Fatal(err)
-	}
-	if err := k8s.Delete(ctxT(t), n); err != nil {
-		t.Fatal(err)
-	}
+	terminateNamespace(t, ns)
 	if err := k8s.Delete(ctxT(t), cs); err != nil {
 		t.Fatal(err)
 	}
@@ -233,7 +206,7 @@ func TestDeletionCrashSafety(t *testing.T) {
 	c := testenv.MySQLClusterForTest(t, testenv.MySQLOptions{})
 	prepareAdmin(t, c.Instances(), "ops-admin", "ops-admin-password-for-tests")
 	ns := newNamespace(t)
-	gone := deletionSet(t, ns, "dropped", c)
+	gone := preparedAdminSet(t, ns, "dropped", c)
 	gone.Spec.DeletionPolicy = v1.DeletionDelete
 	kept := gone.DeepCopy()
 	kept.Name, kept.Spec.DeletionPolicy = "released", ""
@@ -278,7 +251,7 @@ func TestDeletionCrashSafety(t *testing.T) {
 	// a manager that starts after that finds nothing to reset with and
 	// must leave the password alone.
 	ns2 := newNamespace(t)
-	rolled := deletionSet(t, ns2, "rolled", c)
+	rolled := preparedAdminSet(t, ns2, "rolled", c)
 	m = startManagerProcess(t, "")
 	if err := k8s.Create(ctxT(t), rolled); err != nil {
 		t.Fatal(err)
@@ -290,13 +263,7 @@ func TestDeletionCrashSafety(t *testing.T) {
 	rolled = waitPhase(t, ns2, "rolled", v1.PhaseDistributed, 1)
 	rolled2 := userPasswords(sourceData(t, rolled), rolledKeys, engine.PendingSuffix)
 	m.stop()
-	n := &corev1.Namespace{}
-	if err := k8s.Get(ctxT(t), client.ObjectKey{Name: ns2}, n); err != nil {
-		t.Fatal(err)
-	}
-	if err := k8s.Delete(ctxT(t), n); err != nil {
-		t.Fatal(err)
-	}
+	terminateNamespace(t, ns2)
 	if err := k8s.Delete(ctxT(t), rolled); err != nil {
 		t.Fatal(err)
 	}
@@ -316,5 +283,18 @@ func TestDeletionCrashSafety(t *testing.T) {
 		if marks != "0" {
 			t.Fatalf("%s: the released user keeps rekey's mark", i.Name)
 		}
+	}
+}
+
+// terminateNamespace deletes ns. envtest runs no namespace controller: the
+// namespace stays Terminating, which is what a manager sees while one works.
+func terminateNamespace(t testing.TB, ns string) {
+	t.Helper()
+	n := &corev1.Namespace{}
+	if err := k8s.Get(ctxT(t), client.ObjectKey{Name: ns}, n); err != nil {
+		t.Fatal(err)
+	}
+	if err := k8s.Delete(ctxT(t), n); err != nil {
+		t.Fatal(err)
 	}
 }

@@ -37,7 +37,7 @@ func TestPausedLeaderIsFenced(t *testing.T) {
 	const pausePoint = "discard/discard-started"
 
 	a := startManagerProcessWith(t, pausePoint+":pause", leaderFlags...)
-	cs := deletionSet(t, ns, "ha", c)
+	cs := preparedAdminSet(t, ns, "ha", c)
 	if err := k8s.Create(ctxT(t), cs); err != nil {
 		t.Fatal(err)
 	}

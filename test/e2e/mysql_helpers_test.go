@@ -55,6 +55,15 @@ func mocoSet(t testing.TB, ns, name string, c *testenv.MySQLCluster) *v1.Credent
 func appUserSet(t testing.TB, ns, name string, c *testenv.MySQLCluster, grants ...v1.MySQLGrant) *v1.CredentialSet {
 	t.Helper()
 	prepareAdmin(t, c.Instances(), "ops-admin", "ops-admin-password-for-tests")
+	cs := preparedAdminSet(t, ns, name, c)
+	cs.Spec.MySQL.Users[0].Grants = grants
+	return cs
+}
+
+// preparedAdminSet is appUserSet for a cluster whose admin was prepared
+// once (prepareAdmin), for tests that make sets in several namespaces.
+func preparedAdminSet(t testing.TB, ns, name string, c *testenv.MySQLCluster) *v1.CredentialSet {
+	t.Helper()
 	createSecret(t, ns, "ops-admin", map[string]string{"password": "ops-admin-password-for-tests"})
 	return &v1.CredentialSet{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
@@ -63,7 +72,7 @@ func appUserSet(t testing.TB, ns, name string, c *testenv.MySQLCluster, grants .
 				Instances:      v1.MySQLInstances{Hosts: c.Addrs()},
 				Admin:          v1.MySQLAdmin{User: "ops-admin", PasswordSecretRef: &v1.SecretKeyRef{Name: "ops-admin", Key: "password"}},
 				TLSCASecretRef: mysqlCASecret(t, ns, "mysql-ca"),
-				Users:          []v1.MySQLUser{{Name: name, Grants: grants}},
+				Users:          []v1.MySQLUser{{Name: name}},
 			},
 			Distribution: []v1.SecretTarget{{Namespace: ns, Name: name + "-db"}},
 		},
