@@ -2,6 +2,7 @@ package controller
 
 import (
 	"context"
+	"fmt"
 	"slices"
 
 	corev1 "k8s.io/api/core/v1"
@@ -63,13 +64,28 @@ func (r *Reconciler) deleted(ctx context.Context, cs *v1.CredentialSet) (res ctr
 	case letGo:
 		return ctrl.Result{}, true, r.release(ctx, cs)
 	case finishRotation:
-		r.rotationEvent(cs, cs.Status.RotationID, "Normal", reason.DeletionWaiting, "Delete",
-			"the set is deleted while rotation %s is in flight: the rotation completes first (or run kubectl rekey abort), so that no consumer is left with credentials the backend no longer accepts; to let go at once and leave the backend as it is, set spec.deletionPolicy to Retain",
-			cs.Status.RotationID)
+		r.rotationEvent(cs, cs.Status.RotationID, "Normal", reason.DeletionWaiting, "Delete", "%s", deletionWaitNote(cs))
 		return ctrl.Result{}, false, nil
 	}
 	res, err = r.finalize(ctx, cs)
 	return res, true, err
+}
+
+// deletionWaitNote says what a deleted set's rotation in flight waits for
+// and what ends it sooner: abort only while the rotation can still roll
+// back (not once its discard began, nor during a rollback).
+func deletionWaitNote(cs *v1.CredentialSet) string {
+	st := cs.Status
+	const why = "so that no consumer is left with credentials the backend no longer accepts; to let go at once and leave the backend as it is, set spec.deletionPolicy to Retain"
+	switch {
+	case st.ResetPending:
+		return fmt.Sprintf("the set is deleted while rotation %s is being rolled back: the rollback completes first, once the consumers run the current credentials again, %s", st.LastRolledBackID, why)
+	case st.DiscardStarted || st.DiscardApplied:
+		return fmt.Sprintf("the set is deleted while rotation %s discards the old credentials: the discard completes first (it cannot roll back any more), %s", st.RotationID, why)
+	case st.Phase == v1.PhaseDistributed && cs.Spec.Rotation.DiscardPolicy != v1.DiscardAfterRollout:
+		return fmt.Sprintf("the set is deleted while rotation %s is distributed: it completes when you discard it (kubectl rekey discard %s, once consumers run the new credentials) or roll it back (kubectl rekey abort %s), %s", st.RotationID, cs.Name, cs.Name, why)
+	}
+	return fmt.Sprintf("the set is deleted while rotation %s is in flight: the rotation completes first (or run kubectl rekey abort %s, where it can still roll back), %s", st.RotationID, cs.Name, why)
 }
 
 // release lets go of a set deleted with deletionPolicy Retain: its
@@ -99,13 +115,13 @@ func (r *Reconciler) namespaceTerminating(ctx context.Context, ns string) (bool,
 	return !n.DeletionTimestamp.IsZero() || n.Status.Phase == corev1.NamespaceTerminating, nil
 }
 
-// wantedFinalizers are the finalizers a set's policy asks for: none with
-// Retain; with Delete one per declared consumer too, since deleting the
-// identities would lock out a consumer still running.
+// wantedFinalizers are the finalizers a set's policy asks for: rekey's own
+// whatever the policy, since the API server accepts no new finalizer once
+// a set is deleted and a policy may be changed right before (Retain lets
+// go at once when the set is deleted); with Delete one per declared
+// consumer too, which shows what the deletion will wait for.
 func wantedFinalizers(cs *v1.CredentialSet) []string {
 	switch cs.Spec.OnDeletion() {
-	case v1.DeletionRetain:
-		return nil
 	case v1.DeletionDelete:
 		want := []string{naming.DeprovisionFinalizer}
 		for f := range consumerFinalizers(cs) {

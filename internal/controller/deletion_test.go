@@ -55,7 +55,8 @@ func TestWantedFinalizers(t *testing.T) {
 		{"", []string{naming.DeprovisionFinalizer}},
 		{v1.DeletionDiscard, []string{naming.DeprovisionFinalizer}},
 		{v1.DeletionDelete, []string{naming.DeprovisionFinalizer, consumer}},
-		{v1.DeletionRetain, nil},
+		// Kept: a policy edited right before the deletion must still find it.
+		{v1.DeletionRetain, []string{naming.DeprovisionFinalizer}},
 	}
 	for _, c := range cases {
 		if got := wantedFinalizers(set(c.policy)); !slices.Equal(got, c.want) {

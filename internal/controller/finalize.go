@@ -78,25 +78,23 @@ func (r *Reconciler) patchFinalizers(ctx context.Context, cs *v1.CredentialSet, 
 // source Secret is emptied, and the last finalizer goes.
 func (r *Reconciler) finalize(ctx context.Context, cs *v1.CredentialSet) (ctrl.Result, error) {
 	policy := cs.Spec.OnDeletion()
-	declared := consumerFinalizers(cs)
-	var keep, inUse []string
-	for _, f := range cs.Finalizers {
-		if !strings.HasPrefix(f, naming.ConsumerFinalizerPrefix) {
-			keep = append(keep, f)
-			continue
-		}
-		label, ok := declared[f]
-		if !ok || policy != v1.DeletionDelete {
-			continue
-		}
-		gone, err := r.consumerGone(ctx, cs, f)
-		if err != nil {
+	var inUse []string
+	if policy == v1.DeletionDelete {
+		// Every declared consumer, whether its finalizer was added or not
+		// (the policy may have become Delete after the set was deleted).
+		var err error
+		if inUse, err = r.consumersLeft(ctx, cs); err != nil {
 			return ctrl.Result{}, err
 		}
-		if !gone {
-			keep = append(keep, f)
-			inUse = append(inUse, label)
+	}
+	declared := consumerFinalizers(cs)
+	var keep []string
+	for _, f := range cs.Finalizers {
+		label, ok := declared[f]
+		if strings.HasPrefix(f, naming.ConsumerFinalizerPrefix) && (!ok || !slices.Contains(inUse, label)) {
+			continue
 		}
+		keep = append(keep, f)
 	}
 	if !slices.Equal(keep, cs.Finalizers) {
 		if err := r.patchFinalizers(ctx, cs, keep); err != nil {
@@ -132,21 +130,28 @@ func (r *Reconciler) finalize(ctx context.Context, cs *v1.CredentialSet) (ctrl.R
 	return ctrl.Result{}, r.patchFinalizers(ctx, cs, slices.DeleteFunc(slices.Clone(cs.Finalizers), func(f string) bool { return f == naming.DeprovisionFinalizer }))
 }
 
-// consumerGone: a workload that no longer exists cannot use anything; a
-// group only stops when it is removed from the spec.
-func (r *Reconciler) consumerGone(ctx context.Context, cs *v1.CredentialSet, finalizer string) (bool, error) {
+// consumersLeft names the declared consumers that may still use the set's
+// identities: a workload that still exists (one that no longer exists
+// cannot use anything), and every group (a group only stops when it is
+// removed from the spec).
+func (r *Reconciler) consumersLeft(ctx context.Context, cs *v1.CredentialSet) ([]string, error) {
+	labels := consumerFinalizers(cs)
+	var left []string
 	for _, c := range cs.Spec.Consumers {
 		ns := consumerNamespace(cs, c)
-		if naming.ConsumerFinalizer(c.Kind, ns, c.Name) != finalizer {
-			continue
-		}
 		err := r.APIReader.Get(ctx, client.ObjectKey{Namespace: ns, Name: c.Name}, newWorkload(c.Kind))
 		if apierrors.IsNotFound(err) {
-			return true, nil
+			continue
 		}
-		return false, client.IgnoreNotFound(err)
+		if err != nil {
+			return nil, err
+		}
+		left = append(left, labels[naming.ConsumerFinalizer(c.Kind, ns, c.Name)])
 	}
-	return false, nil
+	for _, g := range cs.Spec.ConsumerGroups {
+		left = append(left, labels[naming.ConsumerFinalizer(v1.KindGroup, "", g.Name)])
+	}
+	return left, nil
 }
 
 // windDown runs the policy's backend step with the set's current

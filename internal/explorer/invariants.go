@@ -206,10 +206,9 @@ func namingAbort(w *World) []string {
 }
 
 // CheckDeletionWaiting: no dead end also holds the DeletionWaiting event
-// to the abort it names. Off unless REKEY_EXPLORE_DELETION_FINDINGS=1: it
-// names abort also where abort is refused or has nothing to abort, a path
-// not fixed yet (docs/explorer.md).
-var CheckDeletionWaiting = deletionFindings
+// to the abort it names (it named abort where abort was refused or had
+// nothing to abort, until the event learnt to tell).
+var CheckDeletionWaiting = true
 
 // inFlight: a set being deleted still has a rotation (or its reset) in
 // flight, which its DeletionWaiting event says abort can end.
