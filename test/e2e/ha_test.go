@@ -103,3 +103,41 @@ func waitPaused(t testing.TB, m *managerProcess, failpoint string) {
 	})
 	observed(t, "manager paused at %s", failpoint)
 }
+
+// TestKilledLeaderTakeover: with two manager processes, the leader is
+// killed mid-rotation (right after it stored the new password, before any
+// instance learnt it); the other takes over once the Lease expires and
+// completes the rotation, with no login refused to a prober that uses
+// what the distribution Secret holds. The takeover time is reported: the
+// goal is the lease duration plus one reconcile.
+func TestKilledLeaderTakeover(t *testing.T) {
+	c := testenv.MySQLClusterForTest(t, testenv.MySQLOptions{})
+	ns := newNamespace(t)
+	keys := map[string]string{"TAKEOVER_PASSWORD": "takeover"}
+	const killPoint = "rotate/pending-stored"
+
+	a := startManagerProcessWith(t, killPoint, leaderFlags...)
+	cs := appUserSet(t, ns, "takeover", c)
+	if err := k8s.Create(ctxT(t), cs); err != nil {
+		t.Fatal(err)
+	}
+	cs = waitPhase(t, ns, "takeover", v1.PhaseIdle, 1)
+	gen1 := userPasswords(sourceData(t, cs), keys, "")
+	startManagerProcessWith(t, "", leaderFlags...)
+	p := startProber(t, c.Instances(), ns, "takeover-db", keys)
+
+	rotate(t, ns, "takeover", "r1")
+	a.waitKilled(t, killPoint)
+	killed := time.Now()
+	cs = waitPhase(t, ns, "takeover", v1.PhaseDistributed, 1)
+	took := time.Since(killed)
+	t.Logf("takeover: the new leader distributed r1 %s after the leader was killed (lease duration 3s)", took.Round(10*time.Millisecond))
+	observed(t, "takeover after a kill: %s on a 3 s lease", took.Round(10*time.Millisecond))
+	gen2 := userPasswords(sourceData(t, cs), keys, engine.PendingSuffix)
+	loginMatrix(t, "Distributed by the new leader", c.Instances(), gen1, nil)
+	loginMatrix(t, "Distributed by the new leader", c.Instances(), gen2, nil)
+	discard(t, ns, "takeover", "r1")
+	waitPhase(t, ns, "takeover", v1.PhaseIdle, 2)
+	loginMatrix(t, "completed by the new leader", c.Instances(), gen2, gen1)
+	p.assertNoGap(t)
+}
