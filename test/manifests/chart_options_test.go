@@ -38,11 +38,11 @@ func ofKind(objs []*unstructured.Unstructured, kind string) []*unstructured.Unst
 	return out
 }
 
-// TestHelmChartDefaultsRenderNoOptionalObjects: with the defaults (one
-// replica, no monitor) the chart renders no PodDisruptionBudget (minAvailable
-// 1 of 1 would block every drain) and no monitoring.coreos.com object (the
-// prometheus-operator CRDs may not exist); replicas: 1 set explicitly
-// neither.
+// TestHelmChartDefaultsRenderNoOptionalObjects: with the defaults (two
+// replicas, no monitor) the chart renders no monitoring.coreos.com object
+// (the prometheus-operator CRDs may not exist), and a PodDisruptionBudget
+// keeping one of the two; with one replica (or none) no PodDisruptionBudget
+// (minAvailable 1 of 1 would block every drain).
 func TestHelmChartDefaultsRenderNoOptionalObjects(t *testing.T) {
 	t.Parallel()
 	env := testenv.Require(t)
@@ -50,8 +50,20 @@ func TestHelmChartDefaultsRenderNoOptionalObjects(t *testing.T) {
 	for _, set := range [][]string{nil, {"--set", "replicas=1"}, {"--set", "replicas=0"}} {
 		what, objs := helmTemplate(t, env, helm, set...)
 		for _, o := range objs {
-			if o.GetKind() == "PodDisruptionBudget" || strings.HasPrefix(o.GetAPIVersion(), "monitoring.coreos.com/") {
+			if (o.GetKind() == "PodDisruptionBudget" && set != nil) || strings.HasPrefix(o.GetAPIVersion(), "monitoring.coreos.com/") {
 				t.Errorf("%s renders %s", what, describe(o))
+			}
+		}
+		if set == nil {
+			deps, pdbs := ofKind(objs, "Deployment"), ofKind(objs, "PodDisruptionBudget")
+			if len(deps) != 1 || len(pdbs) != 1 {
+				t.Fatalf("%s renders %d Deployments and %d PodDisruptionBudgets, want 1 and 1", what, len(deps), len(pdbs))
+			}
+			if n, _, _ := unstructured.NestedInt64(deps[0].Object, "spec", "replicas"); n != 2 {
+				t.Errorf("%s: replicas %d, want 2 (a standby takes over from a stopped leader)", what, n)
+			}
+			if m, _, _ := unstructured.NestedFieldNoCopy(pdbs[0].Object, "spec", "minAvailable"); m != int64(1) {
+				t.Errorf("%s: the PodDisruptionBudget keeps %v, want 1", what, m)
 			}
 		}
 		for _, d := range ofKind(objs, "Deployment") {

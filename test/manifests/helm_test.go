@@ -34,7 +34,7 @@ func TestChartRBAC(t *testing.T) {
 		{"narrowed", map[string]any{"rbac": map[string]any{
 			"clusterWideSecrets": false, "secretNamespaces": []any{"shop", "orders"}}},
 			[]string{"shop", "orders"}, true, nil},
-		{"single replica without leader election", map[string]any{"leaderElection": map[string]any{"enabled": false}},
+		{"single replica without leader election", map[string]any{"replicas": 1, "leaderElection": map[string]any{"enabled": false}},
 			[]string{""}, false, nil},
 		{"namespaced mode", map[string]any{"watchNamespaces": []any{"shop", "orders"}},
 			[]string{"shop", "orders"}, true, []string{"shop", "orders"}},
