@@ -189,14 +189,14 @@ func (r *Reconciler) syncConsumers(ctx context.Context, t *turn) (bool, error) {
 			if err := r.patchTemplate(ctx, obj, key, want); err != nil {
 				return false, fmt.Errorf("restart %s %s/%s: %w", c.Kind, ns, c.Name, err)
 			}
-			r.event(cs, "Normal", "ConsumerRestarted", "Restart", "restarting %s %s/%s to pick up the new credentials", c.Kind, ns, c.Name)
+			r.event(cs, "Normal", reason.ConsumerRestarted, "Restart", "restarting %s %s/%s to pick up the new credentials", c.Kind, ns, c.Name)
 			st.Message = "restart requested"
 		default:
 			ro, recheck := r.rollout(ctx, cs, obj)
 			t.obs.recheckWithin(recheck)
 			st.RolledOut, st.Message, st.Stuck = ro.Done, ro.Message, ro.Stuck
 		}
-		r.stamp(cs, known.Consumers, &st, hash)
+		r.noteMoved(cs, known.Consumers, &st, hash)
 		all = all && st.RolledOut
 		out = append(out, st)
 	}

@@ -53,9 +53,9 @@ func previous(last []v1.ConsumerStatus, kind v1.ConsumerKind, ns, name string) *
 	return nil
 }
 
-// stamp records when a consumer was first seen moved for the current hash;
-// a new hash starts over (a rollout during the change does not count).
-func (r *Reconciler) stamp(cs *v1.CredentialSet, last []v1.ConsumerStatus, st *v1.ConsumerStatus, hash string) {
+// noteMoved records when a consumer was first seen moved for the current
+// hash; a new hash starts over (a rollout during the change does not count).
+func (r *Reconciler) noteMoved(cs *v1.CredentialSet, last []v1.ConsumerStatus, st *v1.ConsumerStatus, hash string) {
 	st.SecretHash = hash
 	if !st.RolledOut {
 		return
@@ -121,7 +121,7 @@ func (r *Reconciler) syncGroups(ctx context.Context, cs *v1.CredentialSet, known
 		if !st.RolledOut {
 			st.Message = fmt.Sprintf("%s members updated; waiting for %s", st.Coverage, strings.Join(missingMembers(g.Members, moved), ", "))
 		}
-		r.stamp(cs, known.Consumers, &st, hash)
+		r.noteMoved(cs, known.Consumers, &st, hash)
 		out = append(out, st)
 	}
 	return out

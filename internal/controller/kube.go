@@ -77,7 +77,7 @@ func (k *setKube) Event(typ string, why reason.Reason, action, msg string) {
 }
 
 func (k *setKube) Owned(s *corev1.Secret) bool { return ownedBy(s, k.cs) }
-func (k *setKube) Claim(s *corev1.Secret)      { stamp(s, k.cs) }
+func (k *setKube) Claim(s *corev1.Secret)      { claim(s, k.cs) }
 
 func (k *setKube) NotOwned(s *corev1.Secret, role, remedy string) error {
 	return notOwned(k.cs, s, role, remedy)

@@ -21,8 +21,8 @@ func ownedBy(s *corev1.Secret, cs *v1.CredentialSet) bool {
 	return cs.UID != "" && s.Annotations[naming.CredentialSetUIDAnnot] == string(cs.UID)
 }
 
-// stamp marks s as this set's.
-func stamp(s *corev1.Secret, cs *v1.CredentialSet) {
+// claim marks s as this set's.
+func claim(s *corev1.Secret, cs *v1.CredentialSet) {
 	if s.Labels == nil {
 		s.Labels = map[string]string{}
 	}
@@ -78,7 +78,7 @@ func (r *Reconciler) writeSourceSecret(ctx context.Context, cs *v1.CredentialSet
 			Type:       corev1.SecretTypeOpaque,
 			Data:       data,
 		}
-		stamp(s, cs)
+		claim(s, cs)
 		return s, r.Client.Create(ctx, s)
 	}
 	if ownedBy(existing, cs) && maps.EqualFunc(existing.Data, data, func(a, b []byte) bool { return string(a) == string(b) }) {
@@ -86,7 +86,7 @@ func (r *Reconciler) writeSourceSecret(ctx context.Context, cs *v1.CredentialSet
 	}
 	s := existing.DeepCopy()
 	s.Data = data
-	stamp(s, cs)
+	claim(s, cs)
 	return s, r.Client.Update(ctx, s)
 }
 
@@ -215,7 +215,7 @@ func (r *Reconciler) writeTargetOnce(ctx context.Context, cs *v1.CredentialSet, 
 			Type: corev1.SecretTypeOpaque,
 			Data: data,
 		}
-		stamp(s, cs)
+		claim(s, cs)
 		err := r.Client.Create(ctx, s)
 		if apierrors.IsAlreadyExists(err) {
 			// Another writer created it between the read and the create

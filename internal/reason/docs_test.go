@@ -49,7 +49,7 @@ func eventReasons(t *testing.T) []string {
 	return out
 }
 
-// TestEveryReasonDocumented (#19 item 5): docs/operations.md has a row in
+// TestEveryReasonDocumented: docs/operations.md has a row in
 // its Events table for every Event reason rekey can emit, with its type,
 // whether it sets Degraded, its meaning and the next step.
 func TestEveryReasonDocumented(t *testing.T) {

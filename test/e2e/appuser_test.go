@@ -101,8 +101,8 @@ func TestApplicationUserAfterRollout(t *testing.T) {
 
 	// A healthy second rotation: the acker's last ack (for the first
 	// rotation's distribution) is still on the set when the hash changes.
-	// That is stale, not a mistake: no Warning (#19 item 1: it was
-	// reported as AckIgnored on every rotation).
+	// That is stale, not a mistake: no Warning (an earlier rekey
+	// reported it as AckIgnored on every rotation).
 	since := time.Now()
 	rotate(t, ns, "orders", "orders-2")
 	waitPhase(t, ns, "orders", v1.PhaseIdle, 3)

@@ -87,7 +87,7 @@ func (h *blackHole) counts() (total, maxOpen int) {
 	return h.total, h.maxOpen
 }
 
-// TestBlackHoleBackendDoesNotStallOthers (#18 item 1): more sets than the
+// TestBlackHoleBackendDoesNotStallOthers: more sets than the
 // manager has workers point at a MySQL host that accepts connections and
 // never answers. They share that backend, so the keyed lock lets one of
 // them at a time try it (each login gives up after its deadline, the set

@@ -185,7 +185,7 @@ func (h *conflictHarness) run(cycle func(*fault) (outcome, expected string), fau
 			t.Fatalf("%s: the real server did not refuse the stale write: %v", f.name, f.serverErr)
 		}
 		if f.race == raceWin && f.kind == kDistCreate {
-			// Losing the race to create a Secret is benign (#19 item 2):
+			// Losing the race to create a Secret is benign:
 			// the manager re-reads it and goes on, with no Warning
 			// (BackendError) and without ever setting Degraded.
 			if warned != "" {

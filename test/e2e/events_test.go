@@ -15,7 +15,7 @@ import (
 	"rekey.io/rekey/internal/testenv"
 )
 
-// TestEventsOfEveryRotation (#19 item 4): after three rotations of one set
+// TestEventsOfEveryRotation: after three rotations of one set
 // by one manager, the Events list the three RotationStarted notes, each
 // with its rotation ID, as separate Events — the recorder folds nothing of
 // a later rotation into an earlier one's series. No Warning is emitted.

@@ -21,7 +21,7 @@ import (
 	"rekey.io/rekey/internal/testenv"
 )
 
-// testRabbitMQAdopt (#14 item 14), in TestRabbitMQOwnership's broker: a
+// testRabbitMQAdopt, in TestRabbitMQOwnership's broker: a
 // service logs in as a user made before rekey. A set adopting it with a
 // wrong password is refused with a Warning and nothing changes; with the
 // right one the user becomes generation 1 as it is (its password, tags and
@@ -117,7 +117,7 @@ func testRabbitMQAdopt(t *testing.T, m *testenv.RabbitMQ, ns string) {
 	deleteSetAndWait(t, ns, "adopter")
 }
 
-// testRabbitMQSameUsers (#14 item 13), in TestRabbitMQOwnership's broker:
+// testRabbitMQSameUsers, in TestRabbitMQOwnership's broker:
 // a set making the same users as a working one on the same cluster is
 // refused, through the same endpoint and through another address of the
 // same broker (the cluster name tells them apart), while the working set

@@ -105,7 +105,7 @@ func TestRabbitMQCoverage(t *testing.T) {
 	// The rest of compute-a: every consumer that can hold nova-g1 moved.
 	// neutron, on the same cluster, is stuck with none of its members
 	// moved, but it holds users of its own: nova's retirement goes ahead
-	// (#14 item 13), and neutron says what its own waits for.
+	// and neutron says what its own waits for.
 	f.deploy(t, ns, "nova-transport", "a1", "a2")
 	if _, err := ack(t, ns, "nova", "compute-a", "", "a1", "a2"); err != nil {
 		t.Fatal(err)

@@ -17,7 +17,7 @@ import (
 	"rekey.io/rekey/internal/testenv"
 )
 
-// TestRejectedWriteIsReported (#19 item 2): a 422 that is not a lost race —
+// TestRejectedWriteIsReported: a 422 that is not a lost race —
 // here a ValidatingAdmissionPolicy on the real API server refusing the
 // status write that starts a rotation — is reported as a Warning
 // WriteRejected with the server's message and Degraded=True, and retried
