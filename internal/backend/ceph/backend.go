@@ -35,6 +35,9 @@ type Backend struct {
 	// Owner is the set this backend acts for: rekey rotates and deletes
 	// only entities recorded for it (see owner.go). Required.
 	Owner Owner
+	// Fence, if set, is asked right before every command that changes the
+	// cluster, and refuses once this manager is no longer the leader.
+	Fence func(ctx context.Context) error
 	// ConnectTimeout bounds the CLI's hunt for a monitor (default 10s);
 	// CommandTimeout bounds a command after that (default 30s).
 	ConnectTimeout time.Duration

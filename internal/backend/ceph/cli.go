@@ -127,6 +127,11 @@ func (s *session) exec(ctx context.Context, entity, keyring, key string, args []
 	if !validEntity(entity) {
 		return nil, fmt.Errorf("ceph %s: refused to run as %q: not an entity name", commandName(words), entity)
 	}
+	if b.Fence != nil && changesCluster(words) {
+		if err := b.Fence(ctx); err != nil {
+			return nil, err
+		}
+	}
 	// The command words come after "--": the CLI's own parser and librados'
 	// stop reading options there (checked against Tentacle's CLI in the
 	// cluster tests), so even a word that slipped past checkArgs would stay
@@ -233,4 +238,19 @@ func buildConf(monitors []string, options map[string]string) (string, error) {
 	}
 	fmt.Fprintf(&b, "mon_host = %s\n", strings.Join(monitors, ","))
 	return b.String(), nil
+}
+
+// changesCluster: the command creates, rotates or deletes a key, changes
+// caps, or writes rekey's ownership records.
+func changesCluster(words []string) bool {
+	if len(words) < 2 {
+		return false
+	}
+	switch words[0] {
+	case "auth":
+		return words[1] != "get" && words[1] != "ls" && words[1] != "list" && words[1] != "export" && words[1] != "print-key" && words[1] != "print_key"
+	case "config-key":
+		return words[1] == "set" || words[1] == "put" || words[1] == "rm" || words[1] == "del"
+	}
+	return false
 }

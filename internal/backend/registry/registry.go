@@ -134,6 +134,10 @@ type Kube interface {
 	HandOver(sec *corev1.Secret) string
 	Create(ctx context.Context, sec *corev1.Secret) error
 	Update(ctx context.Context, sec *corev1.Secret) error
+	// Fence refuses (an error wrapping leader.ErrNotLeader) once this
+	// manager is no longer the leader: a backend asks it right before a
+	// write the engine does not sequence (upkeep while building).
+	Fence(ctx context.Context) error
 }
 
 // SpecError is a spec problem the user must fix; it is not retried fast.
