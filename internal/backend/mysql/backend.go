@@ -48,6 +48,11 @@ type Backend struct {
 	// (MOCO) may know it unfit while every instance still answers. It
 	// refuses with a *engine.Refusal; discard says which phase starts.
 	Gate func(ctx context.Context, discard bool) error
+	// Fence, when set, is asked right before each instance's session that
+	// changes accounts, and refuses once this manager is no longer the
+	// leader: a pause between two instances cannot let a stale manager go
+	// on to the next.
+	Fence func(ctx context.Context) error
 	// owner is the set's UID the users rekey creates are marked with, and
 	// adopted the keys whose users are never marked (SetOwner, owner.go).
 	owner   string
@@ -166,6 +171,11 @@ func (b *Backend) forEachInstance(ctx context.Context, step string, lift bool, p
 	g.SetLimit(max(b.Concurrency, 1))
 	for _, inst := range b.Instances {
 		g.Go(func() error {
+			if lift && b.Fence != nil {
+				if err := b.Fence(ctx); err != nil {
+					return &fencedError{err}
+				}
+			}
 			s, err := openSession(ctx, phase, lift, inst, b.transport, b.AdminUser, passwords...)
 			if err != nil {
 				return b.adminLoginError(err)

@@ -237,6 +237,24 @@ func TestDeletionOnRealMySQL(t *testing.T) {
 		f.expect(t, map[string]string{"maded": "-", "otherd": otherOwner})
 	})
 
+	// A manager that lost the leadership (its fence refuses) changes no
+	// account: every user keeps its mark and logs in.
+	t.Run("Fenced", func(t *testing.T) {
+		f := newDeletionFixture(t, c, "f")
+		lost := errors.New("not the leader")
+		fenced := *f.b
+		fenced.Fence = func(context.Context) error { return lost }
+		for name, del := range map[string]func(context.Context, engine.Secrets) error{"Deprovision": fenced.Deprovision, "Release": fenced.Release} {
+			if err := del(ctx, f.cur); !errors.Is(err, lost) {
+				t.Fatalf("%s by a fenced manager: %v, want the fence's refusal", name, err)
+			}
+		}
+		if _, err := fenced.Apply(ctx, f.cur, f.cur, 2); !errors.Is(err, lost) {
+			t.Fatalf("Apply by a fenced manager: %v, want the fence's refusal", err)
+		}
+		f.expect(t, provisioned(f.n)) // marks as provisioned, and every login with cur
+	})
+
 	// An admin without ALLOW_NONEXISTENT_DEFINER cannot drop the DEFINER
 	// of a stored routine: refused, naming the user and what to do; the
 	// user keeps logging in, and the deletion finishes once the routine

@@ -256,6 +256,10 @@ func safe(err error) error {
 	if err == nil {
 		return nil
 	}
+	var f *fencedError
+	if errors.As(err, &f) {
+		return err // rekey's own words, and the controller must recognise it
+	}
 	if _, ok := engine.AsRefusal(err); ok {
 		return err
 	}
@@ -298,3 +302,9 @@ func adminLoginMessage(lf *loginFailure, rotated bool, ref *v1.SecretKeyRef) str
 	}
 	return fmt.Sprintf("%s: %s. Nothing was changed", lf.Error(), fix)
 }
+
+// fencedError is the fence's refusal, passed through unredacted.
+type fencedError struct{ err error }
+
+func (e *fencedError) Error() string { return e.err.Error() }
+func (e *fencedError) Unwrap() error { return e.err }
