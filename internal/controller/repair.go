@@ -2,11 +2,13 @@ package controller
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
 	v1 "rekey.io/rekey/api/v1alpha1"
 	"rekey.io/rekey/internal/engine"
+	"rekey.io/rekey/internal/leader"
 	"rekey.io/rekey/internal/reason"
 )
 
@@ -37,12 +39,14 @@ func (r *Reconciler) repairPending(ctx context.Context, t *turn) (*problem, erro
 	if !ok || !repairDue(t.cs.Status, t.pending, t.p.noInstances) {
 		return nil, nil
 	}
-	if err := r.fence(ctx); err != nil {
-		return nil, err
-	}
+	// Not fenced here: it runs on every reconcile while Distributed and
+	// mostly only reads; the backend asks the fence before a repair writes.
 	err := rp.RepairPending(ctx, t.cur, engine.Pending(t.src.Data, t.p.backend.Keys()))
 	if err == nil {
 		return nil, nil
+	}
+	if errors.Is(err, leader.ErrNotLeader) {
+		return nil, err // this manager stands down
 	}
 	if u, ok := engine.AsUnreachable(err); ok {
 		return &problem{reason.InstanceUnreachable, fmt.Sprintf(

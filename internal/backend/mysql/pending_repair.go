@@ -38,6 +38,11 @@ func (b *Backend) RepairPending(ctx context.Context, cur, pending engine.Secrets
 		if err != nil || len(steps) == 0 {
 			return err
 		}
+		if b.Fence != nil {
+			if err := b.Fence(ctx); err != nil {
+				return &fencedError{err}
+			}
+		}
 		w, err := openSession(ctx, "repair", true, s.inst, b.transport, b.AdminUser, passwords...)
 		if err != nil {
 			return err
