@@ -76,6 +76,9 @@ func (b *Backend) claimAdopted(ctx context.Context, t *topology, name, password 
 		return err
 	}
 	id := ident(name)
+	if err := b.fence(ctx); err != nil {
+		return err
+	}
 	err = pgx.BeginFunc(ctx, t.primary.conn, func(tx pgx.Tx) error {
 		for _, st := range []string{"GRANT " + ident(b.group) + " TO " + id,
 			"ALTER ROLE " + id + " SET role = " + quoteSetting(b.group),
@@ -109,6 +112,9 @@ func (b *Backend) claimAdopted(ctx context.Context, t *topology, name, password 
 func (b *Backend) release(ctx context.Context, t *topology, name string) error {
 	r, err := b.lookup(ctx, t.primary, name)
 	if err != nil || !r.exists || !b.owned(r) {
+		return err
+	}
+	if err := b.fence(ctx); err != nil {
 		return err
 	}
 	if _, err := t.primary.conn.Exec(ctx, "COMMENT ON ROLE "+ident(name)+" IS NULL"); err != nil {

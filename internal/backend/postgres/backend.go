@@ -44,7 +44,28 @@ type Backend struct {
 	conn          *connection // nil: the login alone is distributed
 	adopt         string      // spec.postgres.adopt.role: generation 1 is this existing role
 	terminate     bool        // spec.postgres.terminateSessions
+
+	// Fence, if set, is asked before every statement that changes roles,
+	// and refuses once this manager is no longer the leader.
+	Fence func(ctx context.Context) error
 }
+
+// fence asks the Fence, if any; its refusal passes safe() unchanged.
+func (b *Backend) fence(ctx context.Context) error {
+	if b.Fence == nil {
+		return nil
+	}
+	if err := b.Fence(ctx); err != nil {
+		return &fencedError{err}
+	}
+	return nil
+}
+
+// fencedError is the fence's refusal.
+type fencedError struct{ err error }
+
+func (e *fencedError) Error() string { return e.err.Error() }
+func (e *fencedError) Unwrap() error { return e.err }
 
 var (
 	_ engine.Backend           = (*Backend)(nil)

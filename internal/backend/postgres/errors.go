@@ -113,6 +113,10 @@ func safe(err error) error {
 	if _, ok := engine.AsUnreachable(err); ok {
 		return err
 	}
+	var f *fencedError
+	if errors.As(err, &f) {
+		return err // rekey's own words, and the controller must recognise it
+	}
 	var s *scrubbedError
 	if errors.As(err, &s) {
 		return err

@@ -1,6 +1,8 @@
 package postgres
 
 import (
+	"context"
+	"errors"
 	"strings"
 	"testing"
 
@@ -139,5 +141,36 @@ func TestRelease(t *testing.T) {
 	}
 	if c := roleComment(t, p, "rel_g3"); c != ownerMark(otherUID) {
 		t.Errorf("rel_g3 carries %q, want the later set's mark", c)
+	}
+}
+
+// TestFencedManagerChangesNoRole: a backend whose fence refuses (its
+// manager lost the leadership) changes no role: a rotation and a deletion
+// fail with the fence's refusal, and the current login works as before.
+func TestFencedManagerChangesNoRole(t *testing.T) {
+	p := cluster(t)
+	ctx := ctxT(t)
+	b := newTestBackend(t, p, testUID, "fen")
+	g1, _ := b.NewSecrets(1)
+	g2, _ := b.NewSecrets(2)
+	if _, err := b.Provision(ctx, g1); err != nil {
+		t.Fatal(err)
+	}
+	lost := errors.New("not the leader")
+	b.Fence = func(context.Context) error { return lost }
+	if _, err := b.Apply(ctx, g1, g2, 2); !errors.Is(err, lost) {
+		t.Fatalf("Apply by a fenced manager: %v, want the fence's refusal", err)
+	}
+	for name, del := range map[string]func(context.Context, engine.Secrets) error{"Release": b.Release, "Deprovision": b.Deprovision} {
+		if err := del(ctx, g1); !errors.Is(err, lost) {
+			t.Fatalf("%s by a fenced manager: %v, want the fence's refusal", name, err)
+		}
+	}
+	b.Fence = nil
+	if err := b.Verify(ctx, g1); err != nil {
+		t.Fatalf("the current login no longer works after a fenced manager's calls: %v", err)
+	}
+	if err := b.Verify(ctx, g2); err == nil {
+		t.Fatal("a fenced manager's Apply made generation 2 log in")
 	}
 }

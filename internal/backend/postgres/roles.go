@@ -92,6 +92,9 @@ func (b *Backend) ensureLogin(ctx context.Context, s server, name, password stri
 	// what the application creates belongs to the group and outlives
 	// the generation.
 	stmts = append(stmts, "GRANT "+group+" TO "+id, "ALTER ROLE "+id+" SET role = "+quoteSetting(b.group))
+	if err := b.fence(ctx); err != nil {
+		return err
+	}
 	err = pgx.BeginFunc(ctx, s.conn, func(tx pgx.Tx) error {
 		for _, st := range stmts {
 			if _, err := tx.Exec(ctx, st); err != nil {
@@ -237,6 +240,9 @@ func (b *Backend) dropLogin(ctx context.Context, t *topology, name string, why r
 			return err
 		}
 	}
+	if err := b.fence(ctx); err != nil {
+		return err
+	}
 	if _, err := t.primary.conn.Exec(ctx, "DROP ROLE IF EXISTS "+ident(name)); err != nil {
 		var pg *pgconn.PgError
 		if errors.As(err, &pg) && pg.Code == "2BP01" {
@@ -254,6 +260,9 @@ func (b *Backend) dropLogin(ctx context.Context, t *topology, name string, why r
 // again, then ends its sessions on every instance: without the first step a
 // client could reconnect between the two.
 func (b *Backend) endSessions(ctx context.Context, t *topology, name string) error {
+	if err := b.fence(ctx); err != nil {
+		return err
+	}
 	if _, err := t.primary.conn.Exec(ctx, "ALTER ROLE "+ident(name)+" NOLOGIN"); err != nil {
 		return b.fail(t.primary.host, "stop "+name+" from logging in", err)
 	}
@@ -319,6 +328,9 @@ func (b *Backend) inDatabase(ctx context.Context, host, db, name string, stmts .
 		return b.fail(host, "connect to database "+db+" to hand over what "+name+" owns", err)
 	}
 	defer c.Close(ctx)
+	if err := b.fence(ctx); err != nil {
+		return err
+	}
 	err = pgx.BeginFunc(ctx, c, func(tx pgx.Tx) error {
 		for _, st := range stmts {
 			if _, err := tx.Exec(ctx, st); err != nil {

@@ -70,6 +70,7 @@ func build(ctx context.Context, cs *v1.CredentialSet, k registry.Kube, o registr
 		return nil, &registry.SpecError{Msg: err.Error()}
 	}
 	b.AddressMap = o.AddressMap
+	b.Fence = k.Fence
 	p := &registry.Plan{Backend: b}
 	if a := spec.Adopt; a != nil && cs.Status.KeyGeneration == 0 && cs.DeletionTimestamp.IsZero() {
 		// Proven before provisioning records anything: a wrong password

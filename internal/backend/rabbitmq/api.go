@@ -48,18 +48,32 @@ func newTransport(https bool, spec *v1.RabbitMQTLS, caPEM []byte) (http.RoundTri
 
 // ctxTransport gives rabbit-hole's requests, which it builds without a
 // context, the caller's: a cancelled reconcile stops waiting on the broker.
+// A request that changes the broker (anything but GET and HEAD) asks the
+// fence first, if any: a manager that lost the leadership changes nothing.
 type ctxTransport struct {
-	ctx  context.Context
-	base http.RoundTripper
+	ctx   context.Context
+	base  http.RoundTripper
+	fence func(context.Context) error
 }
 
 func (t ctxTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	if t.fence != nil && r.Method != http.MethodGet && r.Method != http.MethodHead {
+		if err := t.fence(t.ctx); err != nil {
+			return nil, &fencedError{err}
+		}
+	}
 	return t.base.RoundTrip(r.WithContext(t.ctx))
 }
 
+// fencedError is the fence's refusal, passed through as it is.
+type fencedError struct{ err error }
+
+func (e *fencedError) Error() string { return e.err.Error() }
+func (e *fencedError) Unwrap() error { return e.err }
+
 // api is a management API client as the admin, bound to ctx.
 func (b *Backend) api(ctx context.Context) *rabbithole.Client {
-	c, err := rabbithole.NewTLSClient(b.endpoint, b.adminUser, b.adminPassword, ctxTransport{ctx, b.transport})
+	c, err := rabbithole.NewTLSClient(b.endpoint, b.adminUser, b.adminPassword, ctxTransport{ctx, b.transport, b.Fence})
 	if err != nil {
 		panic(err) // New parsed the endpoint already
 	}
@@ -98,6 +112,10 @@ func (b *Backend) apiError(ctx context.Context, op string, err error) error {
 	}
 	if ctx.Err() != nil {
 		return fmt.Errorf("%s on %s: %w", op, b.endpoint, ctx.Err())
+	}
+	var f *fencedError
+	if errors.As(err, &f) {
+		return fmt.Errorf("%s on %s: %w", op, b.endpoint, f)
 	}
 	k, text := classifyHTTP(err)
 	switch k {

@@ -43,6 +43,9 @@ type Backend struct {
 	// counts every mark as live (the user is then kept, never deleted
 	// early).
 	LiveOwner func(uid string) bool
+	// Fence, if set, is asked before every request that changes the broker
+	// and refuses once this manager is no longer the leader.
+	Fence func(ctx context.Context) error
 
 	endpoint      string // management API base URL, no trailing slash
 	adminUser     string

@@ -2,6 +2,7 @@ package rabbitmq
 
 import (
 	"context"
+	"errors"
 	"testing"
 
 	"rekey.io/rekey/internal/engine"
@@ -16,6 +17,7 @@ func TestOnRealBroker(t *testing.T) {
 	t.Run("reset", func(t *testing.T) { t.Parallel(); testReset(t, br) })
 	t.Run("deprovision", func(t *testing.T) { t.Parallel(); testDeprovision(t, br) })
 	t.Run("release", func(t *testing.T) { t.Parallel(); testRelease(t, br) })
+	t.Run("fenced", func(t *testing.T) { t.Parallel(); testFenced(t, br) })
 	t.Run("login check", func(t *testing.T) { t.Parallel(); testLoginCheck(t, br) })
 	t.Run("version and cluster", func(t *testing.T) { t.Parallel(); testVersionAndCluster(t, br) })
 	t.Run("refusals", func(t *testing.T) { t.Parallel(); testRefusals(t, br) })
@@ -216,4 +218,30 @@ func testVersionAndCluster(t *testing.T, br *broker) {
 		t.Errorf("ClusterID %q is not the cluster's name %q", id, cn.Name)
 	}
 	t.Logf("version %s, cluster %s", v, id)
+}
+
+// testFenced: a backend whose fence refuses (its manager lost the
+// leadership) still reads the broker but changes nothing: a rotation and a
+// deletion fail with the fence's refusal, and the users stay as they were.
+func testFenced(t *testing.T, br *broker) {
+	ctx := context.Background()
+	b := br.backend(t, br.spec("fenced"))
+	cur := gen(t, b, 1)
+	if _, err := b.Provision(ctx, cur); err != nil {
+		t.Fatal(err)
+	}
+	lost := errors.New("not the leader")
+	b.Fence = func(context.Context) error { return lost }
+	if _, err := b.Apply(ctx, cur, gen(t, b, 2), 2); !errors.Is(err, lost) {
+		t.Fatalf("Apply by a fenced manager: %v, want the fence's refusal", err)
+	}
+	if err := b.Deprovision(ctx, cur); !errors.Is(err, lost) {
+		t.Fatalf("Deprovision by a fenced manager: %v, want the fence's refusal", err)
+	}
+	if br.exists(t, "fenced-g2") || !br.exists(t, "fenced-g1") {
+		t.Fatal("a fenced manager changed the broker's users")
+	}
+	if err := b.Verify(ctx, cur); err != nil {
+		t.Fatalf("the current user no longer logs in after a fenced manager's calls: %v", err)
+	}
 }
