@@ -1,0 +1,162 @@
+package v1alpha1
+
+import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// RotationPhase is where a CredentialSet is in its rotation cycle.
+// +kubebuilder:validation:Enum=Pending;Idle;Rotating;Distributed
+type RotationPhase string
+
+const (
+	// PhasePending: the set has no credentials yet (generation 1 is not
+	// provisioned, or cannot be: its conditions say why). It is never
+	// Idle before it has something to serve.
+	PhasePending     RotationPhase = "Pending"
+	PhaseIdle        RotationPhase = "Idle"
+	PhaseRotating    RotationPhase = "Rotating"
+	PhaseDistributed RotationPhase = "Distributed"
+)
+
+// CredentialSetStatus is the truth about a rotation; annotations only
+// trigger. Phase and rotationID are always present so every transition can be
+// a compare-and-set on them.
+type CredentialSetStatus struct {
+	// +optional
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+	// +optional
+	Phase RotationPhase `json:"phase"`
+	// RotationID is the active rotation, empty when Idle.
+	// +optional
+	RotationID string `json:"rotationID"`
+	// RotateApplied: every instance accepts the pending credentials.
+	// +optional
+	RotateApplied bool `json:"rotateApplied,omitempty"`
+	// DiscardApplied: every instance has dropped the old credentials.
+	// +optional
+	DiscardApplied bool `json:"discardApplied,omitempty"`
+	// DiscardStarted: dropping the old credentials began, so some instances
+	// may refuse them already; from here the rotation can only complete.
+	// +optional
+	DiscardStarted bool `json:"discardStarted,omitempty"`
+	// RestartID is the value rekey puts in each consumer's restart
+	// annotation: the rotation whose credentials the consumers must run,
+	// or rollback-<rotation> after a rotation was rolled back. It changes
+	// only when what consumers are given changes.
+	// +optional
+	RestartID string `json:"restartID,omitempty"`
+	// ResetPending: a rotation was rolled back (abort or recover); once the
+	// consumers run the current secrets again, the backend is reset to
+	// accept only those.
+	// +optional
+	ResetPending bool `json:"resetPending,omitempty"`
+	// LastRolledBackID is the most recent rotation rolled back; a rotate
+	// request carrying it is stale, as one carrying lastRotationID is.
+	// +optional
+	LastRolledBackID string `json:"lastRolledBackID,omitempty"`
+	// LastRecoverID is the most recent recover request served.
+	// +optional
+	LastRecoverID string `json:"lastRecoverID,omitempty"`
+	// LastRotationID is the most recently completed rotation; a trigger
+	// carrying it is stale.
+	// +optional
+	LastRotationID string `json:"lastRotationID,omitempty"`
+	// KeyGeneration counts credential generations: 1 once provisioned, +1
+	// per completed rotation (or the spec's keyGeneration that asked for
+	// it); 0 until provisioned.
+	// +optional
+	KeyGeneration int64 `json:"keyGeneration"`
+	// KeyVersion is the backend version that minted the current
+	// credentials; empty when unknown (adopted credentials).
+	// +optional
+	KeyVersion string `json:"keyVersion"`
+	// TargetGeneration is the generation the active rotation produces.
+	// +optional
+	TargetGeneration int64 `json:"targetGeneration,omitempty"`
+	// TargetKeyVersion is the backend version the active rotation mints with.
+	// +optional
+	TargetKeyVersion string `json:"targetKeyVersion,omitempty"`
+	// PriorKeyCount is how many prior generations' identities still exist
+	// in the backend (overlapping rotation only), read from the backend.
+	// +optional
+	PriorKeyCount *int32 `json:"priorKeyCount,omitempty"`
+	// NextRotationAt is when policy Schedule starts the next rotation.
+	// +optional
+	NextRotationAt *metav1.Time `json:"nextRotationAt,omitempty"`
+	// SecretHash names what the distribution Secrets hold now (derived from
+	// the generation and rotation, never from secret material). A consumer
+	// counts as moved only for this hash; a change resets coverage.
+	// +optional
+	SecretHash string `json:"secretHash,omitempty"`
+	// RetirementWaitsFor lists, while a RabbitMQ retirement is pending, this
+	// set's consumers that have not moved: the old user is deleted once
+	// none is left.
+	// +optional
+	RetirementWaitsFor []string `json:"retirementWaitsFor,omitempty"`
+	// UnusedKeysRemoved lists the unused bootstrap keys rekey deleted
+	// (spec.ceph.removeUnusedKeys).
+	// +optional
+	UnusedKeysRemoved []string `json:"unusedKeysRemoved,omitempty"`
+	// Cluster identifies the backend cluster (RabbitMQ: its name), so that
+	// two sets reaching one cluster through different endpoints are told
+	// apart from two clusters.
+	// +optional
+	Cluster string `json:"cluster,omitempty"`
+	// CurrentSince is when the current credentials became current.
+	// +optional
+	CurrentSince *metav1.Time `json:"currentSince,omitempty"`
+	// RotationStartedAt is when the active rotation started.
+	// +optional
+	RotationStartedAt *metav1.Time `json:"rotationStartedAt,omitempty"`
+	// DistributedAt is when the active rotation's credentials were
+	// distributed.
+	// +optional
+	DistributedAt *metav1.Time `json:"distributedAt,omitempty"`
+	// RolledOutAt is when every consumer had rolled out the active
+	// rotation (or, during a rollback, the current secrets again); the
+	// grace period before discard or reset counts from here.
+	// +optional
+	RolledOutAt *metav1.Time `json:"rolledOutAt,omitempty"`
+	// Consumers is, per consumer, whether it runs the newest credentials.
+	// +optional
+	Consumers []ConsumerStatus `json:"consumers,omitempty"`
+	// ConsumersUpdated is "n/m" consumers on the newest credentials.
+	// +optional
+	ConsumersUpdated string `json:"consumersUpdated,omitempty"`
+	// +optional
+	// +listType=map
+	// +listMapKey=type
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+}
+
+// ConsumerStatus is what rekey last saw of one consumer's rollout.
+type ConsumerStatus struct {
+	// Kind is a workload kind, or Group for a consumer group.
+	Kind      ConsumerKind `json:"kind"`
+	Namespace string       `json:"namespace,omitempty"`
+	Name      string       `json:"name"`
+	// RolledOut: the consumer has moved to the credentials of secretHash:
+	// its rollout completed after they were distributed, or every member
+	// of the group was acknowledged for them.
+	RolledOut bool `json:"rolledOut"`
+	// SecretHash is the distribution this entry counts for.
+	// +optional
+	SecretHash string `json:"secretHash,omitempty"`
+	// MovedAt is when the consumer was first seen moved for secretHash.
+	// +optional
+	MovedAt *metav1.Time `json:"movedAt,omitempty"`
+	// MembersUpdated lists a group's members acknowledged for secretHash.
+	// +optional
+	MembersUpdated []string `json:"membersUpdated,omitempty"`
+	// Coverage is "n/m" members updated (groups only).
+	// +optional
+	Coverage string `json:"coverage,omitempty"`
+	// Message says what the rollout waits for.
+	// +optional
+	Message string `json:"message,omitempty"`
+	// Stuck: the rollout will not finish by itself (a progress deadline
+	// passed, the workload is paused, or its update strategy leaves pods
+	// on the old template); Message says what to do.
+	// +optional
+	Stuck bool `json:"stuck,omitempty"`
+}
