@@ -7,6 +7,7 @@ import (
 	"time"
 
 	v1 "rekey.io/rekey/api/v1alpha1"
+	"rekey.io/rekey/internal/engine"
 )
 
 // envInt reads a positive integer from the environment, or def.
@@ -131,13 +132,13 @@ func observeDeletion(reached map[string]bool) func(*World) {
 		switch {
 		case w.Gone && st.KeyGeneration > 1 && w.Set.Spec.OnDeletion() == v1.DeletionDiscard:
 			reached["gone, deletionPolicy Discard, after a rotation"] = true
-		case w.Gone && inFlightStatus(st) && w.Set.Spec.OnDeletion() == v1.DeletionRetain:
+		case w.Gone && engine.RotationInFlight(st) && w.Set.Spec.OnDeletion() == v1.DeletionRetain:
 			reached["gone, deletionPolicy Retain, mid-rotation"] = true
 		case w.deleted() && !w.Gone && len(w.Waiting) > 0:
 			reached["waiting for a rotation in flight"] = true
 		case w.Gone && w.Set.Spec.OnDeletion() == v1.DeletionDelete && w.WebGone && !w.Instances[0].acct(AppKey).Exists:
 			reached["gone, deletionPolicy Delete, its user dropped"] = true
-		case w.deleted() && !w.Gone && w.Set.Spec.OnDeletion() == v1.DeletionDelete && !w.WebGone && !inFlightStatus(st) && st.KeyGeneration > 1:
+		case w.deleted() && !w.Gone && w.Set.Spec.OnDeletion() == v1.DeletionDelete && !w.WebGone && !engine.RotationInFlight(st) && st.KeyGeneration > 1:
 			// What keeps it then is its consumer: no lockout and no
 			// wedge are checked here.
 			reached["deleted after a rotation, its consumer running"] = true

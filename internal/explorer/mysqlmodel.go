@@ -2,7 +2,6 @@ package explorer
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"sort"
 	"strings"
@@ -13,99 +12,6 @@ import (
 	"rekey.io/rekey/internal/failpoint"
 	"rekey.io/rekey/internal/reason"
 )
-
-// Account is one MySQL user on one instance as mysql.user holds it: a
-// primary password and at most one secondary (RETAIN CURRENT PASSWORD).
-// Each behaviour encoded here is proven on a real mysqld by
-// internal/backend/mysql TestPasswordSemanticsOnRealMySQL: a second RETAIN
-// evicts the original; IDENTIFIED BY without RETAIN replaces the primary
-// and keeps the secondary; DISCARD OLD PASSWORD drops the secondary;
-// statements run with sql_log_bin=0 stay on their instance. The backend
-// decisions carried out on them are the MySQL backend's, tested on real
-// servers there (TestRepairPendingOnRealMySQL, TestReinitRepairOnRealMySQL,
-// TestRetireInstanceThatMissedPhase1OnRealMySQL); consumers that keep what
-// they read at start are test/e2e TestPodConsumersSeeLockouts'.
-type Account struct {
-	Exists    bool   `json:"e,omitempty"`
-	Primary   string `json:"p,omitempty"`
-	Secondary string `json:"s,omitempty"`
-	// Hand: a person changed it by hand; consumers refused here are the
-	// DBA's doing, not rekey's, until rekey resets it, or writes it after
-	// the DBA set it back (Fixed).
-	Hand  bool `json:"h,omitempty"`
-	Fixed bool `json:"f,omitempty"`
-	// Marked: rekey created it for the set and marks it so (MySQL's user
-	// attribute rekey.io/set, set in the CREATE USER); one that existed
-	// before rekey (adopted) carries no mark. Release removes the mark;
-	// Deprovision drops what carries it.
-	Marked bool `json:"m,omitempty"`
-}
-
-// Accepts: MySQL logs the user in with pw.
-func (a Account) Accepts(pw string) bool {
-	return a.Exists && pw != "" && (a.Primary == pw || a.Secondary == pw)
-}
-
-// Dual: a secondary password exists.
-func (a Account) Dual() bool { return a.Exists && a.Secondary != "" }
-
-// identifiedBy is ALTER USER ... IDENTIFIED BY pw [RETAIN CURRENT PASSWORD].
-// A hand-changed user stays the DBA's (Hand) until set back or reset.
-func (a *Account) identifiedBy(pw string, retain bool) {
-	if retain {
-		a.Secondary = a.Primary
-	}
-	a.Primary = pw
-	a.written()
-}
-
-// discard is ALTER USER ... DISCARD OLD PASSWORD.
-func (a *Account) discard() {
-	a.Secondary = ""
-	a.written()
-}
-
-// written: rekey changed the user; one the DBA set back is rekey's again.
-func (a *Account) written() {
-	if a.Fixed {
-		a.Hand, a.Fixed = false, false
-	}
-}
-
-// create is CREATE USER ... IDENTIFIED BY pw, by someone else than rekey.
-func (a *Account) create(pw string) { *a = Account{Exists: true, Primary: pw} }
-
-// make is rekey's CREATE USER: marked for the set.
-func (a *Account) make(pw string) { *a = Account{Exists: true, Primary: pw, Marked: true} }
-
-// Instance is one mysqld: its users, and whether it is part of the
-// cluster now (a scaled-in replica keeps its volume and returns with it).
-// Credential DDL runs with sql_log_bin=0, so nothing replicates between
-// instances: each is changed only by what runs on it.
-type Instance struct {
-	Name    string             `json:"n"`
-	Present bool               `json:"on,omitempty"`
-	Users   map[string]Account `json:"u"`
-	// Down: it does not answer (stopped, partitioned); nobody reaches it,
-	// neither rekey nor consumers.
-	Down bool `json:"down,omitempty"`
-}
-
-// errDown is what connecting to an instance that does not answer gives.
-var errDown = errors.New("connection refused")
-
-func (in *Instance) acct(key string) Account { return in.Users[key] }
-
-func (in *Instance) set(key string, a Account) { in.Users[key] = a }
-
-// The model's users: the admin rekey connects as is rotated by the set
-// (MOCO's preset works so), and one application user.
-const (
-	AdminKey = "ADMIN_PASSWORD"
-	AppKey   = "APP_PASSWORD"
-)
-
-var modelKeys = []string{AdminKey, AppKey}
 
 // modelBackend is the engine.Backend the explorer's sets use: the MySQL
 // backend's decisions (internal/backend/mysql: backend.go, retire.go,
@@ -428,60 +334,4 @@ func (b *modelBackend) RepairPending(_ context.Context, cur, pending engine.Secr
 // instance (every instance answers in this model).
 func (b *modelBackend) CheckDiscardHealth(_ context.Context, cur, pending engine.Secrets) error {
 	return b.each("model/discard-health", []string{pending[AdminKey], cur[AdminKey]}, func(*Instance) error { return nil })
-}
-
-// Release is deletion.go's Release (deletionPolicy Discard): it logs in
-// as the admin on every instance and removes rekey's marks; passwords are
-// left alone. With no admin password (the wind-down emptied the source
-// Secret before a crash, or nothing was provisioned) there is nothing it
-// can or need do.
-func (b *modelBackend) Release(_ context.Context, cur engine.Secrets) error {
-	return b.deleteOwned("model/released", cur, nil)
-}
-
-// Deprovision is deletion.go's Deprovision (deletionPolicy Delete): the
-// users rekey created for the set (marked wherever they exist; never the
-// admin it connects as) are dropped on every instance, the others
-// released. Every instance is read before any is changed, so one that
-// does not answer changes nothing.
-func (b *modelBackend) Deprovision(_ context.Context, cur engine.Secrets) error {
-	drop := map[string]bool{}
-	for _, k := range modelKeys {
-		exists, mine := false, true
-		for _, in := range b.w.present() {
-			if a := in.acct(k); a.Exists {
-				exists, mine = true, mine && a.Marked
-			}
-		}
-		drop[k] = exists && mine && k != AdminKey
-	}
-	return b.deleteOwned("model/deprovisioned", cur, drop)
-}
-
-func (b *modelBackend) deleteOwned(step string, cur engine.Secrets, drop map[string]bool) error {
-	if cur[AdminKey] == "" {
-		return nil
-	}
-	for _, in := range b.w.present() {
-		if in.Down {
-			return &engine.UnreachableError{Instance: in.Name, Err: errDown}
-		}
-		if err := b.admin(in, []string{cur[AdminKey]}); err != nil {
-			return err
-		}
-	}
-	return b.each(step, []string{cur[AdminKey]}, func(in *Instance) error {
-		for _, k := range modelKeys {
-			a := in.acct(k)
-			switch {
-			case !a.Marked:
-			case drop[k]:
-				delete(in.Users, k)
-			default:
-				a.Marked = false
-				in.set(k, a)
-			}
-		}
-		return nil
-	})
 }

@@ -1,0 +1,98 @@
+package explorer
+
+import (
+	"errors"
+)
+
+// Account is one MySQL user on one instance as mysql.user holds it: a
+// primary password and at most one secondary (RETAIN CURRENT PASSWORD).
+// Each behaviour encoded here is proven on a real mysqld by
+// internal/backend/mysql TestPasswordSemanticsOnRealMySQL: a second RETAIN
+// evicts the original; IDENTIFIED BY without RETAIN replaces the primary
+// and keeps the secondary; DISCARD OLD PASSWORD drops the secondary;
+// statements run with sql_log_bin=0 stay on their instance. The backend
+// decisions carried out on them are the MySQL backend's, tested on real
+// servers there (TestRepairPendingOnRealMySQL, TestReinitRepairOnRealMySQL,
+// TestRetireInstanceThatMissedPhase1OnRealMySQL); consumers that keep what
+// they read at start are test/e2e TestPodConsumersSeeLockouts'.
+type Account struct {
+	Exists    bool   `json:"e,omitempty"`
+	Primary   string `json:"p,omitempty"`
+	Secondary string `json:"s,omitempty"`
+	// Hand: a person changed it by hand; consumers refused here are the
+	// DBA's doing, not rekey's, until rekey resets it, or writes it after
+	// the DBA set it back (Fixed).
+	Hand  bool `json:"h,omitempty"`
+	Fixed bool `json:"f,omitempty"`
+	// Marked: rekey created it for the set and marks it so (MySQL's user
+	// attribute rekey.io/set, set in the CREATE USER); one that existed
+	// before rekey (adopted) carries no mark. Release removes the mark;
+	// Deprovision drops what carries it.
+	Marked bool `json:"m,omitempty"`
+}
+
+// Accepts: MySQL logs the user in with pw.
+func (a Account) Accepts(pw string) bool {
+	return a.Exists && pw != "" && (a.Primary == pw || a.Secondary == pw)
+}
+
+// Dual: a secondary password exists.
+func (a Account) Dual() bool { return a.Exists && a.Secondary != "" }
+
+// identifiedBy is ALTER USER ... IDENTIFIED BY pw [RETAIN CURRENT PASSWORD].
+// A hand-changed user stays the DBA's (Hand) until set back or reset.
+func (a *Account) identifiedBy(pw string, retain bool) {
+	if retain {
+		a.Secondary = a.Primary
+	}
+	a.Primary = pw
+	a.written()
+}
+
+// discard is ALTER USER ... DISCARD OLD PASSWORD.
+func (a *Account) discard() {
+	a.Secondary = ""
+	a.written()
+}
+
+// written: rekey changed the user; one the DBA set back is rekey's again.
+func (a *Account) written() {
+	if a.Fixed {
+		a.Hand, a.Fixed = false, false
+	}
+}
+
+// create is CREATE USER ... IDENTIFIED BY pw, by someone else than rekey.
+func (a *Account) create(pw string) { *a = Account{Exists: true, Primary: pw} }
+
+// make is rekey's CREATE USER: marked for the set.
+func (a *Account) make(pw string) { *a = Account{Exists: true, Primary: pw, Marked: true} }
+
+// Instance is one mysqld: its users, and whether it is part of the
+// cluster now (a scaled-in replica keeps its volume and returns with it).
+// Credential DDL runs with sql_log_bin=0, so nothing replicates between
+// instances: each is changed only by what runs on it.
+type Instance struct {
+	Name    string             `json:"n"`
+	Present bool               `json:"on,omitempty"`
+	Users   map[string]Account `json:"u"`
+	// Down: it does not answer (stopped, partitioned); nobody reaches it,
+	// neither rekey nor consumers.
+	Down bool `json:"down,omitempty"`
+}
+
+// errDown is what connecting to an instance that does not answer gives.
+var errDown = errors.New("connection refused")
+
+func (in *Instance) acct(key string) Account { return in.Users[key] }
+
+func (in *Instance) set(key string, a Account) { in.Users[key] = a }
+
+// The model's users: the admin rekey connects as is rotated by the set
+// (MOCO's preset works so), and one application user.
+const (
+	AdminKey = "ADMIN_PASSWORD"
+	AppKey   = "APP_PASSWORD"
+)
+
+var modelKeys = []string{AdminKey, AppKey}
