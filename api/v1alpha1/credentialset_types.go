@@ -213,6 +213,7 @@ const (
 // +kubebuilder:validation:XValidation:rule="(has(self.policy) && self.policy == 'KeyGeneration') == has(self.keyGeneration)",message="keyGeneration goes with policy KeyGeneration: set both, or neither"
 // +kubebuilder:validation:XValidation:rule="(has(self.policy) && self.policy == 'Schedule') == has(self.interval)",message="interval goes with policy Schedule: set both, or neither"
 // +kubebuilder:validation:XValidation:rule="!has(self.interval) || duration(self.interval) >= duration('10m')",message="interval must be at least 10m: a rotation takes at least a rollout of every consumer"
+// +kubebuilder:validation:XValidation:rule="!has(self.windows) || (has(self.policy) && self.policy == 'Schedule')",fieldPath=".windows",message="windows hold back only the rotations policy Schedule starts (a rotate request or a raised keyGeneration never waits): set policy Schedule with an interval, or remove windows"
 type RotationSpec struct {
 	// +kubebuilder:default=Disabled
 	// +optional
@@ -228,6 +229,14 @@ type RotationSpec struct {
 	// +kubebuilder:validation:Type=string
 	// +kubebuilder:validation:MaxLength=32
 	Interval *metav1.Duration `json:"interval,omitempty"`
+	// Windows are the maintenance windows a rotation policy Schedule starts
+	// in: once the interval has passed, the rotation waits for the next
+	// opening of any of them. A rotation that started runs to completion
+	// even past the window's end, and neither a rotate request nor a
+	// discard waits for a window. Unset: any time.
+	// +optional
+	// +kubebuilder:validation:MaxItems=8
+	Windows []RotationWindow `json:"windows,omitempty"`
 
 	// +kubebuilder:default=Manual
 	// +optional
@@ -248,6 +257,43 @@ type RotationSpec struct {
 	// +kubebuilder:validation:MaxLength=32
 	StuckAfter *metav1.Duration `json:"stuckAfter,omitempty"`
 }
+
+// RotationWindow is a recurring time a scheduled rotation may start in,
+// e.g. {days: [Sat, Sun], start: "02:00", duration: 3h, timeZone:
+// Europe/Berlin}. It opens at start on each of its days (local time in
+// timeZone) and stays open for duration, past midnight if it is long
+// enough. On the day clocks spring forward, a start the clock skips opens
+// that much later (02:30 opens at 03:30); on the day they fall back, a
+// start the clock passes twice opens once, the second time.
+type RotationWindow struct {
+	// Days are the days the window opens on, in timeZone; every day when
+	// unset.
+	// +optional
+	// +listType=set
+	// +kubebuilder:validation:MaxItems=7
+	Days []Weekday `json:"days,omitempty"`
+	// Start is when the window opens, as HH:MM on a 24-hour clock in
+	// timeZone (e.g. 02:00 or 23:30).
+	// +kubebuilder:validation:MaxLength=5
+	// +kubebuilder:validation:XValidation:rule="self.matches('^([01][0-9]|2[0-3]):[0-5][0-9]$')",message="start is a time of day as HH:MM on a 24-hour clock, e.g. 02:00 or 23:30"
+	Start string `json:"start"`
+	// Duration is how long the window stays open once it opened (elapsed
+	// time, e.g. 3h or 90m): more than 0, at most 168h (a week).
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:MaxLength=32
+	// +kubebuilder:validation:XValidation:rule="self.matches('^([0-9]+([.][0-9]+)?(ns|us|ms|s|m|h))+$') && duration(self) > duration('0s') && duration(self) <= duration('168h')",message="duration is how long the window stays open, more than 0 and at most 168h (a week), e.g. 3h or 90m"
+	Duration metav1.Duration `json:"duration"`
+	// TimeZone is the IANA time zone start and days are read in (e.g.
+	// Europe/Berlin); UTC when unset.
+	// +optional
+	// +kubebuilder:validation:MaxLength=64
+	// +kubebuilder:validation:XValidation:rule="self.matches('^[A-Za-z][A-Za-z0-9_+-]*(/[A-Za-z0-9_+-]+)*$')",message="timeZone is an IANA time zone name such as Europe/Berlin, America/New_York or UTC"
+	TimeZone string `json:"timeZone,omitempty"`
+}
+
+// Weekday is a day a maintenance window opens on.
+// +kubebuilder:validation:Enum=Mon;Tue;Wed;Thu;Fri;Sat;Sun
+type Weekday string
 
 // CredentialSetList is a list of CredentialSets.
 //

@@ -86,6 +86,11 @@ func (r *Reconciler) reconcile(ctx context.Context, cs *v1.CredentialSet, obs *o
 	if repairProb != nil {
 		return requeueWithin(res, repairRecheck), repairProb, nil
 	}
+	if due.Problem != nil {
+		// Only the schedule stops: whatever else the decision did went on.
+		return res, &problem{reason.InvalidSpec, due.Problem.Error() +
+			"; fix the CredentialSet spec: until then policy Schedule starts no rotation (rotate requests and discards go on)"}, nil
+	}
 	if due.NextAt != nil && d.Action == engine.None {
 		if left := due.NextAt.Sub(in.Now); left > 0 {
 			res = requeueWithin(res, left)

@@ -27,8 +27,15 @@ type PolicyDue struct {
 	RotationID string
 	// Why says what triggered it, for the PolicyTriggered event.
 	Why string
-	// NextAt is when Schedule asks for the next rotation (nil otherwise).
+	// NextAt is when Schedule asks for the next rotation (nil otherwise):
+	// when the interval has passed, or, with windows, the first time after
+	// that a window is open.
 	NextAt *time.Time
+	// Window is, with windows, the index of the one NextAt falls in.
+	Window int
+	// Problem is a window the manager cannot read (an unknown time zone):
+	// the schedule starts nothing until it is fixed; nothing else waits.
+	Problem error
 }
 
 // Due decides whether the rotation policy starts a rotation now
@@ -63,10 +70,18 @@ func Due(in PolicyInput) PolicyDue {
 		if scheduleID(due) == st.LastRolledBackID {
 			due = due.Add(rot.Interval.Duration)
 		}
-		d.NextAt = &due
-		if !in.Now.Before(due) {
+		at, open, err := scheduleStart(rot.Windows, due, in.Now)
+		if err != nil {
+			d.Problem = err
+			break
+		}
+		d.NextAt, d.Window = &at.At, at.Window
+		if open {
 			d.RotationID = scheduleID(due)
 			d.Why = fmt.Sprintf("the current credentials are older than rotation.interval %s", rot.Interval.Duration)
+			if len(rot.Windows) > 0 {
+				d.Why += fmt.Sprintf(" and spec.rotation.windows[%d] is open", at.Window)
+			}
 		}
 	}
 	if d.RotationID != "" && (st.KeyGeneration == 0 || st.Phase != v1.PhaseIdle && st.Phase != "" ||
@@ -74,6 +89,28 @@ func Due(in PolicyInput) PolicyDue {
 		d.RotationID, d.Why = "", ""
 	}
 	return d
+}
+
+// scheduleStart is when a rotation due at due may start, and whether it may
+// start now. Only the start waits for a window: once due, the rotation
+// starts in the first window open at or after now, and runs to completion
+// whenever the window closes. The time reported is stable while nothing
+// changes (the due time, or the opening of the window now open, whichever
+// is later; else the next opening), so that reconciles within one window
+// do not rewrite status.nextRotationAt.
+func scheduleStart(ws []v1.RotationWindow, due, now time.Time) (WindowState, bool, error) {
+	from := due
+	if now.After(due) {
+		from = now
+	}
+	at, err := Windows(ws, from)
+	if err != nil {
+		return at, false, err
+	}
+	if at.Open && at.At.Before(due) {
+		at.At = due
+	}
+	return at, at.Open && !now.Before(due), nil
 }
 
 // TargetGeneration is the generation the active rotation produces, or,
