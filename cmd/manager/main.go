@@ -142,11 +142,15 @@ func run() error {
 		ResyncPeriod:            resync,
 		Settings:                registry.Settings{CephWorkDir: cephWorkDir, CephCLI: cephCLI, MOCONamespace: mocoNamespace},
 	}
-	if leaderElect && os.Getenv("REKEY_TEST_UNFENCED") != "1" {
+	if unfenced := os.Getenv("REKEY_TEST_UNFENCED"); leaderElect && unfenced != "1" {
 		// REKEY_TEST_UNFENCED lets the HA test show what the fence
-		// prevents; nothing else sets it.
+		// prevents: "1" turns it off, "lease" keeps only what the
+		// backends check themselves. Nothing else sets it.
 		fence := leader.NewFence(mgr.GetAPIReader(), namespace, leaderElectionID)
 		r.Fence = fence
+		if unfenced == "lease" {
+			r.Fence = termOnly{fence}
+		}
 		if err := mgr.Add(manager.RunnableFunc(func(ctx context.Context) error {
 			select {
 			case <-mgr.Elected():
@@ -189,3 +193,9 @@ func envOr(k, d string) string {
 	}
 	return d
 }
+
+// termOnly is a Fence that never asks the Lease: what is left is what a
+// backend checks itself with the term (REKEY_TEST_UNFENCED=lease).
+type termOnly struct{ *leader.Fence }
+
+func (termOnly) Check(context.Context) error { return nil }

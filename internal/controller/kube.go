@@ -84,6 +84,7 @@ func (k *setKube) NotOwned(s *corev1.Secret, role, remedy string) error {
 }
 
 func (k *setKube) Fence(ctx context.Context) error { return k.r.fence(ctx) }
+func (k *setKube) FenceTerm() int64                { return k.r.fenceTerm() }
 
 func (k *setKube) HandOver(s *corev1.Secret) string {
 	return fmt.Sprintf("`kubectl annotate secret -n %s %s %s=%s`", s.Namespace, s.Name, naming.CredentialSetUIDAnnot, k.cs.UID)

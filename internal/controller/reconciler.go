@@ -90,6 +90,9 @@ type Reconciler struct {
 // Fence says whether this manager may still change a backend.
 type Fence interface {
 	Check(ctx context.Context) error
+	// Term is this manager's leadership term: a backend that records the
+	// highest term that changed it refuses a lower one (0: none known).
+	Term() int64
 }
 
 // fence asks the Fence, if any.
@@ -98,6 +101,14 @@ func (r *Reconciler) fence(ctx context.Context) error {
 		return nil
 	}
 	return r.Fence.Check(ctx)
+}
+
+// fenceTerm is the Fence's term, 0 without one.
+func (r *Reconciler) fenceTerm() int64 {
+	if r.Fence == nil {
+		return 0
+	}
+	return r.Fence.Term()
 }
 
 // standDown: the Fence refused a backend write, so this manager lost the

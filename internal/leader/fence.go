@@ -31,6 +31,7 @@ type Fence struct {
 	once  sync.Once
 	known chan struct{}
 	id    string
+	term  int64
 }
 
 // NewFence fences on the Lease namespace/name, read live through reader.
@@ -50,8 +51,36 @@ func (f *Fence) Elected(ctx context.Context) error {
 	if l.Spec.HolderIdentity == nil || *l.Spec.HolderIdentity == "" {
 		return fmt.Errorf("leader Lease %s names no holder right after the election", f.key)
 	}
-	f.once.Do(func() { f.id = *l.Spec.HolderIdentity; close(f.known) })
+	if l.Spec.AcquireTime == nil {
+		return fmt.Errorf("leader Lease %s has no acquire time right after the election", f.key)
+	}
+	f.once.Do(func() { f.id, f.term = *l.Spec.HolderIdentity, TermOf(l); close(f.known) })
 	return nil
+}
+
+// Term is this process's leadership term (see TermOf), 0 until Elected.
+func (f *Fence) Term() int64 {
+	select {
+	case <-f.known:
+		return f.term
+	default:
+		return 0
+	}
+}
+
+// TermOf is the term of the Lease's current holding: when it was acquired,
+// in microseconds since the epoch. A backend keeps the highest term that
+// changed it and refuses a lower one (a fencing token): a leader elected
+// later has a later acquire time, since it can only acquire after the
+// previous holding expired. Unlike the Lease's transition count it does not
+// go back to 0 when the Lease is recreated (an operator reinstalled), which
+// would refuse every new leader. It assumes the clocks of the nodes the
+// replicas run on differ by less than a lease duration.
+func TermOf(l *coordinationv1.Lease) int64 {
+	if l.Spec.AcquireTime == nil {
+		return 0
+	}
+	return l.Spec.AcquireTime.UnixMicro()
 }
 
 // Check returns nil while this process holds the Lease, and an error

@@ -44,3 +44,21 @@ func TestHolds(t *testing.T) {
 		}
 	}
 }
+
+// A later holding has a higher term, whatever the transition count.
+func TestTermOf(t *testing.T) {
+	at := func(d time.Duration, transitions int32) *coordinationv1.Lease {
+		l := &coordinationv1.Lease{}
+		l.Spec.AcquireTime = &metav1.MicroTime{Time: time.Date(2026, 11, 28, 0, 0, 0, 0, time.UTC).Add(d)}
+		l.Spec.LeaseTransitions = ptr.To(transitions)
+		return l
+	}
+	first, second := TermOf(at(0, 7)), TermOf(at(4*time.Second, 8))
+	recreated := TermOf(at(time.Minute, 0)) // the Lease deleted and made anew
+	if !(first < second && second < recreated) {
+		t.Fatalf("terms %d, %d, %d: want each later holding higher", first, second, recreated)
+	}
+	if TermOf(&coordinationv1.Lease{}) != 0 {
+		t.Fatal("a Lease never acquired has a term")
+	}
+}

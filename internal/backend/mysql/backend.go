@@ -33,6 +33,9 @@ type Backend struct {
 	// adminRef is where AdminPassword comes from (nil when the spec gives
 	// none), named when MySQL refuses it.
 	adminRef *v1.SecretKeyRef
+	// caRef is spec.mysql.tlsCASecretRef (nil when unset), named by a
+	// check that finds a certificate untrusted.
+	caRef *v1.SecretKeyRef
 	// transport protects every connection: verified TLS unless the spec
 	// explicitly opts out.
 	transport transport
@@ -53,6 +56,10 @@ type Backend struct {
 	// leader: a pause between two instances cannot let a stale manager go
 	// on to the next.
 	Fence func(ctx context.Context) error
+	// Term is this manager's leadership term (0: none): every session that
+	// changes accounts records it on the set's users and refuses to go on
+	// where a higher one is recorded (fence.go).
+	Term int64
 	// owner is the set's UID the users rekey creates are marked with, and
 	// adopted the keys whose users are never marked (SetOwner, owner.go).
 	owner   string
@@ -86,7 +93,7 @@ func New(spec *v1.MySQLSpec, instances []Instance, adminPassword string, caPEM [
 	}
 	b := &Backend{Instances: instances, Users: users, AdminUser: spec.Admin.User,
 		AdminPassword: adminPassword, transport: t, AdminKey: adminKey(spec.Admin.User, users),
-		adminRef: spec.Admin.PasswordSecretRef}
+		adminRef: spec.Admin.PasswordSecretRef, caRef: spec.TLSCASecretRef}
 	if b.AdminKey == "" && adminPassword == "" {
 		return nil, fmt.Errorf("admin user %s is not rotated by this set, so mysql.admin.passwordSecretRef must give its password", spec.Admin.User)
 	}
@@ -172,11 +179,13 @@ func (b *Backend) forEachInstance(ctx context.Context, step string, lift bool, p
 	for _, inst := range b.Instances {
 		g.Go(func() error {
 			if lift && b.Fence != nil {
+				// Cheap, and spares the instance a session; the check
+				// that counts is the one under the set's lock (fence.go).
 				if err := b.Fence(ctx); err != nil {
 					return &fencedError{err}
 				}
 			}
-			s, err := openSession(ctx, phase, lift, inst, b.transport, b.AdminUser, passwords...)
+			s, err := openSession(ctx, phase, lift, b.fencing(), inst, b.transport, b.AdminUser, passwords...)
 			if err != nil {
 				return b.adminLoginError(err)
 			}

@@ -55,17 +55,10 @@ func (s *session) accounts(ctx context.Context, users []User) (map[string]accoun
 	if len(users) == 0 {
 		return out, nil
 	}
-	var in strings.Builder
-	for i, u := range users {
-		if i > 0 {
-			in.WriteString(", ")
-		}
-		in.WriteString("(" + quote(u.Name) + ", " + quote(u.Host) + ")")
-	}
 	rows, err := s.conn.QueryContext(ctx,
 		"SELECT User, Host, JSON_CONTAINS_PATH(COALESCE(User_attributes, '{}'), 'one', '$.additional_password'), "+
 			"JSON_UNQUOTE(JSON_EXTRACT(COALESCE(User_attributes, '{}'), '$.metadata.rekey')), "+
-			"JSON_UNQUOTE(JSON_EXTRACT(COALESCE(User_attributes, '{}'), "+ownerPath+")), Repl_slave_priv FROM mysql.user WHERE (User, Host) IN ("+in.String()+")")
+			"JSON_UNQUOTE(JSON_EXTRACT(COALESCE(User_attributes, '{}'), "+ownerPath+")), Repl_slave_priv FROM mysql.user WHERE (User, Host) IN ("+accountList(users)+")")
 	if err != nil {
 		return nil, s.wrap("read mysql.user", err)
 	}

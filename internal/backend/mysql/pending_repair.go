@@ -43,7 +43,7 @@ func (b *Backend) RepairPending(ctx context.Context, cur, pending engine.Secrets
 				return &fencedError{err}
 			}
 		}
-		w, err := openSession(ctx, "repair", true, s.inst, b.transport, b.AdminUser, passwords...)
+		w, err := openSession(ctx, "repair", true, b.fencing(), s.inst, b.transport, b.AdminUser, passwords...)
 		if err != nil {
 			return err
 		}

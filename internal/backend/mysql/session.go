@@ -50,6 +50,9 @@ type session struct {
 	// source Secret key is adopted (owner.go); "" marks none.
 	owner   string
 	adopted map[string]bool
+	// fence: a session that changes accounts locks the set and checks
+	// and records the leadership term first (fence.go); nil: none.
+	fence *fencing
 }
 
 // dialTimeout bounds how long an unreachable instance holds a phase.
@@ -80,7 +83,7 @@ func connect(ctx context.Context, login func(context.Context) error) error {
 // lift says whether the session runs credential DDL (see session.lift).
 // A login MySQL refuses is a *loginFailure, which the Backend turns into a
 // refusal naming where the admin's password comes from.
-func openSession(ctx context.Context, step string, lift bool, inst Instance, t transport, user string, passwords ...string) (*session, error) {
+func openSession(ctx context.Context, step string, lift bool, f *fencing, inst Instance, t transport, user string, passwords ...string) (*session, error) {
 	var refused *loginFailure
 	for _, pw := range passwords {
 		if pw == "" {
@@ -111,6 +114,9 @@ func openSession(ctx context.Context, step string, lift bool, inst Instance, t t
 			continue
 		}
 		s := &session{inst: inst, db: db, conn: conn, secrets: passwords, step: step, lift: lift}
+		if lift {
+			s.fence = f
+		}
 		if err := s.prepare(ctx); err != nil {
 			s.close(ctx)
 			return nil, err
@@ -196,6 +202,13 @@ func (s *session) prepare(ctx context.Context) error {
 	if err := s.exec(ctx, "SET SESSION sql_log_bin=0, sql_mode=''"); err != nil {
 		return err
 	}
+	if s.fence != nil {
+		// Before anything changes, super_read_only included.
+		failpoint.Hit(s.step + "/session-opened")
+		if err := s.lockAndCheck(ctx, s.fence); err != nil {
+			return err
+		}
+	}
 	// The role is read live. read_only marks an instance that must not
 	// take writes (a replica, an intermediate primary); super_read_only
 	// is lifted there for the DDL. read_only stays ON when only
@@ -214,6 +227,9 @@ func (s *session) prepare(ctx context.Context) error {
 		}
 		s.liftedSRO = true
 		failpoint.Hit(s.step + "/read-only-lifted")
+	}
+	if s.fence != nil {
+		return s.record(ctx, s.fence)
 	}
 	return nil
 }

@@ -76,7 +76,7 @@ func TestTLSAgainstRealMySQL(t *testing.T) {
 		if rf, ok := engine.AsRefusal(err); !ok || rf.Reason != string(reason.BackendError) {
 			t.Errorf("error is not a BackendError refusal: %T %v", err, err)
 		}
-		s, perr := openSession(ctx, "test", true, b.Instances[0], b.transport, b.AdminUser, adminPw)
+		s, perr := openSession(ctx, "test", true, nil, b.Instances[0], b.transport, b.AdminUser, adminPw)
 		if perr == nil {
 			s.close(ctx)
 			t.Fatal("session opened; want refused")
@@ -147,7 +147,7 @@ func TestTLSAgainstRealMySQL(t *testing.T) {
 	t.Run("Disabled really is plaintext, Required really is TLS", func(t *testing.T) {
 		for mode, ca := range map[string][]byte{TLSDisabled: nil, TLSRequired: caPEM(t)} {
 			b := newBackend(t, mode, "", ca, insts)
-			s, err := openSession(ctx, "test", true, b.Instances[0], b.transport, b.AdminUser, adminPw)
+			s, err := openSession(ctx, "test", true, nil, b.Instances[0], b.transport, b.AdminUser, adminPw)
 			if err != nil {
 				t.Fatal(err)
 			}

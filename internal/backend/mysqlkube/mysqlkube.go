@@ -122,7 +122,7 @@ func build(ctx context.Context, cs *v1.CredentialSet, k registry.Kube, o registr
 	}
 	// The users rekey creates are marked as this set's, except those whose
 	// passwords the user handed over: deletion drops only marked ones.
-	b.Fence = k.Fence
+	b.Fence, b.Term = k.Fence, k.FenceTerm()
 	if err := b.SetOwner(string(cs.UID), slices.Collect(maps.Keys(p.Adopt))); err != nil {
 		return nil, err
 	}

@@ -138,6 +138,10 @@ type Kube interface {
 	// manager is no longer the leader: a backend asks it right before a
 	// write the engine does not sequence (upkeep while building).
 	Fence(ctx context.Context) error
+	// FenceTerm is this manager's leadership term (0: none): a backend
+	// that can record it refuses a manager with a lower one, atomically
+	// with the change it guards.
+	FenceTerm() int64
 }
 
 // SpecError is a spec problem the user must fix; it is not retried fast.
