@@ -116,7 +116,7 @@ func TestInstallHelmChartOptions(t *testing.T) {
 
 	ctx := context.Background()
 	dep := &appsv1.Deployment{}
-	if err := k.c.Get(ctx, client.ObjectKey{Namespace: operatorNamespace, Name: "rekey"}, dep); err != nil {
+	if err := k.c.Get(ctx, client.ObjectKey{Namespace: operatorNamespace, Name: "rekey-controller-manager"}, dep); err != nil {
 		t.Fatal(err)
 	}
 	pod := dep.Spec.Template
@@ -162,7 +162,7 @@ func TestInstallHelmChartOptions(t *testing.T) {
 	}
 
 	pdb := &policyv1.PodDisruptionBudget{}
-	if err := k.c.Get(ctx, client.ObjectKey{Namespace: operatorNamespace, Name: "rekey"}, pdb); err != nil {
+	if err := k.c.Get(ctx, client.ObjectKey{Namespace: operatorNamespace, Name: "rekey-controller-manager"}, pdb); err != nil {
 		t.Fatalf("the PodDisruptionBudget: %v", err)
 	}
 	if pdb.Spec.MinAvailable == nil || pdb.Spec.MinAvailable.IntValue() != 2 {

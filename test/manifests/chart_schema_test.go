@@ -48,6 +48,13 @@ func TestHelmChartSchema(t *testing.T) {
 		{"ceph.workDir=relative", "/ceph/workDir"},
 		{"ceph.workDirSizeLimit=lots", "/ceph/workDirSizeLimit"},
 		{`podLabels.app\.kubernetes\.io/name=x`, "invalid propertyName 'app.kubernetes.io/name'"},
+		{"image.digest=latest", "/image/digest"},
+		{"extraEnv[0].name=POD_NAMESPACE", "/extraEnv/0/name"},
+		{"extraVolumes[0].name=ceph-work", "/extraVolumes/0/name"},
+		{"extraVolumeMounts[0].name=ca", "/extraVolumeMounts/0"},
+		{"topologySpreadConstraints[0].whenUnsatisfiable=Never", "/topologySpreadConstraints/0"},
+		{"metrics.alerts.runbookBaseURL=docs/troubleshooting.md", "/metrics/alerts/runbookBaseURL"},
+		{"metrics.dashboard.namespace=Grafana", "/metrics/dashboard/namespace"},
 	}
 	for _, b := range bad {
 		args := []string{"template", "rekey", chartDir, "--namespace", operatorNamespace, "--set", b.set}
@@ -84,8 +91,24 @@ podAnnotations: {example.com/owner: payments}
 podLabels: {team: payments}
 priorityClassName: rekey-critical
 extraArgs: [--zap-stacktrace-level=panic]
+image: {digest: "sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"}
+serviceAccount: {annotations: {example.com/role: rekey}}
+extraEnv: [{name: HTTPS_PROXY, value: "http://proxy:3128"}]
+extraVolumes: [{name: ca, configMap: {name: corporate-ca}}]
+extraVolumeMounts: [{name: ca, mountPath: /etc/corporate-ca, readOnly: true}]
+topologySpreadConstraints:
+  - {maxSkew: 1, topologyKey: topology.kubernetes.io/zone, whenUnsatisfiable: ScheduleAnyway}
+affinity:
+  podAntiAffinity:
+    preferredDuringSchedulingIgnoredDuringExecution:
+      - weight: 100
+        podAffinityTerm:
+          topologyKey: kubernetes.io/hostname
+          labelSelector: {matchLabels: {app.kubernetes.io/name: rekey}}
 metrics:
   monitor: {enabled: true, labels: {release: prom}}
+  alerts: {enabled: true, runbookBaseURL: "https://wiki.example.com/rekey"}
+  dashboard: {enabled: true, namespace: monitoring}
 rbac: {clusterWideSecrets: false, secretNamespaces: [apps]}
 `), 0o600); err != nil {
 		t.Fatal(err)

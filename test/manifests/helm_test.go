@@ -53,9 +53,9 @@ func TestChartRBAC(t *testing.T) {
 			}
 			r := loadRBAC(t, objs)
 			checkRules(t, what, r)
-			checkGrants(t, what, effective(t, what, r, "ops", "rekey"), needed("ops", c.secretNS, c.leaderElection, c.watch...))
+			checkGrants(t, what, effective(t, what, r, "ops", "rekey-controller-manager"), needed("ops", c.secretNS, c.leaderElection, c.watch...))
 			checkUserRoles(t, what, r, "rekey")
-			checkDeployment(t, objs, "rekey", c.leaderElection)
+			checkDeployment(t, objs, "rekey-controller-manager", c.leaderElection)
 		})
 	}
 }

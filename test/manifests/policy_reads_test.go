@@ -92,7 +92,7 @@ func TestChartPolicyIsKustomizes(t *testing.T) {
 		}
 		want := string(k.raw)
 		for _, r := range [][2]string{
-			{"system:serviceaccount:rekey-system:rekey-controller-manager", "system:serviceaccount:" + ns + ":" + fullname},
+			{"system:serviceaccount:rekey-system:rekey-controller-manager", "system:serviceaccount:" + ns + ":" + fullname + "-controller-manager"},
 			{"'rekey-system'", "'" + ns + "'"},
 			{"name: rekey-", "name: " + fullname + "-"},
 			{"policyName: rekey-", "policyName: " + fullname + "-"},

@@ -8,6 +8,19 @@
 {{- end -}}
 {{- end -}}
 
+{{- /* The manager's Deployment, ServiceAccount and PodDisruptionBudget: config/default's names with release "rekey". */ -}}
+{{- define "rekey.managerName" -}}
+{{- printf "%s-controller-manager" (include "rekey.fullname" .) | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+
+{{- define "rekey.image" -}}
+{{- if .Values.image.digest -}}
+{{- printf "%s@%s" .Values.image.repository .Values.image.digest -}}
+{{- else -}}
+{{- printf "%s:%s" .Values.image.repository (default .Chart.AppVersion .Values.image.tag) -}}
+{{- end -}}
+{{- end -}}
+
 {{- define "rekey.selectorLabels" -}}
 app.kubernetes.io/name: {{ .Chart.Name }}
 app.kubernetes.io/instance: {{ .Release.Name }}
@@ -22,7 +35,7 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version }}
 
 {{- define "rekey.serviceAccountName" -}}
 {{- if .Values.serviceAccount.create -}}
-{{- default (include "rekey.fullname" .) .Values.serviceAccount.name -}}
+{{- default (include "rekey.managerName" .) .Values.serviceAccount.name -}}
 {{- else -}}
 {{- default "default" .Values.serviceAccount.name -}}
 {{- end -}}
