@@ -65,6 +65,15 @@ func TestKustomizations(t *testing.T) {
 				refs = append(refs, p.Path)
 			}
 		}
+		for _, g := range k.ConfigMapGenerator {
+			for _, f := range g.Files {
+				_, file, ok := strings.Cut(f, "=") // key=file
+				if !ok {
+					file = f
+				}
+				refs = append(refs, file)
+			}
+		}
 		if len(refs) == 0 {
 			t.Errorf("%s lists no resources", f)
 		}

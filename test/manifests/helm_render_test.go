@@ -144,6 +144,11 @@ type chartMeta struct {
 	AppVersion string `json:"appVersion"`
 }
 
+// chartFiles is Helm's .Files: the chart's own files by relative path.
+type chartFiles struct{ t *testing.T }
+
+func (f chartFiles) Get(name string) string { return string(readFile(f.t, chartDir+"/"+name)) }
+
 // render renders the chart's templates like `helm template`, with values
 // overlaid on values.yaml, and returns its objects.
 func render(t *testing.T, release, namespace string, values map[string]any) ([]object, error) {
@@ -161,6 +166,7 @@ func render(t *testing.T, release, namespace string, values map[string]any) ([]o
 		"Values":  merge(defaults, values),
 		"Release": map[string]any{"Name": release, "Namespace": namespace, "Service": "Helm"},
 		"Chart":   map[string]any{"Name": meta.Name, "Version": meta.Version, "AppVersion": meta.AppVersion},
+		"Files":   chartFiles{t},
 	}
 	var tpl *template.Template
 	tpl = template.New(meta.Name).Funcs(helmFuncs(&tpl)).Option("missingkey=zero")

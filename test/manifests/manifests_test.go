@@ -124,6 +124,9 @@ type kustomization struct {
 	Patches   []struct {
 		Path string `json:"path"`
 	} `json:"patches"`
+	ConfigMapGenerator []struct {
+		Files []string `json:"files"`
+	} `json:"configMapGenerator"`
 }
 
 // kustomizationDir returns the kustomization file of dir, or "".

@@ -147,16 +147,17 @@ func TestHelmChartMonitors(t *testing.T) {
 }
 
 // TestKustomizePrometheus: the optional config/prometheus overlay renders
-// one ServiceMonitor, in the operator's namespace, selecting config/default's
+// the PrometheusRule (alerts_test.go) and one ServiceMonitor, in the operator's namespace, selecting config/default's
 // metrics Service and scraping the port that reaches the container port
 // --metrics-bind-address serves, over HTTPS with a bearer token.
 func TestKustomizePrometheus(t *testing.T) {
 	t.Parallel()
 	env := testenv.Require(t)
 	kustomize := pinnedTool(t, env, "kustomize", "sigs.k8s.io/kustomize/kustomize/v5", "KUSTOMIZE_VERSION")
-	mons := unstructuredObjects(t, "kustomize build config/prometheus", runTool(t, env, kustomize, "build", "config/prometheus"))
-	if len(mons) != 1 || mons[0].GetAPIVersion() != "monitoring.coreos.com/v1" || mons[0].GetKind() != "ServiceMonitor" {
-		t.Fatalf("config/prometheus renders %v, want one monitoring.coreos.com/v1 ServiceMonitor", mons)
+	all := unstructuredObjects(t, "kustomize build config/prometheus", runTool(t, env, kustomize, "build", "config/prometheus"))
+	mons := ofKind(all, "ServiceMonitor")
+	if len(all) != 2 || len(mons) != 1 || mons[0].GetAPIVersion() != "monitoring.coreos.com/v1" || len(ofKind(all, "PrometheusRule")) != 1 {
+		t.Fatalf("config/prometheus renders %v, want one monitoring.coreos.com/v1 ServiceMonitor and the PrometheusRule", all)
 	}
 	m := mons[0]
 	if m.GetNamespace() != operatorNamespace {
