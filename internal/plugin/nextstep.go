@@ -105,6 +105,8 @@ func idleStep(cs *v1.CredentialSet, now time.Time) string {
 	switch rot.Policy {
 	case v1.PolicySchedule:
 		switch at := st.NextRotationAt; {
+		case at != nil && at.After(now) && len(rot.Windows) > 0:
+			return windowStep(rot, st, at.Time, now)
 		case at != nil && at.After(now):
 			return "rotate when needed; next scheduled rotation in " + duration.HumanDuration(at.Sub(now))
 		case at != nil:
@@ -129,6 +131,43 @@ func idleStep(cs *v1.CredentialSet, now time.Time) string {
 		return fmt.Sprintf("rotate when needed; the operator also rotates when %s is upgraded", backendName(cs))
 	}
 	return "rotate when needed"
+}
+
+// windowStep is the next step of a schedule held by maintenance windows:
+// when the next rotation starts, in the time zone of the window that opens
+// then, and whether it is already due and only waits for that window.
+func windowStep(rot v1.RotationSpec, st v1.CredentialSetStatus, at, now time.Time) string {
+	when := "at " + at.UTC().Format("2006-01-02 15:04 MST")
+	ws, err := engine.Windows(rot.Windows, at)
+	if err == nil {
+		w := rot.Windows[ws.Window]
+		if loc, err := time.LoadLocation(w.TimeZone); err == nil && w.TimeZone != "" {
+			when = "at " + at.In(loc).Format("2006-01-02 15:04 MST")
+		}
+		when += fmt.Sprintf(" (in %s; window %s)", duration.HumanDuration(at.Sub(now)), describeWindow(w))
+	}
+	if st.CurrentSince != nil && rot.Interval != nil && !now.Before(st.CurrentSince.Add(rot.Interval.Duration)) {
+		return "rotate when needed; the scheduled rotation is due and waits for its maintenance window: it starts " + when
+	}
+	return "rotate when needed; next scheduled rotation " + when
+}
+
+// describeWindow says a window as it is written: "Sat,Sun 02:00 for 3h
+// Europe/Berlin".
+func describeWindow(w v1.RotationWindow) string {
+	days := "daily"
+	if len(w.Days) > 0 {
+		names := make([]string, len(w.Days))
+		for i, d := range w.Days {
+			names[i] = string(d)
+		}
+		days = strings.Join(names, ",")
+	}
+	tz := w.TimeZone
+	if tz == "" {
+		tz = "UTC"
+	}
+	return fmt.Sprintf("%s %s for %s %s", days, w.Start, duration.HumanDuration(w.Duration.Duration), tz)
 }
 
 // ackHint names the consumer groups whose members outside automation has
