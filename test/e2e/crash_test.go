@@ -33,6 +33,13 @@ func startManagerProcess(t testing.TB, failpoint string) *managerProcess {
 // startManagerProcessWith adds flags to the manager's command line.
 func startManagerProcessWith(t testing.TB, failpoint string, flags ...string) *managerProcess {
 	t.Helper()
+	return startManagerProcessEnv(t, nil, failpoint, flags...)
+}
+
+// startManagerProcessEnv adds env to the manager's environment (a later
+// value of a variable wins).
+func startManagerProcessEnv(t testing.TB, env []string, failpoint string, flags ...string) *managerProcess {
+	t.Helper()
 	bin := buildManager(t)
 	dir := processLogDir // scanned for secrets at the end of the suite
 	if dir == "" {
@@ -46,7 +53,7 @@ func startManagerProcessWith(t testing.TB, failpoint string, flags ...string) *m
 	cmd := exec.Command(bin, "--namespace", OperatorNamespace, "--metrics-bind-address", "0",
 		"--health-probe-bind-address", "0", "--default-grace-period", "2s", "--zap-log-level=debug")
 	cmd.Args = append(cmd.Args, flags...)
-	cmd.Env = append(os.Environ(), "KUBECONFIG="+cp.Kubeconfig, "REKEY_FAILPOINT="+failpoint)
+	cmd.Env = append(append(os.Environ(), "KUBECONFIG="+cp.Kubeconfig, "REKEY_FAILPOINT="+failpoint), env...)
 	cmd.Stdout, cmd.Stderr = logf, logf
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {

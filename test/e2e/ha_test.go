@@ -43,6 +43,8 @@ func TestPausedLeaderIsFenced(t *testing.T) {
 	}
 	cs = waitPhase(t, ns, "ha", v1.PhaseIdle, 1) // a leads: it is the only one
 	b := startManagerProcessWith(t, "", leaderFlags...)
+	p := startProber(t, c.Instances(), ns, "ha-db", keys)
+	mk := matrixMark(t, p, "leader paused before a discard, wakes after the new leader completed it and applied the next rotation (fence: Lease and server side)")
 
 	rotate(t, ns, "ha", "r1")
 	cs = waitPhase(t, ns, "ha", v1.PhaseDistributed, 1)
@@ -86,6 +88,8 @@ func TestPausedLeaderIsFenced(t *testing.T) {
 	discard(t, ns, "ha", "r2")
 	waitPhase(t, ns, "ha", v1.PhaseIdle, 3)
 	loginMatrix(t, "r2 completed by the new leader", c.Instances(), gen3, gen2)
+	mk.done(t, "the woken leader changes nothing and exits; the new leader completes both rotations; no login refused")
+	p.assertNoGap(t)
 	b.stop()
 }
 
@@ -101,7 +105,6 @@ func waitPaused(t testing.TB, m *managerProcess, failpoint string) {
 		f := strings.Fields(s[strings.LastIndex(s, ")")+1:])
 		return len(f) > 0 && f[0] == "T", "state " + strings.Join(f[:1], "")
 	})
-	observed(t, "manager paused at %s", failpoint)
 }
 
 // TestKilledLeaderTakeover: with two manager processes, the leader is
@@ -125,6 +128,7 @@ func TestKilledLeaderTakeover(t *testing.T) {
 	gen1 := userPasswords(sourceData(t, cs), keys, "")
 	startManagerProcessWith(t, "", leaderFlags...)
 	p := startProber(t, c.Instances(), ns, "takeover-db", keys)
+	mk := matrixMark(t, p, "leader killed after storing the new password, a second replica takes over")
 
 	rotate(t, ns, "takeover", "r1")
 	a.waitKilled(t, killPoint)
@@ -139,5 +143,6 @@ func TestKilledLeaderTakeover(t *testing.T) {
 	discard(t, ns, "takeover", "r1")
 	waitPhase(t, ns, "takeover", v1.PhaseIdle, 2)
 	loginMatrix(t, "completed by the new leader", c.Instances(), gen2, gen1)
+	mk.done(t, "the second replica takes over within the lease duration plus a reconcile and completes the rotation; no login refused")
 	p.assertNoGap(t)
 }

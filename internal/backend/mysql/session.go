@@ -202,9 +202,11 @@ func (s *session) prepare(ctx context.Context) error {
 	if err := s.exec(ctx, "SET SESSION sql_log_bin=0, sql_mode=''"); err != nil {
 		return err
 	}
+	if s.lift {
+		failpoint.Hit(s.step + "/session-opened")
+	}
 	if s.fence != nil {
 		// Before anything changes, super_read_only included.
-		failpoint.Hit(s.step + "/session-opened")
 		if err := s.lockAndCheck(ctx, s.fence); err != nil {
 			return err
 		}

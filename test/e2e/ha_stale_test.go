@@ -1,0 +1,213 @@
+package e2e
+
+import (
+	"io"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	v1 "rekey.io/rekey/api/v1alpha1"
+	"rekey.io/rekey/internal/engine"
+	"rekey.io/rekey/internal/testenv"
+)
+
+// TestPausedLeaderStaleReset: the leader stops itself (SIGSTOP) with a
+// session open on an instance, right before the Reset of an aborted
+// rotation r1, and is then cut off from the API server but not from
+// MySQL — a frozen VM on a node that lost its route to the control
+// plane. The other replica takes over, completes the reset, and applies
+// rotation r2: MySQL accepts r2's new password, which consumers now get.
+// Then the old leader wakes up and goes on with its reset, planned
+// before its pause: IDENTIFIED BY the r1-era password, DISCARD OLD
+// PASSWORD — which takes r2's new password away.
+//
+// Without any fence that is what happens (the control run shows it: the
+// scenario does reach the hazard). With only the server-side fence (the
+// set's lock and the leadership term recorded in MySQL), and with the
+// full fence, the old leader changes nothing and both passwords keep
+// logging in.
+func TestPausedLeaderStaleReset(t *testing.T) {
+	c := testenv.MySQLClusterForTest(t, testenv.MySQLOptions{})
+	prepareAdmin(t, c.Instances(), "ops-admin", "ops-admin-password-for-tests")
+	for _, v := range []struct {
+		name, unfenced string
+		lockout        bool
+	}{
+		{"Unfenced", "1", true},
+		{"ServerSideFenceOnly", "lease", false},
+		{"Fenced", "", false},
+	} {
+		t.Run(v.name, func(t *testing.T) { staleReset(t, c, "stale"+strings.ToLower(v.name[:4]), v.unfenced, v.lockout) })
+	}
+}
+
+func staleReset(t *testing.T, c *testenv.MySQLCluster, name, unfenced string, lockout bool) {
+	ns := newNamespace(t)
+	keys := map[string]string{strings.ToUpper(name) + "_PASSWORD": name}
+	const pausePoint = "reset/session-opened"
+	env := []string{"REKEY_TEST_UNFENCED=" + unfenced}
+	api := startAPIPartition(t)
+
+	a := startManagerProcessEnv(t, append(env, "KUBECONFIG="+api.kubeconfig), pausePoint+":pause", leaderFlags...)
+	cs := preparedAdminSet(t, ns, name, c)
+	if err := k8s.Create(ctxT(t), cs); err != nil {
+		t.Fatal(err)
+	}
+	cs = waitPhase(t, ns, name, v1.PhaseIdle, 1) // a leads: it is the only one
+	gen1 := userPasswords(sourceData(t, cs), keys, "")
+	b := startManagerProcessEnv(t, env, "", leaderFlags...)
+	defer b.stop()
+	fence := map[string]string{"1": "none", "lease": "server side only", "": "Lease and server side"}[unfenced]
+	var (
+		p  *prober
+		mk *scenarioMark
+	)
+	if !lockout {
+		// The control run locks out on purpose; the others are rows of
+		// the fault matrix, under a prober using what the Secret holds.
+		p = startProber(t, c.Instances(), ns, name+"-db", keys)
+		mk = matrixMark(t, p, "leader paused before an abort's reset and cut off from the API server, wakes after the new leader applied the next rotation (fence: "+fence+")")
+	}
+
+	rotate(t, ns, name, "r1")
+	waitPhase(t, ns, name, v1.PhaseDistributed, 1)
+	annotate(t, ns, name, engine.AbortAnnotation, "r1")
+	waitPaused(t, a, pausePoint)
+	api.partition()
+
+	// b takes over once a's Lease expires, completes the reset, and
+	// applies r2.
+	waitReset(t, ns, name, 1)
+	rotate(t, ns, name, "r2")
+	cs = waitPhase(t, ns, name, v1.PhaseDistributed, 1)
+	gen3 := userPasswords(sourceData(t, cs), keys, engine.PendingSuffix)
+	loginMatrix(t, "r2 distributed by the new leader", c.Instances(), gen1, nil)
+	loginMatrix(t, "r2 distributed by the new leader", c.Instances(), gen3, nil)
+
+	if err := syscall.Kill(a.cmd.Process.Pid, syscall.SIGCONT); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-a.exited: // its elector finds the Lease lost
+	case <-time.After(2 * time.Minute):
+		t.Fatal("the old leader did not exit within two minutes of waking up")
+	}
+	log, _ := os.ReadFile(a.log)
+	if !strings.Contains(string(log), "resumed") {
+		t.Fatalf("the old leader never resumed past %s:\n%s", pausePoint, tail(string(log), 2000))
+	}
+
+	var refusing []string
+	for _, i := range c.Instances() {
+		if i.CanLogin(name, gen3[name]) != nil {
+			refusing = append(refusing, i.Name)
+		}
+	}
+	switch {
+	case lockout && len(refusing) == 0:
+		t.Fatal("without a fence the woken leader's reset should have taken r2's password away somewhere; the scenario no longer reaches the hazard")
+	case lockout:
+		observed(t, "without a fence, the woken leader's stale reset locked r2's password out on %s", strings.Join(refusing, ", "))
+		return
+	case len(refusing) > 0:
+		t.Fatalf("the woken leader's stale reset took r2's new password away on %s:\n%s", strings.Join(refusing, ", "), tail(string(log), 3000))
+	}
+	loginMatrix(t, "after the old leader woke up", c.Instances(), gen1, nil)
+	after := getSet(t, ns, name)
+	if after.Status.Phase != v1.PhaseDistributed || after.Status.RotationID != "r2" {
+		t.Fatalf("status moved after the old leader woke up: %s", stateOf(after))
+	}
+	if unfenced == "lease" && !strings.Contains(string(log), "elected later") {
+		t.Fatalf("the old leader was not refused by the term MySQL records:\n%s", tail(string(log), 3000))
+	}
+	observed(t, "the woken leader changed nothing (fence: %s)", fence)
+
+	discard(t, ns, name, "r2")
+	waitPhase(t, ns, name, v1.PhaseIdle, 2)
+	loginMatrix(t, "r2 completed by the new leader", c.Instances(), gen3, gen1)
+	mk.done(t, "the woken leader changes nothing and exits; the new leader completes the reset and the next rotation; no login refused")
+	p.assertNoGap(t)
+}
+
+// apiPartition forwards TCP to the API server until partition(): then
+// every connection is closed and new ones are accepted and never
+// answered, as on a node cut off from the control plane.
+type apiPartition struct {
+	ln         net.Listener
+	kubeconfig string // the admin kubeconfig, pointed at the partition
+
+	mu    sync.Mutex
+	cut   bool
+	conns []net.Conn
+}
+
+func startAPIPartition(t testing.TB) *apiPartition {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &apiPartition{ln: ln}
+	kc, err := os.ReadFile(cp.Kubeconfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	server := strings.TrimSuffix(cp.Config.Host, "/")
+	if !strings.Contains(string(kc), server) {
+		t.Fatalf("the admin kubeconfig does not name %s", server)
+	}
+	p.kubeconfig = filepath.Join(t.TempDir(), "partitioned.kubeconfig")
+	if err := os.WriteFile(p.kubeconfig, []byte(strings.ReplaceAll(string(kc), server, "https://"+ln.Addr().String())), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	upstream := strings.TrimPrefix(server, "https://")
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			if !p.keep(c) {
+				continue // partitioned: held open, never answered
+			}
+			go p.forward(c, upstream)
+		}
+	}()
+	t.Cleanup(func() { ln.Close(); p.partition() })
+	return p
+}
+
+// keep records c and says whether it may be forwarded.
+func (p *apiPartition) keep(c net.Conn) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.conns = append(p.conns, c)
+	return !p.cut
+}
+
+func (p *apiPartition) forward(c net.Conn, upstream string) {
+	up, err := net.Dial("tcp", upstream)
+	if err != nil || !p.keep(up) {
+		c.Close()
+		return
+	}
+	go func() { io.Copy(up, c); up.Close() }()
+	io.Copy(c, up)
+	c.Close()
+}
+
+// partition closes every connection and answers no new one.
+func (p *apiPartition) partition() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.cut = true
+	for _, c := range p.conns {
+		c.Close()
+	}
+	p.conns = nil
+}
