@@ -16,6 +16,10 @@ import (
 	"rekey.io/rekey/internal/testenv"
 )
 
+// runbookBase is a runbook page other than the default, so the test sees
+// the value used.
+const runbookBase = "https://wiki.example.com/rekey/troubleshooting"
+
 func TestHelmChartAlertRules(t *testing.T) {
 	t.Parallel()
 	env := testenv.Require(t)
@@ -27,7 +31,7 @@ func TestHelmChartAlertRules(t *testing.T) {
 	t.Logf("promtool %s", version)
 
 	what, objs := helmTemplate(t, env, helm, "--set", "metrics.alerts.enabled=true", "--set", "metrics.alerts.labels.release=prom",
-		"--set", "metrics.alerts.maxCredentialAgeDays=30")
+		"--set", "metrics.alerts.maxCredentialAgeDays=30", "--set", "metrics.alerts.runbookBaseURL="+runbookBase)
 	rules := ofKind(objs, "PrometheusRule")
 	if len(rules) != 1 || rules[0].GetAPIVersion() != "monitoring.coreos.com/v1" {
 		t.Fatalf("%s renders %d PrometheusRules, want one monitoring.coreos.com/v1", what, len(rules))
@@ -69,26 +73,28 @@ func TestHelmChartAlertRules(t *testing.T) {
 		{"series": `rekey_rotations_total{namespace="shop",name="orders",result="failed",pod="rekey-0"}`, "values": "0x4 1x120"},
 		{"series": `rekey_rotations_total{namespace="shop",name="billing",result="completed",pod="rekey-0"}`, "values": "0 1 2 3x120"},
 	}
-	alert := func(name string, labels map[string]string, summary, description string) map[string]any {
+	alert := func(name string, labels map[string]string, summary, description, anchor string) map[string]any {
 		l := map[string]string{"severity": "warning", "namespace": "shop", "name": "orders"}
 		for k, v := range labels {
 			l[k] = v
 		}
-		return map[string]any{"exp_labels": l, "exp_annotations": map[string]string{"summary": summary, "description": description}}
+		return map[string]any{"exp_labels": l, "exp_annotations": map[string]string{"summary": summary, "description": description,
+			"runbook_url": runbookBase + "#" + anchor}}
 	}
 	none := []any{}
 	stuck := alert("RekeyRotationStuck", nil, "rotation of CredentialSet shop/orders is stuck",
-		"the rotation has been active longer than its stuckAfter; kubectl rekey status orders -n shop says what it waits for and the next step")
+		"the rotation has been active longer than its stuckAfter; kubectl rekey status orders -n shop says what it waits for and the next step", "rotationstuck")
 	refused := alert("RekeyRefusalsPersist", map[string]string{"reason": "InstanceUnreachable"},
 		"CredentialSet shop/orders keeps being refused: InstanceUnreachable",
-		"rekey has refused or held a phase (InstanceUnreachable) for a while; the set's latest Warning Event and kubectl rekey status orders -n shop name the next step")
+		"rekey has refused or held a phase (InstanceUnreachable) for a while; the set's latest Warning Event and kubectl rekey status orders -n shop name the next step", "instanceunreachable")
 	failed := alert("RekeyRotationFailed", nil, "a rotation of CredentialSet shop/orders was rolled back because it could not go on",
-		"kubectl rekey recover rolled it back to the current credentials; the set's Events say what was wrong before the next rotation")
+		"kubectl rekey recover rolled it back to the current credentials; the set's Events say what was wrong before the next rotation", "rekeyrotationfailed")
 	overdue := alert("RekeyCredentialsOverdue", nil, "credentials of CredentialSet shop/orders are older than 30 days",
-		"they have been current for 30d 1h 30m 0s; rotate them (kubectl rekey rotate orders -n shop) or check why the rotation policy did not")
+		"they have been current for 30d 1h 30m 0s; rotate them (kubectl rekey rotate orders -n shop) or check why the rotation policy did not", "rekeycredentialsoverdue")
 	unlisted := map[string]any{"exp_labels": map[string]string{"severity": "warning"}, "exp_annotations": map[string]string{
 		"summary":     "2 rotation(s) of CredentialSets without metric series of their own are stuck",
-		"description": "these sets are over the manager's --metrics-max-sets or --metrics-max-sets-per-namespace; kubectl rekey status -A lists every set with its next step"}}
+		"description": "these sets are over the manager's --metrics-max-sets or --metrics-max-sets-per-namespace; kubectl rekey status -A lists every set with its next step",
+		"runbook_url": runbookBase + "#rotationstuck"}}
 	tests := []map[string]any{{
 		"interval":     "1m",
 		"input_series": series,
