@@ -153,6 +153,36 @@ func (f chartFiles) Get(name string) string { return string(readFile(f.t, chartD
 // overlaid on values.yaml, and returns its objects.
 func render(t *testing.T, release, namespace string, values map[string]any) ([]object, error) {
 	t.Helper()
+	tpl, ctx, names := chartTemplates(t, release, namespace, values)
+	var out []object
+	for _, name := range names {
+		var b bytes.Buffer
+		if err := tpl.ExecuteTemplate(&b, name, ctx); err != nil {
+			return nil, fmt.Errorf("%s: %w", name, err)
+		}
+		text := strings.ReplaceAll(b.String(), "<no value>", "")
+		objs, err := decode(chartDir+"/templates/"+name, []byte(text))
+		if err != nil {
+			return nil, fmt.Errorf("%w\n%s", err, text)
+		}
+		out = append(out, objs...)
+	}
+	return out, nil
+}
+
+// renderNotes renders templates/NOTES.txt, what helm install prints.
+func renderNotes(t *testing.T, release, namespace string, values map[string]any) (string, error) {
+	t.Helper()
+	tpl, ctx, _ := chartTemplates(t, release, namespace, values)
+	var b bytes.Buffer
+	err := tpl.ExecuteTemplate(&b, "NOTES.txt", ctx)
+	return b.String(), err
+}
+
+// chartTemplates parses the chart's templates with values overlaid on
+// values.yaml, and lists the manifests among them.
+func chartTemplates(t *testing.T, release, namespace string, values map[string]any) (*template.Template, map[string]any, []string) {
+	t.Helper()
 	var meta chartMeta
 	if err := yaml.Unmarshal(readFile(t, chartDir+"/Chart.yaml"), &meta); err != nil {
 		t.Fatal(err)
@@ -189,18 +219,5 @@ func render(t *testing.T, release, namespace string, values map[string]any) ([]o
 			names = append(names, name)
 		}
 	}
-	var out []object
-	for _, name := range names {
-		var b bytes.Buffer
-		if err := tpl.ExecuteTemplate(&b, name, ctx); err != nil {
-			return nil, fmt.Errorf("%s: %w", name, err)
-		}
-		text := strings.ReplaceAll(b.String(), "<no value>", "")
-		objs, err := decode(chartDir+"/templates/"+name, []byte(text))
-		if err != nil {
-			return nil, fmt.Errorf("%w\n%s", err, text)
-		}
-		out = append(out, objs...)
-	}
-	return out, nil
+	return tpl, ctx, names
 }

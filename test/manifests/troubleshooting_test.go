@@ -138,3 +138,21 @@ func TestTroubleshootingIsTheRunbook(t *testing.T) {
 		}
 	}
 }
+
+// TestChartNotes: what helm install prints shows the plugin's commands, the
+// manager's Deployment by its name and where the troubleshooting page is,
+// not a hand-written annotation.
+func TestChartNotes(t *testing.T) {
+	notes, err := renderNotes(t, "rekey", operatorNamespace, map[string]any{"metrics": map[string]any{"alerts": map[string]any{"runbookBaseURL": "https://wiki.example.com/rekey"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"kubectl rekey status", "kubectl rekey rotate", "kubectl rekey discard", "Deployment rekey-controller-manager, 2 replica(s)", "https://wiki.example.com/rekey"} {
+		if !strings.Contains(notes, want) {
+			t.Errorf("NOTES.txt lacks %q:\n%s", want, notes)
+		}
+	}
+	if strings.Contains(notes, "kubectl annotate") || strings.Contains(notes, "<no value>") {
+		t.Errorf("NOTES.txt tells to annotate by hand, or renders a missing value:\n%s", notes)
+	}
+}
