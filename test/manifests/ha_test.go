@@ -125,6 +125,18 @@ func TestKustomizeAndChartAgree(t *testing.T) {
 		}
 	}
 
+	// The optional objects: config/prometheus and config/grafana, and the
+	// chart's monitor, alerts and dashboard.
+	var kopt []*unstructured.Unstructured
+	for _, dir := range []string{"config/prometheus", "config/grafana"} {
+		kopt = append(kopt, unstructuredObjects(t, dir, runTool(t, env, kustomize, "build", dir))...)
+	}
+	owhat, oobjs := helmTemplate(t, env, helm, "--set", "metrics.monitor.enabled=true", "--set", "metrics.alerts.enabled=true",
+		"--set", "metrics.dashboard.enabled=true")
+	if k, c := objectKeys(kopt), minus(objectKeys(oobjs), ckeys); !slices.Equal(k, c) {
+		t.Errorf("config/prometheus and config/grafana render %v; %s adds %v: want the same", k, owhat, c)
+	}
+
 	checkHA(t, "config/default", kobjs)
 	checkHA(t, what, cobjs)
 	kdep, cdep := deploymentOf(t, "config/default", kobjs), deploymentOf(t, what, cobjs)
