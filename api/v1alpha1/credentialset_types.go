@@ -223,6 +223,15 @@ type RotationSpec struct {
 	// +optional
 	// +kubebuilder:validation:Minimum=1
 	KeyGeneration *int64 `json:"keyGeneration,omitempty"`
+	// DiscardGeneration discards declaratively, as a discard request
+	// would: once the active rotation is Distributed and produces this
+	// generation, rekey retires the old credentials when the discard's own
+	// conditions hold (every consumer rolled out). Raise it to the
+	// generation you verified, e.g. to rotation.keyGeneration after a
+	// rotation it asked for; any other value discards nothing.
+	// +optional
+	// +kubebuilder:validation:Minimum=1
+	DiscardGeneration *int64 `json:"discardGeneration,omitempty"`
 	// Interval between rotations with policy Schedule, counted from when
 	// the current credentials became current (e.g. 720h).
 	// +optional

@@ -120,6 +120,11 @@ type CredentialSetStatus struct {
 	// Consumers is, per consumer, whether it runs the newest credentials.
 	// +optional
 	Consumers []ConsumerStatus `json:"consumers,omitempty"`
+	// Check answers the last check request (annotation rekey.io/check,
+	// written by kubectl rekey check): what rekey verified, per instance
+	// and consumer, with the set's own credentials.
+	// +optional
+	Check *CheckResult `json:"check,omitempty"`
 	// ConsumersUpdated is "n/m" consumers on the newest credentials.
 	// +optional
 	ConsumersUpdated string `json:"consumersUpdated,omitempty"`
@@ -159,4 +164,46 @@ type ConsumerStatus struct {
 	// on the old template); Message says what to do.
 	// +optional
 	Stuck bool `json:"stuck,omitempty"`
+}
+
+// CheckResult is what one check found. It never holds a secret.
+type CheckResult struct {
+	// ID is the rekey.io/check request this answers.
+	// +kubebuilder:validation:MaxLength=128
+	ID string `json:"id"`
+	// CheckedAt is when the checks ran.
+	CheckedAt metav1.Time `json:"checkedAt"`
+	// Passed: no finding failed.
+	Passed bool `json:"passed"`
+	// Findings are what each check found, failed ones first.
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=64
+	Findings []CheckFinding `json:"findings,omitempty"`
+	// Omitted counts the findings left out beyond the 64 kept (passed
+	// ones first).
+	// +optional
+	Omitted int32 `json:"omitted,omitempty"`
+}
+
+// CheckFinding is one check of one target.
+type CheckFinding struct {
+	// Target is what was checked: an instance (host:port), a consumer
+	// (Deployment ns/name), or the set itself.
+	// +kubebuilder:validation:MaxLength=256
+	Target string `json:"target"`
+	// Check names the check (reachable, tls, version, privileges, user
+	// NAME, consumer).
+	// +kubebuilder:validation:MaxLength=128
+	Check string `json:"check"`
+	// OK: the check passed.
+	OK bool `json:"ok"`
+	// Message says what was found.
+	// +optional
+	// +kubebuilder:validation:MaxLength=1024
+	Message string `json:"message,omitempty"`
+	// Fix says what to do when the check failed.
+	// +optional
+	// +kubebuilder:validation:MaxLength=1024
+	Fix string `json:"fix,omitempty"`
 }

@@ -781,6 +781,11 @@ func (in *RotationSpec) DeepCopyInto(out *RotationSpec) {
 		*out = new(int64)
 		**out = **in
 	}
+	if in.DiscardGeneration != nil {
+		in, out := &in.DiscardGeneration, &out.DiscardGeneration
+		*out = new(int64)
+		**out = **in
+	}
 	if in.Interval != nil {
 		in, out := &in.Interval, &out.Interval
 		*out = new(v1.Duration)

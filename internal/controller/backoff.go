@@ -195,7 +195,9 @@ func outcomeOf(fromErr bool, prob *problem, requeue time.Duration) outcome {
 	switch {
 	case prob == nil && !fromErr:
 		return succeeded
-	case fromErr && prob != nil && prob.reason == reason.AuthenticationFailed:
+	case fromErr && prob != nil && (prob.reason == reason.AuthenticationFailed || prob.reason == reason.PreflightFailed):
+		// A failed preflight is held the same way: the checks would fail
+		// again until a person fixes what they name and asks again.
 		return refused
 	case prob != nil && prob.reason == reason.ClusterUnhealthy:
 		return waiting

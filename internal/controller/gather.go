@@ -66,7 +66,7 @@ func (r *Reconciler) decisionInput(ctx context.Context, t *turn, rolledOut bool)
 	in := engine.Input{
 		Status:         t.known(),
 		RotateRequest:  cs.Annotations[engine.RotateAnnotation],
-		DiscardRequest: cs.Annotations[engine.DiscardAnnotation],
+		DiscardRequest: engine.DiscardRequested(cs.Annotations[engine.DiscardAnnotation], cs.Spec.Rotation, t.known()),
 		AbortRequest:   cs.Annotations[engine.AbortAnnotation],
 		RecoverRequest: cs.Annotations[engine.RecoverAnnotation],
 		NoInstances:    t.p.noInstances,

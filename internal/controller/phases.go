@@ -66,6 +66,12 @@ func (r *Reconciler) act(ctx context.Context, t *turn, d engine.Decision, policy
 func (r *Reconciler) startRotation(ctx context.Context, t *turn, id string) (ctrl.Result, *problem, error) {
 	cs, p, src := t.cs, t.p, t.src
 	cur, _ := engine.Current(src.Data, p.backend.Keys())
+	// The checks kubectl rekey check runs, before anything is recorded:
+	// a rotation that would stop half way on a missing privilege or
+	// consumer is refused with the list instead.
+	if err := r.preflight(ctx, t, id); err != nil {
+		return ctrl.Result{}, nil, err
+	}
 	if err := p.backend.Precheck(ctx, cur); err != nil {
 		return ctrl.Result{RequeueAfter: time.Minute}, nil, err
 	}

@@ -31,7 +31,7 @@ func setUpdateWakes(old, cur *v1.CredentialSet) bool {
 
 // progressOf is a status without what a reconcile only reports.
 func progressOf(st v1.CredentialSetStatus) v1.CredentialSetStatus {
-	st.Conditions, st.ObservedGeneration = nil, 0
+	st.Conditions, st.ObservedGeneration, st.Check = nil, 0, nil
 	return st
 }
 

@@ -195,6 +195,14 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 			return ctrl.Result{}, err
 		}
 	}
+	// A check request is answered whatever else the set is doing: it
+	// changes nothing but status.check.
+	if err := r.serveCheck(ctx, cs); err != nil {
+		if isRace(ctx, err) {
+			return ctrl.Result{Requeue: true}, nil
+		}
+		return ctrl.Result{}, err
+	}
 	var obs observation
 	res, prob, err := r.reconcile(ctx, cs, &obs)
 	if standDown(ctx, err) {

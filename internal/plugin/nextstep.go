@@ -60,20 +60,32 @@ func liveStep(cs *v1.CredentialSet, now time.Time) string {
 		if !rolledOut(cs) {
 			return fmt.Sprintf("wait for consumers to roll out (%s)", consumerCount(cs)) + ackHint(cs)
 		}
+		declared := engine.DiscardRequested("", cs.Spec.Rotation, st) != ""
 		switch d := discardDecision(cs, now); {
+		case declared && (d.Action == engine.Discard || d.Action == engine.Wait):
+			return fmt.Sprintf("wait: spec.rotation.discardGeneration %d asks for the discard; the operator retires the old credentials", *cs.Spec.Rotation.DiscardGeneration)
 		case d.Action == engine.Refuse && d.Reason == reason.AutoDiscardHeld:
-			return "verify, then kubectl rekey discard " + cs.Name + " (discardPolicy AfterRollout, but no consumer is declared, so the operator does not discard by itself)"
+			return "verify, then kubectl rekey discard " + cs.Name + discardGenerationHint(cs) + " (discardPolicy AfterRollout, but no consumer is declared, so the operator does not discard by itself)"
 		case d.Action == engine.Discard || d.Action == engine.Wait:
 			return termsFor(cs).AutoDiscard
 		}
-		return "verify, then kubectl rekey discard " + cs.Name + termsFor(cs).DiscardNote
+		return "verify, then kubectl rekey discard " + cs.Name + discardGenerationHint(cs) + termsFor(cs).DiscardNote
 	default:
 		return "wait: the operator has not picked this set up yet"
 	}
 }
 
+// discardGenerationHint offers the declarative discard to a set that uses
+// it: the generation to set is the one the active rotation produces.
+func discardGenerationHint(cs *v1.CredentialSet) string {
+	if cs.Spec.Rotation.DiscardGeneration == nil {
+		return ""
+	}
+	return fmt.Sprintf(" or set spec.rotation.discardGeneration to %d", engine.TargetGeneration(cs.Spec.Rotation, cs.Status))
+}
+
 // discardDecision asks the engine what the operator does, without a
-// discard request, with a Distributed set whose consumers rolled out: it
+// discard annotation (spec.rotation.discardGeneration may still ask), with a Distributed set whose consumers rolled out: it
 // discards by itself (Discard, or Wait for the grace period), holds an
 // AfterRollout policy it cannot honour (Refuse), or waits for a person
 // (None). The source Secret is taken to be intact: when it is not, the
@@ -81,13 +93,14 @@ func liveStep(cs *v1.CredentialSet, now time.Time) string {
 func discardDecision(cs *v1.CredentialSet, now time.Time) engine.Decision {
 	st := cs.Status
 	in := engine.Input{
-		Status:        st,
-		Pending:       engine.PendingMatch,
-		Policy:        cs.Spec.Rotation.DiscardPolicy,
-		Consumers:     engine.DeclaredConsumers(cs.Spec),
-		RolloutDone:   true,
-		RolloutDoneAt: now,
-		Now:           now,
+		Status:         st,
+		DiscardRequest: engine.DiscardRequested("", cs.Spec.Rotation, st),
+		Pending:        engine.PendingMatch,
+		Policy:         cs.Spec.Rotation.DiscardPolicy,
+		Consumers:      engine.DeclaredConsumers(cs.Spec),
+		RolloutDone:    true,
+		RolloutDoneAt:  now,
+		Now:            now,
 	}
 	if st.RolledOutAt != nil {
 		in.RolloutDoneAt = st.RolledOutAt.Time

@@ -74,8 +74,11 @@ and rolls a rotation back when needed:
   recover  diagnoses a refusal and has the operator repair it
 and records outside consumers moving to new credentials:
   ack      members of a consumer group now use the current credentials
-Each only writes an annotation (rekey.io/rotate, /discard, /abort, /recover),
-exactly as kubectl annotate could; the rekey operator does the work.
+and verifies, before a rotation, that it would find what it needs:
+  check    the operator checks every instance and consumer with the
+           set's own credentials, and says how to fix what fails
+Each only writes an annotation (rekey.io/rotate, /discard, /abort, /recover,
+/check), exactly as kubectl annotate could; the rekey operator does the work.
 status and show print tables or text, or the object with -o json, yaml or
 jsonpath, as kubectl get does.`,
 		SilenceUsage:  true,
@@ -95,7 +98,7 @@ jsonpath, as kubectl get does.`,
 	a.flags.AddFlags(root.PersistentFlags())
 	registerFlagCompletions(root, a)
 	root.AddCommand(newRotateCommand(a), newDiscardCommand(a), newStatusCommand(a), newShowCommand(a),
-		newAbortCommand(a), newRecoverCommand(a), newAckCommand(a), newVersionCommand(o))
+		newAbortCommand(a), newRecoverCommand(a), newAckCommand(a), newCheckCommand(a), newVersionCommand(o))
 	addNameCompletion(root, a)
 	return root
 }

@@ -74,7 +74,11 @@ func (s *session) rotate(ctx context.Context, name string, dryRun bool, w waitFl
 		return err
 	}
 	if dryRun {
-		return s.printPlan(ctx, cs)
+		if err := s.printPlan(ctx, cs); err != nil {
+			return err
+		}
+		printLastCheck(s.opts.Out, cs, s.opts.Now(), s.ns)
+		return nil
 	}
 	fmt.Fprintf(s.opts.Out, "rotation %s requested for credentialset %s\n", id, setRef(cs))
 	if !w.wait {

@@ -33,7 +33,7 @@ type goal struct {
 // KeyMismatch is Ceph's and RabbitMQ's refusal to rotate from a secret
 // changed outside rekey.
 var (
-	rotateRefusals  = []reason.Reason{reason.DualPasswordExists, reason.RotateRefused, reason.StaleRotationPending, reason.MissingRotationPending, reason.KeyMismatch}
+	rotateRefusals  = []reason.Reason{reason.PreflightFailed, reason.DualPasswordExists, reason.RotateRefused, reason.StaleRotationPending, reason.MissingRotationPending, reason.KeyMismatch}
 	discardRefusals = []reason.Reason{reason.DiscardRefused, reason.DiscardSkipped, reason.MissingRotationPending, reason.StaleRotationPending, reason.PendingRejected}
 )
 

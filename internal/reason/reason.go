@@ -86,6 +86,11 @@ const (
 	// lacks a privilege the step needs; the message names it when the
 	// backend's answer tells.
 	PermissionDenied Reason = "PermissionDenied"
+	// PreflightFailed: a rotation did not start because a check failed
+	// (an instance's certificate, a missing privilege, a consumer that
+	// does not exist); the message names the first few, kubectl rekey
+	// check lists them all. It holds until the set changes.
+	PreflightFailed Reason = "PreflightFailed"
 	// MOCONotReady: MOCO has not (or not yet) made what a moco set needs
 	// (the MySQLCluster, its controller Secret with all 8 passwords), or
 	// this installation of rekey does not serve MOCO clusters.
@@ -176,7 +181,7 @@ const (
 // refused login, which a server with a failed-login limit counts.
 func NeedsPerson(r Reason) bool {
 	switch r {
-	case AuthenticationFailed, PermissionDenied:
+	case AuthenticationFailed, PermissionDenied, PreflightFailed:
 		return true
 	}
 	return false
