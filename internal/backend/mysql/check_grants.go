@@ -159,8 +159,15 @@ func missingPrivileges(in privilegeInput) []missingPrivilege {
 	if !holds(in.grants, "CREATE USER", "*", "*", false) {
 		add("CREATE USER", "rekey creates users and changes their passwords (CREATE USER, ALTER USER ... RETAIN CURRENT PASSWORD, DISCARD OLD PASSWORD)", "CREATE USER", "*.*")
 	}
-	if in.readOnly && !in.probes.sessionLogBn && !holds(in.grants, "SYSTEM_VARIABLES_ADMIN", "*", "*", false) && !holds(in.grants, "SUPER", "*", "*", false) {
+	super := holds(in.grants, "SUPER", "*", "*", false)
+	if in.readOnly && !in.probes.sessionLogBn && !holds(in.grants, "SYSTEM_VARIABLES_ADMIN", "*", "*", false) && !super {
 		add("SYSTEM_VARIABLES_ADMIN", "the instance is read-only, and rekey lifts super_read_only around its statements", "SYSTEM_VARIABLES_ADMIN", "*.*")
+	}
+	// read_only stays on while rekey works (it marks the instance's
+	// role), and lets only these accounts write (verified on MySQL 9.7:
+	// CREATE USER fails with error 1290 otherwise).
+	if in.readOnly && !holds(in.grants, "CONNECTION_ADMIN", "*", "*", false) && !super {
+		add("CONNECTION_ADMIN", "the instance is read-only (read_only), which lets only such an account change users there", "CONNECTION_ADMIN", "*.*")
 	}
 	out = append(out, missingGrantable(in)...)
 	return out

@@ -24,7 +24,7 @@ func TestMissingPrivileges(t *testing.T) {
 		{"everything", privilegeInput{grants: parseGrants(fullAdmin), readOnly: true, create: []User{app}}, nil},
 		{"the minimal admin", privilegeInput{grants: parseGrants([]string{
 			"GRANT REPLICATION CLIENT, CREATE USER ON *.* TO `adm`@`%`",
-			"GRANT SYSTEM_VARIABLES_ADMIN ON *.* TO `adm`@`%`",
+			"GRANT CONNECTION_ADMIN,SYSTEM_VARIABLES_ADMIN ON *.* TO `adm`@`%`",
 			"GRANT SELECT ON `mysql`.`user` TO `adm`@`%`",
 			"GRANT `r1`@`%` TO `adm`@`%`",
 		}), readOnly: true}, nil},
@@ -37,8 +37,11 @@ func TestMissingPrivileges(t *testing.T) {
 		}},
 		{"no CREATE USER", privilegeInput{grants: parseGrants([]string{"GRANT SELECT ON *.* TO `adm`@`%`"})}, []string{"GRANT CREATE USER ON *.* TO 'adm'@'%'"}},
 		{"CREATE USER on a database is not global", privilegeInput{grants: parseGrants([]string{"GRANT ALL PRIVILEGES ON `shop`.* TO `adm`@`%`"})}, []string{"GRANT CREATE USER ON *.* TO 'adm'@'%'"}},
-		{"read-only instance without SYSTEM_VARIABLES_ADMIN", privilegeInput{readOnly: true, grants: parseGrants([]string{"GRANT CREATE USER, SESSION_VARIABLES_ADMIN ON *.* TO `adm`@`%`"})},
+		{"read-only instance without SYSTEM_VARIABLES_ADMIN", privilegeInput{readOnly: true, grants: parseGrants([]string{"GRANT CREATE USER, SESSION_VARIABLES_ADMIN, CONNECTION_ADMIN ON *.* TO `adm`@`%`"})},
 			[]string{"GRANT SYSTEM_VARIABLES_ADMIN ON *.* TO 'adm'@'%'"}},
+		{"read-only instance without CONNECTION_ADMIN", privilegeInput{readOnly: true, grants: parseGrants([]string{"GRANT CREATE USER, SYSTEM_VARIABLES_ADMIN ON *.* TO `adm`@`%`"})},
+			[]string{"GRANT CONNECTION_ADMIN ON *.* TO 'adm'@'%'"}},
+		{"a writable instance needs neither", privilegeInput{grants: parseGrants([]string{"GRANT CREATE USER ON *.* TO `adm`@`%`"})}, nil},
 		{"SUPER lifts super_read_only too", privilegeInput{readOnly: true, grants: parseGrants([]string{"GRANT SUPER, CREATE USER ON *.* TO `adm`@`%`"})}, nil},
 		{"a user to create needs grantable privileges", privilegeInput{create: []User{app}, grants: parseGrants([]string{
 			"GRANT CREATE USER ON *.* TO `adm`@`%`", "GRANT SELECT ON `shop`.* TO `adm`@`%` WITH GRANT OPTION", "GRANT INSERT ON `shop`.* TO `adm`@`%`"})},
