@@ -83,7 +83,15 @@ func (k *setKube) NotOwned(s *corev1.Secret, role, remedy string) error {
 	return notOwned(k.cs, s, role, remedy)
 }
 
-func (k *setKube) Fence(ctx context.Context) error { return k.r.fence(ctx) }
+func (k *setKube) Fence(ctx context.Context) error {
+	if err := k.r.fence(ctx); err != nil {
+		return err
+	}
+	if confirmsStatus(ctx) {
+		return k.r.confirmStatus(ctx, k.cs)
+	}
+	return nil
+}
 func (k *setKube) FenceTerm() int64                { return k.r.fenceTerm() }
 
 func (k *setKube) HandOver(s *corev1.Secret) string {

@@ -40,8 +40,11 @@ func (r *Reconciler) repairPending(ctx context.Context, t *turn) (*problem, erro
 		return nil, nil
 	}
 	// Not fenced here: it runs on every reconcile while Distributed and
-	// mostly only reads; the backend asks the fence before a repair writes.
-	err := rp.RepairPending(ctx, t.cur, engine.Pending(t.src.Data, t.p.backend.Keys()))
+	// mostly only reads; the backend asks the fence before a repair writes,
+	// and the fence then also confirms the status it was decided from: a
+	// repair from a stale read (a discard done since) would make the
+	// discarded password valid again.
+	err := rp.RepairPending(withStatusConfirmed(ctx), t.cur, engine.Pending(t.src.Data, t.p.backend.Keys()))
 	if err == nil {
 		return nil, nil
 	}
@@ -70,4 +73,20 @@ func (r *Reconciler) repairPending(ctx context.Context, t *turn) (*problem, erro
 // instance would refuse the discard, and nothing could finish it.
 func startsDiscard(d engine.Decision, st v1.CredentialSetStatus) bool {
 	return d.Action == engine.Discard && !st.DiscardStarted && !st.DiscardApplied
+}
+
+type confirmKey struct{}
+
+// withStatusConfirmed makes the set's fence (setKube.Fence) also confirm,
+// before each backend write, that the status the caller acts on is the
+// server's (confirmStatus): for writes that upkeep decides from status
+// outside the engine's sequence, which no status write of their own
+// guards.
+func withStatusConfirmed(ctx context.Context) context.Context {
+	return context.WithValue(ctx, confirmKey{}, true)
+}
+
+func confirmsStatus(ctx context.Context) bool {
+	v, _ := ctx.Value(confirmKey{}).(bool)
+	return v
 }

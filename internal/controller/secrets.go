@@ -126,6 +126,14 @@ func (r *Reconciler) distribute(ctx context.Context, cs *v1.CredentialSet, p *pl
 	if err := p.backend.Verify(ctx, secrets); err != nil {
 		return err
 	}
+	// What the targets get was derived from the set's status as read; a
+	// read older than the status now (a cache that lags, a manager that
+	// stalled) would hand consumers secrets the set has moved past, which a
+	// later discard retires under them. No status write guards a Secret
+	// write, so the status is tested first.
+	if err := r.confirmStatus(ctx, cs); err != nil {
+		return err
+	}
 	// The backend's system first: it must never be behind its consumers.
 	if extraStale {
 		if err := p.extra.Write(ctx, secrets); err != nil {

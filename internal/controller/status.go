@@ -73,6 +73,25 @@ func (r *Reconciler) casStatus(ctx context.Context, cs *v1.CredentialSet, mutate
 	return nil
 }
 
+// confirmStatus fails with errStale unless the set's status on the server
+// is still exactly cs's: a JSON Patch holding only a "test" op, which the
+// API server applies without writing anything (no new resourceVersion, no
+// watch event) when it holds.
+func (r *Reconciler) confirmStatus(ctx context.Context, cs *v1.CredentialSet) error {
+	if cs.Status.Phase == "" {
+		return nil // never written: nothing to have moved past
+	}
+	body, err := json.Marshal([]map[string]any{{"op": "test", "path": "/status", "value": cs.Status}})
+	if err != nil {
+		return err
+	}
+	err = r.Client.Status().Patch(ctx, cs.DeepCopy(), client.RawPatch(types.JSONPatchType, body))
+	if testOpFailed(err) || apierrors.IsConflict(err) {
+		return fmt.Errorf("%w: %s left phase %s of rotation %q since it was read: %v", errStale, cs.Name, cs.Status.Phase, cs.Status.RotationID, err)
+	}
+	return err
+}
+
 // dropAnnotations removes trigger annotations, best effort: status is the truth, a leftover is recognised as
 // stale next time. Each is removed only if it still holds the value this
 // reconcile read (a JSON Patch "test"): a request written meanwhile — a

@@ -98,6 +98,18 @@ func TestPathRecoverWhileCommitted(t *testing.T) {
 		Only: []string{"user: rotate r1", "user: discard (active", "user: recover c1", "consumer"}}, 7)
 }
 
+// A manager whose cache holds the set as it was before its last status
+// change reconciles at every step of a rotation, a discard and a
+// rollback, with crashes: it must neither serve the distribution Secret
+// from its stale status (a consumer restarting would read secrets a later
+// discard retires) nor repair an instance from it (the discarded password
+// would be valid again). Found with REKEY_EXPLORE_STALE=1; both writes now
+// confirm the status they were decided from.
+func TestPathStaleReads(t *testing.T) {
+	explorePath(t, Options{Instances: []string{"i0", "i1"}, StaleReads: true, Crashes: true,
+		Only: []string{"user: rotate r1", "user: discard (active", "user: abort (active", "consumer"}}, 8)
+}
+
 // An instance stops answering at every step of a rotation, a discard and
 // a rollback, and answers again: the health gate holds each phase.
 func TestPathOutage(t *testing.T) {

@@ -20,6 +20,10 @@ import (
 type modelBackend struct {
 	w  *World
 	cs *v1.CredentialSet
+	// fence is the set's (registry.Kube.Fence), asked where the MySQL
+	// backend asks it before a write it decided outside the engine's
+	// sequence: a repair.
+	fence func(context.Context) error
 }
 
 var _ engine.Backend = (*modelBackend)(nil)
@@ -40,13 +44,13 @@ func init() {
 		Kind:    "explorer-mysql",
 		Field:   "the " + Annotation + " annotation",
 		Selects: func(cs *v1.CredentialSet) bool { return cs.Annotations[Annotation] != "" },
-		Build: func(_ context.Context, cs *v1.CredentialSet, _ registry.Kube, _ registry.Options) (*registry.Plan, error) {
+		Build: func(_ context.Context, cs *v1.CredentialSet, k registry.Kube, _ registry.Options) (*registry.Plan, error) {
 			w := active
 			adopt := engine.Secrets{}
 			for _, k := range modelKeys {
 				adopt[k] = initial(k)
 			}
-			return &registry.Plan{Backend: &modelBackend{w: w, cs: cs}, NoInstances: len(w.present()) == 0, Adopt: adopt}, nil
+			return &registry.Plan{Backend: &modelBackend{w: w, cs: cs, fence: k.Fence}, NoInstances: len(w.present()) == 0, Adopt: adopt}, nil
 		},
 		LockKeys: func(cs *v1.CredentialSet) []string { return []string{"explorer:" + cs.Annotations[Annotation]} },
 	})
@@ -295,9 +299,15 @@ func (b *modelBackend) Verify(_ context.Context, s engine.Secrets) error {
 }
 
 // RepairPending is pending_repair.go's decideRepair on each user.
-func (b *modelBackend) RepairPending(_ context.Context, cur, pending engine.Secrets) error {
+func (b *modelBackend) RepairPending(ctx context.Context, cur, pending engine.Secrets) error {
 	var unknown []string
 	err := b.each("model/repaired", []string{pending[AdminKey], cur[AdminKey]}, func(in *Instance) error {
+		if b.fence != nil && repairNeeded(in, cur, pending) {
+			// As the MySQL backend, before the session that repairs.
+			if err := b.fence(ctx); err != nil {
+				return err
+			}
+		}
 		for _, k := range modelKeys {
 			a := in.acct(k)
 			switch {
@@ -328,6 +338,16 @@ func (b *modelBackend) RepairPending(_ context.Context, cur, pending engine.Secr
 			" accepts neither the current nor the new password; if the user was changed by hand there, set it back to the current password (ALTER USER ... IDENTIFIED BY, then ALTER USER ... DISCARD OLD PASSWORD) and rekey adds the new one by itself; if the source Secret was edited, run kubectl rekey recover"}
 	}
 	return nil
+}
+
+// repairNeeded: RepairPending would change a user on in.
+func repairNeeded(in *Instance, cur, pending engine.Secrets) bool {
+	for _, k := range modelKeys {
+		if a := in.acct(k); !a.Exists || (!a.Dual() && (a.Accepts(cur[k]) || a.Accepts(pending[k]))) {
+			return true
+		}
+	}
+	return false
 }
 
 // CheckDiscardHealth: the health gate logs in as the admin on every

@@ -120,3 +120,45 @@ func TestFenceLockOnRealMySQL(t *testing.T) {
 		f.accepts(t, i, true, true)
 	}
 }
+
+// TestRepairAsksTheFenceOnRealMySQL: a repair is decided outside the
+// engine's sequence, from the status as read; it asks the fence (which
+// then also confirms that status) before the session that writes, so a
+// refusal leaves the instance as it was, and the repair goes on once the
+// fence lets it.
+func TestRepairAsksTheFenceOnRealMySQL(t *testing.T) {
+	ctx := context.Background()
+	c := testenv.MySQLClusterForTest(t, testenv.MySQLOptions{})
+	f := newRepairFixture(t, c, "gated")
+	if _, err := f.b.Apply(ctx, f.cur, f.pending, 2); err != nil {
+		t.Fatal(err)
+	}
+	r := c.Replicas[0]
+	f.dropUnlogged(t, r, f.app, f.ops) // rebuilt empty mid-rotation
+	stale := errors.New("the set moved on since it was read")
+	gated := *f.b
+	asked := 0
+	gated.Fence = func(context.Context) error { asked++; return stale }
+	if err := gated.RepairPending(ctx, f.cur, f.pending); !errors.Is(err, stale) {
+		t.Fatalf("RepairPending behind a refusing fence: %v, want its refusal", err)
+	}
+	if asked == 0 {
+		t.Fatal("the fence was never asked")
+	}
+	for _, u := range []string{f.app, f.ops} {
+		if r.CanLogin(u, f.cur[DefaultKey(u)]) == nil {
+			t.Fatalf("%s was recreated on %s behind a refusing fence", u, r.Name)
+		}
+	}
+	asked = 0
+	gated.Fence = func(context.Context) error { asked++; return nil }
+	if err := gated.RepairPending(ctx, f.cur, f.pending); err != nil {
+		t.Fatal(err)
+	}
+	f.accepts(t, r, true, true)
+	// Nothing left to repair: the fence is not asked (it costs a request).
+	asked = 0
+	if err := gated.RepairPending(ctx, f.cur, f.pending); err != nil || asked != 0 {
+		t.Fatalf("RepairPending with nothing to repair: %v, fence asked %d times", err, asked)
+	}
+}
