@@ -55,6 +55,13 @@ type Options struct {
 	// Delete (with Deletion), before or after deleting the set: paths not
 	// fixed yet (docs/explorer.md).
 	PolicyEdits bool
+	// Schedule: the set rotates with policy Schedule inside a daily
+	// maintenance window, and time passes an hour at a time.
+	Schedule bool
+	// DiscardGenerations: the user sets spec.rotation.discardGeneration
+	// (the discard GitOps declares) to the generation the active rotation
+	// produces, and to the current one.
+	DiscardGenerations bool
 	// AppMade: the application user does not exist before rekey, so
 	// provisioning creates it, marked for the set (deletionPolicy Delete
 	// drops it); otherwise every user is adopted.
@@ -80,16 +87,16 @@ func (o Options) keeps(name string) bool {
 	return false
 }
 
-// DefaultOptions is what `go test` explores. Two kinds of transitions
-// lead to paths not fixed yet and are explored only on request:
-// REKEY_EXPLORE_SCALING=1 adds instance scaling (an instance returning
-// with the passwords of a generation since retired refuses the consumers
-// until something repairs it, and nothing does while Idle), and
-// REKEY_EXPLORE_STALE=1 adds reconciles from a stale read of the set (it
-// serves the distribution Secret from its stale status, which no
-// compare-and-set guards, and a consumer restarting then reads secrets a
-// later discard retires). REKEY_EXPLORE_DELETION_FINDINGS=1 adds what
-// finds the deletion path not fixed yet (deletionFindings).
+// DefaultOptions is what `go test` explores. Some transitions are
+// explored only on request: REKEY_EXPLORE_SCALING=1 adds instance scaling
+// (a path not fixed yet: an instance returning with the passwords of a
+// generation since retired refuses the consumers until something repairs
+// it, and nothing does while Idle), and REKEY_EXPLORE_STALE=1 adds
+// reconciles from a stale read of the set (TestPathStaleReads explores
+// them by default among the transitions they need; across all of them
+// they also reach the deletion path below).
+// REKEY_EXPLORE_DELETION_FINDINGS=1 adds what finds the deletion path not
+// fixed yet (deletionFindings).
 func DefaultOptions() Options {
 	return Options{Instances: []string{"i0", "i1"}, Crashes: true, HandChanges: true, Backups: true, Outages: true, Deletion: true,
 		PolicyEdits: true,
@@ -127,6 +134,27 @@ func activeRequest(key string) func(*World) bool {
 			return false
 		}
 		return annotate(key, id)(w)
+	}
+}
+
+// setDiscardGeneration: the user (or git, through GitOps) sets
+// spec.rotation.discardGeneration to the generation the active rotation
+// produces, or to the current one, which discards nothing.
+func setDiscardGeneration(active bool) func(*World) bool {
+	return func(w *World) bool {
+		st, rot := w.Set.Status, &w.Set.Spec.Rotation
+		g := st.KeyGeneration
+		if active {
+			if !engine.Active(st) {
+				return false
+			}
+			g = engine.TargetGeneration(*rot, st)
+		}
+		if w.Gone || g < 1 || rot.DiscardGeneration != nil && *rot.DiscardGeneration == g {
+			return false
+		}
+		rot.DiscardGeneration = &g
+		return true
 	}
 }
 
@@ -330,6 +358,14 @@ func Transitions(o Options) []Transition {
 	out := userTransitions()
 	if o.Deletion {
 		out = append(out, deletionTransitions(o)...)
+	}
+	if o.Schedule {
+		out = append(out, Transition{"clock: an hour passes", hourPasses})
+	}
+	if o.DiscardGenerations {
+		out = append(out,
+			Transition{"user: discardGeneration = the active rotation's", setDiscardGeneration(true)},
+			Transition{"user: discardGeneration = the current generation", setDiscardGeneration(false)})
 	}
 	out = append(out, Transition{"consumer pod restarts (reads the Secret)", restartPod})
 	if o.Backups {
