@@ -92,7 +92,7 @@ func (k *setKube) Fence(ctx context.Context) error {
 	}
 	return nil
 }
-func (k *setKube) FenceTerm() int64                { return k.r.fenceTerm() }
+func (k *setKube) FenceTerm() int64 { return k.r.fenceTerm() }
 
 func (k *setKube) HandOver(s *corev1.Secret) string {
 	return fmt.Sprintf("`kubectl annotate secret -n %s %s %s=%s`", s.Namespace, s.Name, naming.CredentialSetUIDAnnot, k.cs.UID)
