@@ -15,6 +15,9 @@ import (
 func Start(o Options) (*World, error) {
 	w := NewWorld(o.Instances...)
 	w.Set.Spec.DeletionPolicy = o.Policy
+	if o.Schedule {
+		w.Set.Spec.Rotation = scheduled(w.Set.Spec.Rotation)
+	}
 	if o.AppMade {
 		for _, in := range w.Instances {
 			delete(in.Users, AppKey)

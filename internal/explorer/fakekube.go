@@ -172,7 +172,7 @@ func (w *World) reconcile(crashAt string, stale *v1.CredentialSet) (hit []string
 	}
 	before := w.Set.DeepCopy()
 	r := &controller.Reconciler{Client: kc, APIReader: reader, Recorder: rec, Namespace: opNamespace,
-		Now: func() time.Time { return now }}
+		Now: func() time.Time { return now.Add(w.Clock) }}
 	active = w
 	count := map[string]int{}
 	failpoint.Crash = func(name string) {

@@ -26,6 +26,7 @@ func Invariants() []Invariant {
 		{"nothing lost", recoverable},
 		{"no dead end", noDeadEnd},
 		{"no wedge", noWedge},
+		{"scheduled rotations start in a window", startsInWindow},
 	}
 }
 

@@ -80,6 +80,9 @@ type World struct {
 	Gone bool `json:"gone,omitempty"`
 	// WebGone: the user deleted the consumer's Deployment (and its pod).
 	WebGone bool `json:"webGone,omitempty"`
+	// Clock is how much time passed since the model's start (only clock
+	// transitions move it; everything else happens at one instant).
+	Clock time.Duration `json:"clock,omitempty"`
 	// Warnings are the Warning Events of the step that made this state
 	// ("Reason: message"); not part of its identity.
 	Warnings []string `json:"-"`
