@@ -24,7 +24,10 @@ func newRotateCommand(a *app) *cobra.Command {
   kubectl annotate credentialset NAME rekey.io/rotate=$(uuidgen)
 would. The operator makes the new credentials, writes them to the
 distribution Secrets and restarts the consumers:
-` + backendHelp(func(h registry.Help) string { return h.Rotate }) + `The set must be Idle. --dry-run prints what a rotation would touch.`,
+` + backendHelp(func(h registry.Help) string { return h.Rotate }) + `The set must be Idle. Before it starts, the operator runs the checks of
+kubectl rekey check and refuses the rotation (PreflightFailed) if one
+fails; the request stays, and starts once kubectl rekey check passes.
+--dry-run prints what a rotation would touch and the last check's answer.`,
 		Example: `  kubectl rekey rotate moco -n shop --dry-run
   kubectl rekey rotate moco -n shop --wait --timeout 5m`,
 		Args: nameArg("rotate"),
