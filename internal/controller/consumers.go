@@ -185,6 +185,8 @@ func (r *Reconciler) syncConsumers(ctx context.Context, t *turn) (bool, error) {
 			st.Message = fmt.Sprintf("%s %s/%s not found", c.Kind, ns, c.Name)
 		case err != nil:
 			return false, err
+		case want != "" && templateAnnotations(obj)[key] != want && t.unserved:
+			st.Message = "restart held until the distribution Secrets hold the credentials it is for"
 		case want != "" && templateAnnotations(obj)[key] != want:
 			if err := r.patchTemplate(ctx, obj, key, want); err != nil {
 				return false, fmt.Errorf("restart %s %s/%s: %w", c.Kind, ns, c.Name, err)

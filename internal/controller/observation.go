@@ -87,6 +87,11 @@ type turn struct {
 	// Read from src once it is known to hold every current secret.
 	cur     engine.Secrets
 	pending engine.PendingState
+	// unserved: the distribution Secrets could not be brought to what the
+	// status says they hold (the backend refuses it), so no consumer is
+	// restarted: a pod starting now would read what is about to go, and
+	// its rollout would count as done.
+	unserved bool
 }
 
 // known is the set's status as this reconcile knows it.

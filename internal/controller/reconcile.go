@@ -39,6 +39,7 @@ func (r *Reconciler) reconcile(ctx context.Context, cs *v1.CredentialSet, obs *o
 	if err != nil {
 		return ctrl.Result{}, nil, err
 	}
+	t.unserved = distProb != nil
 	rolledOut, err := r.syncCoverage(ctx, t)
 	if err != nil {
 		return ctrl.Result{}, nil, err

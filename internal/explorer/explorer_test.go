@@ -110,6 +110,16 @@ func TestPathStaleReads(t *testing.T) {
 		Only: []string{"user: rotate r1", "user: discard (active", "user: abort (active", "consumer"}}, 8)
 }
 
+// During a rollback the backend refuses the current secrets (a DBA set
+// the user by hand), so the distribution Secret keeps the rotation's: a
+// consumer restarted then would read them and count as rolled out, and
+// the reset, once the DBA set the user back, would refuse it. Restarts
+// wait until the distribution Secrets hold what they are for.
+func TestPathRestartWhileUnserved(t *testing.T) {
+	explorePath(t, Options{Instances: []string{"i0"}, HandChanges: true,
+		Only: []string{"user: rotate r1", "user: abort (active", "consumer", "DBA sets APP on i0 by hand (IDENTIFIED BY, DISCARD", "DBA sets APP on i0 back"}}, 9)
+}
+
 // An instance stops answering at every step of a rotation, a discard and
 // a rollback, and answers again: the health gate holds each phase.
 func TestPathOutage(t *testing.T) {
