@@ -172,7 +172,9 @@ func apiReason(err error) string {
 		st := s.Status()
 		return fmt.Sprintf("%s (%d)", st.Reason, st.Code)
 	}
-	return "the API server did not answer"
+	// Not the API server's answer: the manager's cache does not cover
+	// the namespace (--watch-namespaces), or the call never got through.
+	return "rekey's manager could not read it (is its namespace among those it watches?)"
 }
 
 // problemFinding is a finding for what stops the checks before the
