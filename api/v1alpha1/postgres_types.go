@@ -1,16 +1,20 @@
 package v1alpha1
 
 // PostgresSpec says how to reach one PostgreSQL cluster (a primary and its
-// streaming replicas) and which login rotates. Each generation is a new
+// streaming replicas) and which logins rotate. Each generation is a new
 // login role <login.base>_g<generation>, a member of login.group that
 // acts as the group (ALTER ROLE ... SET role), so that what an application
 // creates belongs to the group, never to a generation. The old login role
 // is dropped only once every consumer has moved.
 //
 // +kubebuilder:validation:XValidation:rule="!has(self.tlsCASecretRef) || !has(self.tls) || self.tls == 'VerifyFull'",fieldPath=".tlsCASecretRef",message="tlsCASecretRef verifies the servers' certificates, which only tls: VerifyFull does: remove tlsCASecretRef, or set tls: VerifyFull"
-// +kubebuilder:validation:XValidation:rule="self.login.base != self.login.group",fieldPath=".login.group",message="login.group must differ from login.base: the group owns the application's objects and each generation logs in as <base>_g<N>"
-// +kubebuilder:validation:XValidation:rule="!has(self.adopt) || self.adopt.role != self.login.group",fieldPath=".adopt.role",message="spec.postgres.adopt.role is the group, which rekey never drops: name the login role applications use today"
-// +kubebuilder:validation:XValidation:rule="!has(self.adopt) || !self.adopt.role.startsWith(self.login.base + '_g') || !self.adopt.role.substring(size(self.login.base) + 2).matches('^[0-9]+$')",fieldPath=".adopt.role",message="spec.postgres.adopt.role is named like one of this set's own generations (<login.base>_g<N>), which rekey creates and drops by itself: name the role applications log in as today, or give login.base another name"
+// +kubebuilder:validation:XValidation:rule="has(self.login) != has(self.logins)",message="name the rotating login in spec.postgres.login, or several in spec.postgres.logins: set exactly one of them"
+// +kubebuilder:validation:XValidation:rule="!has(self.login) || self.login.base != self.login.group",fieldPath=".login.group",message="login.group must differ from login.base: the group owns the application's objects and each generation logs in as <base>_g<N>"
+// +kubebuilder:validation:XValidation:rule="!has(self.adopt) || has(self.login)",fieldPath=".adopt",message="spec.postgres.adopt makes an existing role the first generation of spec.postgres.login, and a set with spec.postgres.logins adopts none: remove adopt, or adopt the role in a set of its own with login"
+// +kubebuilder:validation:XValidation:rule="!has(self.adopt) || !has(self.login) || self.adopt.role != self.login.group",fieldPath=".adopt.role",message="spec.postgres.adopt.role is the group, which rekey never drops: name the login role applications use today"
+// +kubebuilder:validation:XValidation:rule="!has(self.adopt) || !has(self.login) || !self.adopt.role.startsWith(self.login.base + '_g') || !self.adopt.role.substring(size(self.login.base) + 2).matches('^[0-9]+$')",fieldPath=".adopt.role",message="spec.postgres.adopt.role is named like one of this set's own generations (<login.base>_g<N>), which rekey creates and drops by itself: name the role applications log in as today, or give login.base another name"
+// +kubebuilder:validation:XValidation:rule="!has(self.logins) || self.logins.all(a, self.logins.all(b, a.group != b.base))",fieldPath=".logins",message="a login's group has the base of a login of spec.postgres.logins: a group owns the application's objects and each login's generations are <base>_g<N>, so give the group or the base another name"
+// +kubebuilder:validation:XValidation:rule="!has(self.logins) || self.logins.all(a, self.logins.all(b, !a.group.startsWith(b.base + '_g') || !a.group.substring(size(b.base) + 2).matches('^[0-9]+$')))",fieldPath=".logins",message="a login's group is named like a generation (<base>_g<N>) of a login of spec.postgres.logins, which rekey creates and drops by itself: name the role that owns the application's objects"
 type PostgresSpec struct {
 	// Hosts lists host:port of every instance, primary and replicas, in
 	// any order: which one is the primary is read from each server
@@ -54,8 +58,24 @@ type PostgresSpec struct {
 	// +optional
 	TLSCASecretRef *SecretKeyRef `json:"tlsCASecretRef,omitempty"`
 
-	// Login is the identity that rotates.
-	Login PostgresLogin `json:"login"`
+	// Login is the identity that rotates, when the set rotates one. The
+	// source and distributed Secrets hold it under username and password
+	// (and CloudNativePG's keys, with connection).
+	// +optional
+	Login PostgresLogin `json:"login,omitzero"`
+
+	// Logins are the identities that rotate together, for consumers that
+	// use several (say a migration login and the application's): each is
+	// rotated, retired and dropped as login is, in the same rotation. The
+	// source and distributed Secrets hold each under its own keys, the
+	// login's base and a dot before every key login would have
+	// (app.username, app.password, app.uri, ...). Set login or logins.
+	// +optional
+	// +listType=map
+	// +listMapKey=base
+	// +kubebuilder:validation:MinItems=1
+	// +kubebuilder:validation:MaxItems=16
+	Logins []PostgresLogin `json:"logins,omitempty"`
 
 	// TerminateSessions: when the old login role is retired, end the
 	// sessions still logged in as it (pg_terminate_backend) instead of
@@ -167,4 +187,12 @@ type PostgresLogin struct {
 	// +kubebuilder:validation:XValidation:rule="!self.startsWith('pg_')",message="login.group names a role of PostgreSQL's own (pg_*): name the role that owns the application's objects"
 	// +kubebuilder:validation:MaxLength=63
 	Group string `json:"group"`
+}
+
+// RotatingLogins are the logins the set rotates: login, or logins.
+func (s *PostgresSpec) RotatingLogins() []PostgresLogin {
+	if len(s.Logins) > 0 {
+		return s.Logins
+	}
+	return []PostgresLogin{s.Login}
 }

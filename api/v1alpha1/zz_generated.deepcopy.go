@@ -608,6 +608,11 @@ func (in *PostgresSpec) DeepCopyInto(out *PostgresSpec) {
 		**out = **in
 	}
 	out.Login = in.Login
+	if in.Logins != nil {
+		in, out := &in.Logins, &out.Logins
+		*out = make([]PostgresLogin, len(*in))
+		copy(*out, *in)
+	}
 	if in.Adopt != nil {
 		in, out := &in.Adopt, &out.Adopt
 		*out = new(PostgresAdopt)

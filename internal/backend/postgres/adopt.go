@@ -43,7 +43,7 @@ func (b *Backend) prove(ctx context.Context, t *topology, name, password string)
 	if !r.exists {
 		return &engine.Refusal{Reason: string(reason.ProvisionFailed), Message: fmt.Sprintf(
 			"role %s named in spec.postgres.adopt.role does not exist on %s, so nothing was adopted or changed: name the role applications log in as today, or remove spec.postgres.adopt to start with a new login %s",
-			name, t.primary.host, loginName(b.base, 1))}
+			name, t.primary.host, loginName(b.logins[0].base, 1))}
 	}
 	if r.mark != "" && !b.owned(r) {
 		return &engine.Refusal{Reason: string(reason.ProvisionFailed), Message: fmt.Sprintf(
@@ -79,9 +79,10 @@ func (b *Backend) claimAdopted(ctx context.Context, t *topology, name, password 
 	if err := b.fence(ctx); err != nil {
 		return err
 	}
+	group := b.logins[0].group // adopt goes with spec.postgres.login alone
 	err = pgx.BeginFunc(ctx, t.primary.conn, func(tx pgx.Tx) error {
-		for _, st := range []string{"GRANT " + ident(b.group) + " TO " + id,
-			"ALTER ROLE " + id + " SET role = " + quoteSetting(b.group),
+		for _, st := range []string{"GRANT " + ident(group) + " TO " + id,
+			"ALTER ROLE " + id + " SET role = " + quoteSetting(group),
 			"COMMENT ON ROLE " + id + " IS " + mark} {
 			if _, err := tx.Exec(ctx, st); err != nil {
 				return err
@@ -98,7 +99,7 @@ func (b *Backend) claimAdopted(ctx context.Context, t *topology, name, password 
 		return err
 	}
 	for _, db := range dbs {
-		if err := b.reassign(ctx, t.primary.host, db, name); err != nil {
+		if err := b.reassign(ctx, t.primary.host, db, group, name); err != nil {
 			return err
 		}
 	}

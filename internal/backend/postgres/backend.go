@@ -25,8 +25,8 @@ const DefaultTimeout = 30 * time.Second
 // before the phase stops and is retried.
 const DefaultReplayWait = time.Minute
 
-// Backend rotates one login of one PostgreSQL cluster. It keeps no state
-// between calls: the servers are asked every time.
+// Backend rotates the logins of one set on one PostgreSQL cluster. It keeps
+// no state between calls: the servers are asked every time.
 type Backend struct {
 	Timeout    time.Duration
 	ReplayWait time.Duration
@@ -40,7 +40,7 @@ type Backend struct {
 	tlsMode       string
 	roots         *x509.CertPool // nil: the system roots
 	owner         string
-	base, group   string
+	logins        []login
 	conn          *connection // nil: the login alone is distributed
 	adopt         string      // spec.postgres.adopt.role: generation 1 is this existing role
 	terminate     bool        // spec.postgres.terminateSessions
@@ -95,15 +95,16 @@ func New(spec *v1.PostgresSpec, owner, adminUser, adminPassword string, caPEM []
 	if adminUser == "" || adminPassword == "" {
 		return nil, errors.New("postgres.admin: the admin Secret must hold a non-empty username and password")
 	}
-	if err := checkBase(spec.Login.Base); err != nil {
-		return nil, err
-	}
-	if err := checkGroup(spec.Login.Group, spec.Login.Base); err != nil {
+	logins, err := loginsOf(spec)
+	if err != nil {
 		return nil, err
 	}
 	var adopt string
 	if a := spec.Adopt; a != nil {
 		adopt = a.Role
+		if len(spec.Logins) > 0 {
+			return nil, errors.New("postgres.adopt goes with postgres.login: a set with postgres.logins adopts none; adopt the role in a set of its own")
+		}
 		if adopt == spec.Login.Group || adopt == adminUser {
 			return nil, fmt.Errorf("postgres.adopt.role %q is the group or the admin, which rekey never drops: name the login role applications use today", adopt)
 		}
@@ -129,7 +130,7 @@ func New(spec *v1.PostgresSpec, owner, adminUser, adminPassword string, caPEM []
 	return &Backend{
 		Timeout: DefaultTimeout, ReplayWait: DefaultReplayWait,
 		hosts: spec.Hosts, database: db, adminUser: adminUser, adminPassword: adminPassword,
-		tlsMode: mode, roots: roots, owner: owner, base: spec.Login.Base, group: spec.Login.Group,
+		tlsMode: mode, roots: roots, owner: owner, logins: logins,
 		conn: newConnection(spec.Connection), adopt: adopt, terminate: spec.TerminateSessions,
 	}, nil
 }
@@ -156,8 +157,14 @@ func (b *Backend) InsecureTransport() string {
 	return ""
 }
 
-// Keys implements engine.Backend.
-func (b *Backend) Keys() []string { return []string{KeyUsername, KeyPassword} }
+// Keys implements engine.Backend: each login's role and password.
+func (b *Backend) Keys() []string {
+	var keys []string
+	for _, l := range b.logins {
+		keys = append(keys, l.userKey(), l.passwordKey())
+	}
+	return keys
+}
 
 // Traits implements engine.Backend: rekey mints every password and stores
 // it before the server learns it (it keeps only a verifier), and the old
@@ -169,20 +176,31 @@ func (b *Backend) NewSecrets(gen int64) (engine.Secrets, error) {
 	if gen < 1 {
 		return nil, fmt.Errorf("postgres: generation %d: generations start at 1", gen)
 	}
-	pw, err := engine.NewPassword()
-	if err != nil {
-		return nil, err
+	s := engine.Secrets{}
+	for _, l := range b.logins {
+		pw, err := engine.NewPassword()
+		if err != nil {
+			return nil, err
+		}
+		s[l.userKey()], s[l.passwordKey()] = loginName(l.base, gen), pw
 	}
-	return engine.Secrets{KeyUsername: loginName(b.base, gen), KeyPassword: pw}, nil
+	return s, nil
 }
 
-// Render implements engine.Backend.
+// Render implements engine.Backend: each login in its layout, under its
+// prefix.
 func (b *Backend) Render(s engine.Secrets) (map[string][]byte, error) {
-	user, pw, err := identity(s, "distributed")
+	ids, err := b.identities(s, "distributed")
 	if err != nil {
 		return nil, err
 	}
-	return render(b.conn, user, pw), nil
+	out := map[string][]byte{}
+	for _, id := range ids {
+		for k, v := range render(b.conn, id.user, id.password) {
+			out[id.prefix+k] = v
+		}
+	}
+	return out, nil
 }
 
 // versionShape is the leading part of server_version ("15.18").
@@ -205,13 +223,4 @@ func (b *Backend) Version(ctx context.Context, _ engine.Secrets) (_ string, err 
 	}
 	return "", &engine.Refusal{Reason: string(reason.BackendError), Message: fmt.Sprintf(
 		"%s reports a server_version rekey cannot read: check spec.postgres.hosts", top.primary.host)}
-}
-
-// identity is the login and password a set of secrets names.
-func identity(s engine.Secrets, which string) (string, string, error) {
-	user, password := s[KeyUsername], s[KeyPassword]
-	if user == "" || password == "" {
-		return "", "", fmt.Errorf("the %s secrets lack a %s or a %s", which, KeyUsername, KeyPassword)
-	}
-	return user, password, nil
 }

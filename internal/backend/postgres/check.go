@@ -55,7 +55,10 @@ func (b *Backend) Check(ctx context.Context, in engine.CheckInput) []engine.Find
 		return fs
 	}
 	fs = append(fs, b.privilegeFindings(ctx, primaryHost, primary)...)
-	return append(fs, b.loginFinding(ctx, primaryHost, in))
+	for _, l := range b.logins {
+		fs = append(fs, b.loginFinding(ctx, primaryHost, in, l))
+	}
+	return fs
 }
 
 // connectFindings are the reachable, tls and login findings of a
@@ -124,7 +127,8 @@ func versionWords(v string) string {
 }
 
 // privilegeFindings: on the primary, the admin may create login roles
-// (CREATEROLE) and make them members of the group, which must exist.
+// (CREATEROLE) and make them members of each login's group, which must
+// exist.
 func (b *Backend) privilegeFindings(ctx context.Context, h string, c *pgx.Conn) []engine.Finding {
 	var super, createRole bool
 	var versionNum int
@@ -132,7 +136,7 @@ func (b *Backend) privilegeFindings(ctx context.Context, h string, c *pgx.Conn) 
 	if err != nil {
 		return []engine.Finding{{Target: h, Check: "privileges", Message: "could not be read: " + scrub("", err).Error(), Fix: "see the message"}}
 	}
-	admin, group := ident(b.adminUser), ident(b.group)
+	admin := ident(b.adminUser)
 	var fs []engine.Finding
 	priv := engine.Finding{Target: h, Check: "privileges", OK: true, Message: "the admin role " + b.adminUser + " may create login roles"}
 	if !super && !createRole {
@@ -141,37 +145,50 @@ func (b *Backend) privilegeFindings(ctx context.Context, h string, c *pgx.Conn) 
 		priv.Fix = "ALTER ROLE " + admin + " CREATEROLE; (as a superuser)"
 	}
 	fs = append(fs, priv)
-	var exists, adminOption bool
-	err = c.QueryRow(ctx, "SELECT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = $1), COALESCE((SELECT pg_has_role(current_user, oid, 'MEMBER WITH ADMIN OPTION') FROM pg_roles WHERE rolname = $1), false)",
-		b.group).Scan(&exists, &adminOption)
-	if err != nil {
-		return append(fs, engine.Finding{Target: h, Check: "group " + b.group, Message: "could not be read: " + scrub("", err).Error(), Fix: "see the message"})
+	seen := map[string]bool{}
+	for _, l := range b.logins {
+		if !seen[l.group] {
+			seen[l.group] = true
+			fs = append(fs, b.groupFinding(ctx, h, c, l.group, super, versionNum))
+		}
 	}
-	g := engine.Finding{Target: h, Check: "group " + b.group, OK: true, Message: "exists"}
+	return fs
+}
+
+// groupFinding: group exists, and the admin may grant membership in it.
+func (b *Backend) groupFinding(ctx context.Context, h string, c *pgx.Conn, name string, super bool, versionNum int) engine.Finding {
+	admin, group := ident(b.adminUser), ident(name)
+	var exists, adminOption bool
+	err := c.QueryRow(ctx, "SELECT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = $1), COALESCE((SELECT pg_has_role(current_user, oid, 'MEMBER WITH ADMIN OPTION') FROM pg_roles WHERE rolname = $1), false)",
+		name).Scan(&exists, &adminOption)
+	if err != nil {
+		return engine.Finding{Target: h, Check: "group " + name, Message: "could not be read: " + scrub("", err).Error(), Fix: "see the message"}
+	}
+	g := engine.Finding{Target: h, Check: "group " + name, OK: true, Message: "exists"}
 	switch {
 	case !exists:
 		g.OK, g.Message = false, "does not exist: every login rekey makes is a member of it and acts as it"
-		g.Fix = "CREATE ROLE " + group + " NOLOGIN; then grant it what the application needs, or correct spec.postgres.login.group"
+		g.Fix = "CREATE ROLE " + group + " NOLOGIN; then grant it what the application needs, or correct the login's group in spec.postgres"
 	case versionNum >= 160000 && !super && !adminOption:
 		// From 16 on, CREATEROLE alone no longer lets a role grant
 		// membership in a role it did not create.
 		g.OK, g.Message = false, fmt.Sprintf("the admin role %s may not grant membership in it (PostgreSQL 16 and later want its ADMIN OPTION)", b.adminUser)
 		g.Fix = "GRANT " + group + " TO " + admin + " WITH ADMIN OPTION;"
 	}
-	return append(fs, g)
+	return g
 }
 
 // loginFinding: the current login logs in with the password rekey holds;
 // a failure is Deferred, as the rotation's precheck refuses it itself.
-func (b *Backend) loginFinding(ctx context.Context, h string, in engine.CheckInput) engine.Finding {
-	user, pw := in.Current[KeyUsername], in.Current[KeyPassword]
+func (b *Backend) loginFinding(ctx context.Context, h string, in engine.CheckInput, l login) engine.Finding {
+	user, pw := in.Current[l.userKey()], in.Current[l.passwordKey()]
 	f := engine.Finding{Target: h, OK: true}
 	switch {
 	case (user == "" || pw == "") && b.adopt != "":
 		f.Check, f.Message = "login "+b.adopt, "adopted at provisioning, with the password in spec.postgres.adopt's Secret"
 		return f
 	case user == "" || pw == "":
-		f.Check, f.Message = "login "+loginName(b.base, 1), "missing: rekey creates it"
+		f.Check, f.Message = "login "+loginName(l.base, 1), "missing: rekey creates it"
 		return f
 	}
 	f.Check = "login " + user

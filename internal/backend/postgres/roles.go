@@ -44,19 +44,19 @@ func (b *Backend) notOwned(name, what string) error {
 
 // requireGroup refuses to go on without the group role: the generations
 // would own what the application creates.
-func (b *Backend) requireGroup(ctx context.Context, s server, r reason.Reason) error {
-	g, err := b.lookup(ctx, s, b.group)
+func (b *Backend) requireGroup(ctx context.Context, s server, group string, r reason.Reason) error {
+	g, err := b.lookup(ctx, s, group)
 	if err != nil || g.exists {
 		return err
 	}
 	return &engine.Refusal{Reason: string(r), Message: fmt.Sprintf(
-		"role %s (postgres.login.group) does not exist on %s: create it (CREATE ROLE %s NOLOGIN) and give it the application's objects and grants, then rekey goes on", b.group, s.host, ident(b.group))}
+		"role %s (a login's group in spec.postgres) does not exist on %s: create it (CREATE ROLE %s NOLOGIN) and give it the application's objects and grants, then rekey goes on", group, s.host, ident(group))}
 }
 
 // ensureLogin makes login name exist on the primary with password, a
 // member of the group and acting as it, in one transaction: a crash leaves
 // either nothing or a role carrying this set's mark.
-func (b *Backend) ensureLogin(ctx context.Context, s server, name, password string) error {
+func (b *Backend) ensureLogin(ctx context.Context, s server, group, name, password string) error {
 	r, err := b.lookup(ctx, s, name)
 	if err != nil {
 		return err
@@ -80,7 +80,7 @@ func (b *Backend) ensureLogin(ctx context.Context, s server, name, password stri
 	if err != nil {
 		return err
 	}
-	id, group := ident(name), ident(b.group)
+	id, gid := ident(name), ident(group)
 	stmts := []string{}
 	if r.exists {
 		stmts = append(stmts, "ALTER ROLE "+id+" WITH LOGIN PASSWORD "+pw)
@@ -91,7 +91,7 @@ func (b *Backend) ensureLogin(ctx context.Context, s server, name, password stri
 	// SET role makes every session act as the group from its start, so
 	// what the application creates belongs to the group and outlives
 	// the generation.
-	stmts = append(stmts, "GRANT "+group+" TO "+id, "ALTER ROLE "+id+" SET role = "+quoteSetting(b.group))
+	stmts = append(stmts, "GRANT "+gid+" TO "+id, "ALTER ROLE "+id+" SET role = "+quoteSetting(group))
 	if err := b.fence(ctx); err != nil {
 		return err
 	}
@@ -216,7 +216,7 @@ func printable(s string) string {
 // handed to the group and its grants revoked, database by database (both
 // are per database); objects that still depend on it make a refusal that
 // names them.
-func (b *Backend) dropLogin(ctx context.Context, t *topology, name string, why reason.Reason) error {
+func (b *Backend) dropLogin(ctx context.Context, t *topology, group, name string, why reason.Reason) error {
 	if b.terminate {
 		if err := b.endSessions(ctx, t, name); err != nil {
 			return err
@@ -236,7 +236,7 @@ func (b *Backend) dropLogin(ctx context.Context, t *topology, name string, why r
 		return err
 	}
 	for _, db := range dbs {
-		if err := b.disown(ctx, t.primary.host, db, name); err != nil {
+		if err := b.disown(ctx, t.primary.host, db, group, name); err != nil {
 			return err
 		}
 	}
@@ -248,7 +248,7 @@ func (b *Backend) dropLogin(ctx context.Context, t *topology, name string, why r
 		if errors.As(err, &pg) && pg.Code == "2BP01" {
 			return &engine.Refusal{Reason: string(why), Message: fmt.Sprintf(
 				"role %s cannot be dropped, objects still depend on it: %s. Hand them to %s (REASSIGN OWNED BY %s TO %s in their database) and rekey goes on",
-				name, printableDetail(pg.Detail), b.group, ident(name), ident(b.group))}
+				name, printableDetail(pg.Detail), group, ident(name), ident(group))}
 		}
 		return b.fail(t.primary.host, "drop role "+name, err)
 	}
@@ -311,18 +311,18 @@ func (b *Backend) databases(ctx context.Context, s server) ([]string, error) {
 	return dbs, nil
 }
 
-func (b *Backend) disown(ctx context.Context, host, db, name string) error {
-	return b.inDatabase(ctx, host, db, name, "REASSIGN OWNED BY "+ident(name)+" TO "+ident(b.group), "DROP OWNED BY "+ident(name))
+func (b *Backend) disown(ctx context.Context, host, db, group, name string) error {
+	return b.inDatabase(ctx, host, db, group, name, "REASSIGN OWNED BY "+ident(name)+" TO "+ident(group), "DROP OWNED BY "+ident(name))
 }
 
 // reassign hands what name owns in db to the group.
-func (b *Backend) reassign(ctx context.Context, host, db, name string) error {
-	return b.inDatabase(ctx, host, db, name, "REASSIGN OWNED BY "+ident(name)+" TO "+ident(b.group))
+func (b *Backend) reassign(ctx context.Context, host, db, group, name string) error {
+	return b.inDatabase(ctx, host, db, group, name, "REASSIGN OWNED BY "+ident(name)+" TO "+ident(group))
 }
 
 // inDatabase runs statements about role name in database db, in one
 // transaction (REASSIGN OWNED and DROP OWNED act on one database).
-func (b *Backend) inDatabase(ctx context.Context, host, db, name string, stmts ...string) error {
+func (b *Backend) inDatabase(ctx context.Context, host, db, group, name string, stmts ...string) error {
 	c, err := b.connect(ctx, host, b.adminUser, b.adminPassword, db)
 	if err != nil {
 		return b.fail(host, "connect to database "+db+" to hand over what "+name+" owns", err)
@@ -344,16 +344,16 @@ func (b *Backend) inDatabase(ctx context.Context, host, db, name string, stmts .
 		return nil
 	}
 	if err != nil {
-		return b.fail(host, "hand what "+name+" owns in database "+db+" to "+b.group, err)
+		return b.fail(host, "hand what "+name+" owns in database "+db+" to "+group, err)
 	}
 	return nil
 }
 
-// generations lists this set's login roles (named <base>_g<N>, carrying
-// its mark).
-func (b *Backend) generations(ctx context.Context, s server) ([]string, error) {
+// generations lists this set's login roles of base (named <base>_g<N>,
+// carrying its mark).
+func (b *Backend) generations(ctx context.Context, s server, base string) ([]string, error) {
 	rows, err := s.conn.Query(ctx, "SELECT rolname FROM pg_roles WHERE starts_with(rolname, $1) AND shobj_description(oid, 'pg_authid') = $2 ORDER BY rolname",
-		b.base+"_g", ownerMark(b.owner))
+		base+"_g", ownerMark(b.owner))
 	if err != nil {
 		return nil, b.fail(s.host, "list the login roles", err)
 	}
@@ -363,17 +363,17 @@ func (b *Backend) generations(ctx context.Context, s server) ([]string, error) {
 	}
 	var out []string
 	for _, n := range names {
-		if _, ok := generationOf(b.base, n); ok {
+		if _, ok := generationOf(base, n); ok {
 			out = append(out, n)
 		}
 	}
 	return out, nil
 }
 
-// removeGenerations drops this set's login roles other than keep: left by
-// an interrupted rotation, nobody was ever given them.
-func (b *Backend) removeGenerations(ctx context.Context, t *topology, why reason.Reason, keep ...string) error {
-	gens, err := b.generations(ctx, t.primary)
+// removeGenerations drops this set's roles of login l other than keep:
+// left by an interrupted rotation, nobody was ever given them.
+func (b *Backend) removeGenerations(ctx context.Context, t *topology, l login, why reason.Reason, keep ...string) error {
+	gens, err := b.generations(ctx, t.primary, l.base)
 	if err != nil {
 		return err
 	}
@@ -381,7 +381,7 @@ func (b *Backend) removeGenerations(ctx context.Context, t *topology, why reason
 		if contains(keep, g) {
 			continue
 		}
-		if err := b.dropLogin(ctx, t, g, why); err != nil {
+		if err := b.dropLogin(ctx, t, l.group, g, why); err != nil {
 			return err
 		}
 	}

@@ -30,18 +30,13 @@ var describe = registry.Describe{
 			DiscardNote:    " (the old login role is dropped once its sessions ended)",
 			AlreadyRetired: "already dropped the old login role",
 			RollbackSafe:   "until step 4 PostgreSQL has both the current and the new login role, so no consumer loses its login",
-			Reset:          "once every consumer rolled out, the current login role gets the source Secret's password again (recreated if missing), then every other " + cs.Spec.Postgres.Login.Base + "_g<N> role, the new one among them, is dropped",
+			Reset:          "once every consumer rolled out, each current login role gets the source Secret's password again (recreated if missing), then every other " + generationPatterns(cs) + " role, the new ones among them, is dropped",
 			ResetDone:      "PostgreSQL has only the current login role",
 			SourceNote:     "the new login's password is stored there before the role is created",
 		}
 	},
-	Plan: plan,
-	RenderedKeys: func(cs *v1.CredentialSet) string {
-		if cs.Spec.Postgres.Connection == nil {
-			return "username, password"
-		}
-		return "username, password, host, port, dbname, uri, jdbc-uri, pgpass (CloudNativePG's application Secret layout)"
-	},
+	Plan:         plan,
+	RenderedKeys: renderedKeys,
 	Then: func(_ *v1.CredentialSet, d registry.Discard) string {
 		return fmt.Sprintf("Then: %s. The old login role is dropped once every consumer moved and none of its sessions is left.", d.When())
 	},
@@ -55,28 +50,91 @@ var describe = registry.Describe{
 	Rank: 4,
 }
 
-func newLogin(cs *v1.CredentialSet) string {
-	return cs.Spec.Postgres.Login.Base + fmt.Sprintf("_g%d", engine.TargetGeneration(cs.Spec.Rotation, cs.Status))
+func newLogin(cs *v1.CredentialSet, base string) string {
+	return base + fmt.Sprintf("_g%d", engine.TargetGeneration(cs.Spec.Rotation, cs.Status))
+}
+
+func bases(cs *v1.CredentialSet) []string {
+	var out []string
+	for _, l := range cs.Spec.Postgres.RotatingLogins() {
+		out = append(out, l.Base)
+	}
+	return out
+}
+
+// generationPatterns names the set's login roles, "app_g<N>, report_g<N>".
+func generationPatterns(cs *v1.CredentialSet) string {
+	var out []string
+	for _, b := range bases(cs) {
+		out = append(out, b+"_g<N>")
+	}
+	return strings.Join(out, ", ")
+}
+
+// layout is the keys one login gets in a distributed Secret.
+func layout(cs *v1.CredentialSet) string {
+	if cs.Spec.Postgres.Connection == nil {
+		return "username, password"
+	}
+	return "username, password, host, port, dbname, uri, jdbc-uri, pgpass (CloudNativePG's application Secret layout)"
+}
+
+func renderedKeys(cs *v1.CredentialSet) string {
+	if len(cs.Spec.Postgres.Logins) == 0 {
+		return layout(cs)
+	}
+	return "for each login, " + layout(cs) + ", each key after the login's base and a dot (" + bases(cs)[0] + ".username, " + bases(cs)[0] + ".password, ...)"
 }
 
 func plan(_ context.Context, out io.Writer, cs *v1.CredentialSet, _ registry.Reader) error {
 	spec := cs.Spec.Postgres
 	fmt.Fprintf(out, "Instances: %s (the primary is read from each; rekey acts as the role in Secret %s/%s)\n", strings.Join(spec.Hosts, ", "), cs.Namespace, spec.Admin.SecretRef.Name)
-	fmt.Fprintf(out, "New login role: %s, a member of %s acting as it, created next to the current one; both work until discard\n", newLogin(cs), spec.Login.Group)
+	for _, l := range spec.RotatingLogins() {
+		fmt.Fprintf(out, "New login role: %s, a member of %s acting as it, created next to the current one; both work until discard\n", newLogin(cs, l.Base), l.Group)
+	}
 	return nil
 }
 
 func credential(cs *v1.CredentialSet, p registry.Pick) (registry.Credential, error) {
-	if p.User != "" || p.Entity != "" {
-		return registry.Credential{}, fmt.Errorf("credentialset %q is a PostgreSQL set with a single login (a new role per generation), so show takes no --user or --entity: drop it", cs.Name)
+	spec := cs.Spec.Postgres
+	if p.Entity != "" {
+		return registry.Credential{}, fmt.Errorf("credentialset %q is a PostgreSQL set, so show takes no --entity: drop it", cs.Name)
 	}
-	c := registry.Credential{Who: "the PostgreSQL login",
-		Note: fmt.Sprintf("this is its new login role %s (the old one works until discard)", newLogin(cs))}
+	base, err := pickLogin(cs.Name, spec, p.User)
+	if err != nil {
+		return registry.Credential{}, err
+	}
+	prefix := postgres.Prefix(spec, base)
+	c := registry.Credential{Who: "the PostgreSQL login " + base,
+		Note: fmt.Sprintf("this is its new login role %s (the old one works until discard)", newLogin(cs, base))}
 	if p.Format == "env" {
-		c.Keys = []string{postgres.KeyUsername, postgres.KeyPassword}
+		c.Keys = []string{prefix + postgres.KeyUsername, prefix + postgres.KeyPassword}
 		c.Fields = func(v []string) []string { return []string{"PGUSER", v[0], "PGPASSWORD", v[1]} }
 		return c, nil
 	}
-	c.Keys, c.Render = []string{postgres.KeyPassword}, registry.PlainLine
+	c.Keys, c.Render = []string{prefix + postgres.KeyPassword}, registry.PlainLine
 	return c, nil
+}
+
+// pickLogin is the login show prints: the one --user names (by its base),
+// or the set's only one.
+func pickLogin(set string, spec *v1.PostgresSpec, user string) (string, error) {
+	logins := spec.RotatingLogins()
+	if len(spec.Logins) == 0 {
+		if user != "" {
+			return "", fmt.Errorf("credentialset %q is a PostgreSQL set with a single login (a new role per generation), so show takes no --user: drop it", set)
+		}
+		return logins[0].Base, nil
+	}
+	var all []string
+	for _, l := range logins {
+		if l.Base == user {
+			return user, nil
+		}
+		all = append(all, l.Base)
+	}
+	if user == "" && len(all) == 1 {
+		return all[0], nil
+	}
+	return "", fmt.Errorf("credentialset %q rotates several PostgreSQL logins: name one with --user (%s)", set, registry.OneOf(all))
 }

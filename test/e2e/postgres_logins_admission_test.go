@@ -1,0 +1,88 @@
+package e2e
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	v1 "rekey.io/rekey/api/v1alpha1"
+)
+
+// TestAdmissionPostgresLogins: the API server refuses malformed
+// spec.postgres.logins, each with a message naming what to fix, and
+// admits a set with several logins and the sets written with login before
+// logins existed.
+func TestAdmissionPostgresLogins(t *testing.T) {
+	ns := newNamespace(t)
+	pg := func() *v1.CredentialSet {
+		return &v1.CredentialSet{
+			ObjectMeta: metav1.ObjectMeta{Namespace: ns, GenerateName: "pg-"},
+			Spec: v1.CredentialSetSpec{Postgres: &v1.PostgresSpec{
+				Hosts:  []string{"app-1.app.team.svc:5432", "app-2.app.team.svc:5432"},
+				Admin:  v1.PostgresAdmin{SecretRef: v1.LocalSecretRef{Name: "pg-admin"}},
+				Logins: []v1.PostgresLogin{{Base: "app", Group: "app_owner"}, {Base: "report", Group: "report_reader"}},
+			}},
+		}
+	}
+	many := func(n int) []v1.PostgresLogin {
+		var l []v1.PostgresLogin
+		for i := range n {
+			l = append(l, v1.PostgresLogin{Base: fmt.Sprintf("l%d", i), Group: "owner"})
+		}
+		return l
+	}
+	for _, c := range []struct {
+		name   string
+		mutate func(*v1.CredentialSet)
+		want   []string
+	}{
+		{"login and logins", func(cs *v1.CredentialSet) { cs.Spec.Postgres.Login = v1.PostgresLogin{Base: "web", Group: "web_owner"} },
+			[]string{"spec.postgres", "set exactly one of them"}},
+		{"neither", func(cs *v1.CredentialSet) { cs.Spec.Postgres.Logins = nil }, []string{"spec.postgres.login", "spec.postgres.logins"}},
+		{"seventeen logins", func(cs *v1.CredentialSet) { cs.Spec.Postgres.Logins = many(17) }, []string{"spec.postgres.logins", "16"}},
+		{"a base listed twice", func(cs *v1.CredentialSet) { cs.Spec.Postgres.Logins[1].Base = "app" }, []string{"spec.postgres.logins[1]", "Duplicate"}},
+		{"a group that is another login's base", func(cs *v1.CredentialSet) { cs.Spec.Postgres.Logins[1].Group = "app" },
+			[]string{"spec.postgres.logins", "has the base of a login"}},
+		{"a group named like another login's generation", func(cs *v1.CredentialSet) { cs.Spec.Postgres.Logins[1].Group = "app_g7" },
+			[]string{"spec.postgres.logins", "named like a generation"}},
+		{"a base ending like a generation", func(cs *v1.CredentialSet) { cs.Spec.Postgres.Logins[1].Base = "report_g2" },
+			[]string{"spec.postgres.logins[1].base", "_g<number>"}},
+		{"a base too long", func(cs *v1.CredentialSet) { cs.Spec.Postgres.Logins[1].Base = strings.Repeat("r", 51) },
+			[]string{"spec.postgres.logins[1].base", "50"}},
+		{"a pg_ group", func(cs *v1.CredentialSet) { cs.Spec.Postgres.Logins[0].Group = "pg_read_server_files" },
+			[]string{"spec.postgres.logins[0].group", "PostgreSQL's own"}},
+		{"adopt with logins", func(cs *v1.CredentialSet) {
+			cs.Spec.Postgres.Adopt = &v1.PostgresAdopt{Role: "legacy", PasswordSecretRef: v1.SecretKeyRef{Name: "legacy", Key: "password"}}
+		}, []string{"spec.postgres.adopt", "adopts none"}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			cs := pg()
+			c.mutate(cs)
+			err := k8s.Create(ctxT(t), cs)
+			if err == nil {
+				t.Fatalf("admitted: %+v", cs.Spec.Postgres)
+			}
+			for _, w := range c.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("rejected with %q, want a message containing %q", err, w)
+				}
+			}
+		})
+	}
+	one := pg()
+	one.Spec.Postgres.Logins = one.Spec.Postgres.Logins[:1]
+	sixteen := pg()
+	sixteen.Spec.Postgres.Logins = many(16)
+	legacy := pg()
+	legacy.Spec.Postgres.Logins, legacy.Spec.Postgres.Login = nil, v1.PostgresLogin{Base: "app", Group: "app_owner"}
+	legacy.Spec.Postgres.Adopt = &v1.PostgresAdopt{Role: "shop", PasswordSecretRef: v1.SecretKeyRef{Name: "legacy", Key: "password"}}
+	sharedGroup := pg()
+	sharedGroup.Spec.Postgres.Logins[1].Group = "app_owner"
+	for _, cs := range []*v1.CredentialSet{pg(), one, sixteen, legacy, sharedGroup} {
+		if err := k8s.Create(ctxT(t), cs); err != nil {
+			t.Errorf("well-formed spec %+v rejected: %v", cs.Spec.Postgres, err)
+		}
+	}
+}
