@@ -85,4 +85,33 @@ func TestAdmissionPostgresLogins(t *testing.T) {
 			t.Errorf("well-formed spec %+v rejected: %v", cs.Spec.Postgres, err)
 		}
 	}
+
+	// The logins name the source Secret's keys: a set keeps them.
+	for _, c := range []struct {
+		name   string
+		cs     *v1.CredentialSet
+		mutate func(*v1.PostgresSpec)
+	}{
+		{"a login added", one, func(s *v1.PostgresSpec) { s.Logins = append(s.Logins, v1.PostgresLogin{Base: "extra", Group: "x"}) }},
+		{"a login renamed", sharedGroup, func(s *v1.PostgresSpec) { s.Logins[1].Base = "reports" }},
+		{"from login to logins", legacy, func(s *v1.PostgresSpec) {
+			s.Login, s.Adopt, s.Logins = v1.PostgresLogin{}, nil, []v1.PostgresLogin{{Base: "app", Group: "app_owner"}}
+		}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			cs := getSet(t, ns, c.cs.Name)
+			c.mutate(cs.Spec.Postgres)
+			err := k8s.Update(ctxT(t), cs)
+			if err == nil || !strings.Contains(err.Error(), "spec.postgres.logins is fixed") || !strings.Contains(err.Error(), "create another CredentialSet") {
+				t.Fatalf("updated, or refused without saying what to do: %v", err)
+			}
+		})
+	}
+	reordered := getSet(t, ns, sharedGroup.Name)
+	l := reordered.Spec.Postgres.Logins
+	l[0], l[1] = l[1], l[0]
+	l[0].Group = "report_reader"
+	if err := k8s.Update(ctxT(t), reordered); err != nil {
+		t.Errorf("reordering logins and changing a group refused: %v", err)
+	}
 }
