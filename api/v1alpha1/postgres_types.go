@@ -8,6 +8,7 @@ package v1alpha1
 // is dropped only once every consumer has moved.
 //
 // +kubebuilder:validation:XValidation:rule="!has(self.tlsCASecretRef) || !has(self.tls) || self.tls == 'VerifyFull'",fieldPath=".tlsCASecretRef",message="tlsCASecretRef verifies the servers' certificates, which only tls: VerifyFull does: remove tlsCASecretRef, or set tls: VerifyFull"
+// +kubebuilder:validation:XValidation:rule="has(self.hosts) != has(self.statefulSets)",message="name the instances in spec.postgres.hosts (host:port of each) or spec.postgres.statefulSets (the StatefulSets whose pods they are): set exactly one of them"
 // +kubebuilder:validation:XValidation:rule="has(self.login) != has(self.logins)",message="name the rotating login in spec.postgres.login, or several in spec.postgres.logins: set exactly one of them"
 // +kubebuilder:validation:XValidation:rule="has(oldSelf.logins) == has(self.logins) && (!has(self.logins) || (size(self.logins) == size(oldSelf.logins) && self.logins.all(l, oldSelf.logins.exists(o, o.base == l.base))))",fieldPath=".logins",message="spec.postgres.logins is fixed once the set exists (each login's keys in the source Secret hold its current password, and a set cannot move between login and logins): to rotate other logins, create another CredentialSet and delete this one once consumers moved"
 // +kubebuilder:validation:XValidation:rule="!has(self.login) || self.login.base != self.login.group",fieldPath=".login.group",message="login.group must differ from login.base: the group owns the application's objects and each generation logs in as <base>_g<N>"
@@ -20,13 +21,28 @@ type PostgresSpec struct {
 	// Hosts lists host:port of every instance, primary and replicas, in
 	// any order: which one is the primary is read from each server
 	// (pg_is_in_recovery) every time, never assumed, so a switchover
-	// mid-rotation is followed.
+	// mid-rotation is followed. Set hosts or statefulSets.
+	// +optional
 	// +kubebuilder:validation:MinItems=1
 	// +kubebuilder:validation:MaxItems=16
 	// +listType=set
 	// +kubebuilder:validation:items:Pattern=`^[A-Za-z0-9]([-A-Za-z0-9.]*[A-Za-z0-9])?:[0-9]{1,5}$`
 	// +kubebuilder:validation:items:MaxLength=259
-	Hosts []string `json:"hosts"`
+	Hosts []string `json:"hosts,omitempty"`
+
+	// StatefulSets, in the CredentialSet's namespace, whose pods are the
+	// instances, instead of hosts: pod <name>-<ordinal> is reached at
+	// <name>-<ordinal>.<serviceName>.<namespace>.svc:<port>, ordinals 0 to
+	// spec.replicas-1, read anew every time (a scaled StatefulSet is
+	// followed). Several for charts that run the primary and the replicas
+	// in StatefulSets of their own. The primary is read from each server,
+	// as with hosts.
+	// +optional
+	// +listType=map
+	// +listMapKey=name
+	// +kubebuilder:validation:MinItems=1
+	// +kubebuilder:validation:MaxItems=4
+	StatefulSets []PostgresStatefulSet `json:"statefulSets,omitempty"`
 
 	// Database rekey connects to, and in which logins are proven; default
 	// postgres.
@@ -110,6 +126,27 @@ type PostgresSpec struct {
 	// Zalando operator's Secrets.
 	// +optional
 	Connection *PostgresConnection `json:"connection,omitempty"`
+}
+
+// PostgresStatefulSet is a StatefulSet whose pods are PostgreSQL
+// instances.
+type PostgresStatefulSet struct {
+	// Name of the StatefulSet.
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`
+	// +kubebuilder:validation:MaxLength=63
+	Name string `json:"name"`
+	// ServiceName is the headless Service its pods are reached through;
+	// default the StatefulSet's spec.serviceName.
+	// +optional
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`
+	// +kubebuilder:validation:MaxLength=63
+	ServiceName string `json:"serviceName,omitempty"`
+	// Port PostgreSQL listens on in each pod; default 5432.
+	// +optional
+	// +kubebuilder:default=5432
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=65535
+	Port int32 `json:"port,omitempty"`
 }
 
 // PostgresAdopt is an existing login role and where its password is.

@@ -84,7 +84,8 @@ func New(spec *v1.PostgresSpec, owner, adminUser, adminPassword string, caPEM []
 	if !uidShape.MatchString(owner) {
 		return nil, fmt.Errorf("postgres: the CredentialSet's UID %q is not a UUID", owner)
 	}
-	if len(spec.Hosts) == 0 {
+	if len(spec.Hosts) == 0 && len(spec.StatefulSets) == 0 {
+		// A StatefulSet scaled to 0 has no instance: the plan says so.
 		return nil, errors.New("postgres.hosts: name at least one instance (host:port)")
 	}
 	for _, h := range spec.Hosts {

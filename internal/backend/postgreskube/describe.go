@@ -88,11 +88,25 @@ func renderedKeys(cs *v1.CredentialSet) string {
 
 func plan(_ context.Context, out io.Writer, cs *v1.CredentialSet, _ registry.Reader) error {
 	spec := cs.Spec.Postgres
-	fmt.Fprintf(out, "Instances: %s (the primary is read from each; rekey acts as the role in Secret %s/%s)\n", strings.Join(spec.Hosts, ", "), cs.Namespace, spec.Admin.SecretRef.Name)
+	fmt.Fprintf(out, "Instances: %s (the primary is read from each; rekey acts as the role in Secret %s/%s)\n", instancesWords(cs), cs.Namespace, spec.Admin.SecretRef.Name)
 	for _, l := range spec.RotatingLogins() {
 		fmt.Fprintf(out, "New login role: %s, a member of %s acting as it, created next to the current one; both work until discard\n", newLogin(cs, l.Base), l.Group)
 	}
 	return nil
+}
+
+// instancesWords names the instances: the hosts, or the StatefulSets'
+// pods.
+func instancesWords(cs *v1.CredentialSet) string {
+	spec := cs.Spec.Postgres
+	if len(spec.StatefulSets) == 0 {
+		return strings.Join(spec.Hosts, ", ")
+	}
+	var out []string
+	for _, s := range spec.StatefulSets {
+		out = append(out, "the pods of StatefulSet "+cs.Namespace+"/"+s.Name)
+	}
+	return strings.Join(out, ", ")
 }
 
 func credential(cs *v1.CredentialSet, p registry.Pick) (registry.Credential, error) {

@@ -25,14 +25,26 @@ var Entry = registry.Entry{
 	WritesNoSecret: true,
 	Build:          build,
 	LockKeys:       lockKeys,
-	Describe:       describe,
+	// The StatefulSets holding the instances wake the set: scaling one
+	// from 0 resumes a refused phase at once.
+	StatefulSets: statefulSetNames,
+	Describe:     describe,
 }
 
-// lockKeys are the instances, "postgres:<host>:<port>": two sets on one
-// cluster are never reconciled at once.
+// lockKeys are the instances, "postgres:<host>:<port>", and a
+// StatefulSet's pods "postgres:statefulset/<namespace>/<name>" (whatever
+// its replica count, and also when a host names one of them): two sets on
+// one cluster are never reconciled at once.
 func lockKeys(cs *v1.CredentialSet) []string {
 	var keys []string
+	for _, s := range cs.Spec.Postgres.StatefulSets {
+		keys = append(keys, "postgres:statefulset/"+cs.Namespace+"/"+s.Name)
+	}
 	for _, h := range cs.Spec.Postgres.Hosts {
+		if m := statefulSetPod.FindStringSubmatch(strings.ToLower(h)); m != nil {
+			keys = append(keys, "postgres:statefulset/"+m[4]+"/"+m[1])
+			continue
+		}
 		host, port, err := net.SplitHostPort(h)
 		if err != nil {
 			keys = append(keys, "postgres:"+strings.ToLower(h))
@@ -63,15 +75,27 @@ func build(ctx context.Context, cs *v1.CredentialSet, k registry.Kube, o registr
 		}
 		ca = []byte(pem)
 	}
+	hosts, err := hostsOf(ctx, k, cs.Namespace, spec)
+	if err != nil {
+		return nil, err
+	}
+	resolved := spec.DeepCopy()
+	resolved.Hosts = hosts
 	// The set's UID marks every login role rekey creates for it: roles
 	// without it (another set's, made by hand) are never changed or dropped.
-	b, err := postgres.New(spec, string(cs.UID), user, password, ca)
+	b, err := postgres.New(resolved, string(cs.UID), user, password, ca)
 	if err != nil {
 		return nil, &registry.SpecError{Msg: err.Error()}
 	}
 	b.AddressMap = o.AddressMap
 	b.Fence = k.Fence
-	p := &registry.Plan{Backend: b}
+	p := &registry.Plan{Backend: b, NoInstances: len(hosts) == 0}
+	if len(spec.StatefulSets) > 0 {
+		p.InstancesAdded = func(ctx context.Context) (bool, error) { return added(ctx, k, cs, hosts) }
+	}
+	if p.NoInstances {
+		return p, nil
+	}
 	if a := spec.Adopt; a != nil && cs.Status.KeyGeneration == 0 && cs.DeletionTimestamp.IsZero() {
 		// Proven before provisioning records anything: a wrong password
 		// is refused with nothing stored, changed or distributed, and
