@@ -189,6 +189,7 @@ func TestRefusedEndsOnWhatNoWaitFixes(t *testing.T) {
 		{reason.RotateRefused, true},
 		{reason.AuthenticationFailed, true},
 		{reason.PermissionDenied, true},
+		{reason.PreflightFailed, true},
 		{reason.InstanceUnreachable, false},
 	} {
 		if got := refused(warn(c.r), g) != nil; got != c.ends {

@@ -17,6 +17,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1 "rekey.io/rekey/api/v1alpha1"
+	"rekey.io/rekey/internal/engine"
 	"rekey.io/rekey/internal/plugin"
 	"rekey.io/rekey/internal/reason"
 	"rekey.io/rekey/internal/testenv"
@@ -69,9 +70,10 @@ func deployment(t testing.TB, ns, name string) *appsv1.Deployment {
 // server and the real manager, catches on a real mysqld a closed port, a
 // certificate of an untrusted CA, an admin account lacking one privilege
 // and a consumer that does not exist, each with its exact fix; and a
-// rotation requested on a set that fails them is refused with the list,
-// held without retries while only its consumers change, and started once
-// check passes.
+// rotation requested (kubectl rekey rotate --wait, which gives up on the
+// refusal at once) on a set that fails them is refused with the list,
+// held without retries while only its consumers change and time passes,
+// and started once check passes.
 func TestCheck(t *testing.T) {
 	c := testenv.MySQLClusterForTest(t, testenv.MySQLOptions{NoReplicas: true})
 	ns := newNamespace(t)
@@ -158,9 +160,16 @@ func TestCheck(t *testing.T) {
 
 	t.Run("a missing consumer refuses a rotation, without retries", func(t *testing.T) {
 		waitPhase(t, ns, "consumers", v1.PhaseIdle, 1)
-		rotate(t, ns, "consumers", "r-pre")
+		// kubectl rekey rotate --wait gives up on the refusal at once.
+		var rout, errb bytes.Buffer
+		args := []string{"--kubeconfig", cp.Kubeconfig, "-n", ns, "rotate", "consumers", "--wait", "--timeout", "2m"}
+		if code := plugin.Main(context.Background(), args, plugin.Options{Out: &rout, Err: &errb}); code == 0 {
+			t.Fatalf("rotate --wait succeeded on a set that fails its checks:\n%s", rout.String())
+		}
+		mustContain(t, "rotate --wait's error", errb.String(), "the operator refused (PreflightFailed)", "kubectl rekey check consumers")
+		id := getSet(t, ns, "consumers").Annotations[engine.RotateAnnotation]
 		msg := waitDegraded(t, ns, "consumers", reason.PreflightFailed)
-		mustContain(t, "the condition", msg, "rotation r-pre did not start: 1 check failed", "Deployment "+ns+"/missing consumer: does not exist",
+		mustContain(t, "the condition", msg, "rotation "+id+" did not start: 1 check failed", "Deployment "+ns+"/missing consumer: does not exist",
 			"kubectl rekey check consumers lists them all")
 		note := waitEvent(t, ns, "consumers", string(reason.PreflightFailed))
 		mustContain(t, "the Warning", note, "Deployment "+ns+"/missing", "kubectl rekey check consumers")
@@ -215,7 +224,7 @@ func TestCheck(t *testing.T) {
 		}
 		row := failedRow(t, out, "Deployment "+ns+"/missing", "consumer")
 		mustContain(t, "the row", row, "does not exist", "create Deployment missing in namespace "+ns+", or remove it from spec.consumers")
-		mustContain(t, "the output", out, "rotation r-pre waits for these checks: it starts once they pass")
+		mustContain(t, "the output", out, "rotation "+id+" waits for these checks: it starts once they pass")
 		// The check's own attempt: the request changed the set, so the
 		// refusal was tried again (and stands).
 		waitFor(t, time.Minute, "the attempt the check asked for", func() (bool, string) {
@@ -244,8 +253,8 @@ func TestCheck(t *testing.T) {
 			t.Fatalf("check after the fix: %v\n%s", err, out)
 		}
 		cs := waitPhase(t, ns, "consumers", v1.PhaseDistributed, 1)
-		if cs.Status.RotationID != "r-pre" {
-			t.Fatalf("rotation %q started, want the refused request r-pre", cs.Status.RotationID)
+		if cs.Status.RotationID != id {
+			t.Fatalf("rotation %q started, want the refused request %s", cs.Status.RotationID, id)
 		}
 	})
 }
