@@ -95,8 +95,10 @@ func TestCheck(t *testing.T) {
 
 	closed := freePort(t)
 	sets := map[string]func(*v1.CredentialSet){
-		"closed":    func(cs *v1.CredentialSet) { cs.Spec.MySQL.Instances.Hosts = []string{closed} },
-		"untrusted": func(cs *v1.CredentialSet) { cs.Spec.MySQL.TLSCASecretRef = &v1.SecretKeyRef{Name: "other-ca", Key: "ca.crt"} },
+		"closed": func(cs *v1.CredentialSet) { cs.Spec.MySQL.Instances.Hosts = []string{closed} },
+		"untrusted": func(cs *v1.CredentialSet) {
+			cs.Spec.MySQL.TLSCASecretRef = &v1.SecretKeyRef{Name: "other-ca", Key: "ca.crt"}
+		},
 		"limited": func(cs *v1.CredentialSet) {
 			cs.Spec.MySQL.Admin = v1.MySQLAdmin{User: "lim-admin", PasswordSecretRef: &v1.SecretKeyRef{Name: "lim-admin", Key: "password"}}
 		},
