@@ -4,10 +4,13 @@ import (
 	"context"
 	"fmt"
 	"maps"
+	"strings"
 	"testing"
 	"time"
 
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -19,14 +22,17 @@ import (
 )
 
 // TestExplorerPaths replays, on a real mysqld cluster and a real control
-// plane with consumer pods that read their Secret at start, the two paths
-// the state-space explorer (internal/explorer) found:
+// plane with consumer pods that read their Secret at start, paths the
+// state-space explorer (internal/explorer) found:
 //   - a DBA's hand change on one replica while a rotation is Distributed
 //     must hold the discard before it begins, so that recover (which the
 //     refusal names) can still roll back;
 //   - recover on a set whose status and source Secret were restored from a
 //     backup while its consumers run a later rotation's passwords must
-//     restart them before the reset, or the reset refuses them.
+//     restart them before the reset, or the reset refuses them;
+//   - a rollback whose current passwords every instance refuses (a user
+//     set by hand) must not restart consumers while their Secret still
+//     holds the rotation's passwords, or the reset refuses them.
 func TestExplorerPaths(t *testing.T) {
 	c := matrixCluster(t, testenv.MySQLOptions{})
 	ns := newNamespace(t)
@@ -78,6 +84,57 @@ func TestExplorerPaths(t *testing.T) {
 		loginMatrix(t, "after recovery", c.Instances(), cur, nil)
 		assertNoRefusals(t, pc)
 	})
+
+	t.Run("a rollback whose current passwords every instance refuses holds the consumers' restart", func(t *testing.T) {
+		// The rotation the recovery above let start (xp-3, requested while
+		// refused) is the one rolled back here.
+		waitRolledOut(t, ns, "xp")
+		cs := getSet(t, ns, "xp")
+		id, cur := cs.Status.RotationID, userPasswords(sourceData(t, cs), mocoKeys, "")
+		before := restartOf(t, ns, "xp-app")
+		// Every instance now refuses the current password of one user, so
+		// the distribution Secret cannot go back to the current secrets.
+		onEachInstance(t, c.Instances(), "ALTER USER 'moco-exporter'@'%' IDENTIFIED BY 'changed-by-hand'", "ALTER USER 'moco-exporter'@'%' DISCARD OLD PASSWORD")
+		annotate(t, ns, "xp", engine.AbortAnnotation, id)
+		waitFor(t, 3*time.Minute, "the rollback recorded and its distribution refused", func() (bool, string) {
+			cs := getSet(t, ns, "xp")
+			cond := meta.FindStatusCondition(cs.Status.Conditions, "Degraded")
+			return cs.Status.ResetPending && cond != nil && cond.Reason == string(reason.PendingRejected), stateOf(cs)
+		})
+		if got := restartOf(t, ns, "xp-app"); got != before {
+			t.Fatalf("the consumers were restarted (%q → %q) while their Secret still held the rotation's passwords", before, got)
+		}
+		observed(t, "restart held while the distribution is refused")
+		onEachInstance(t, c.Instances(), "ALTER USER 'moco-exporter'@'%' IDENTIFIED BY "+sqlString(cur["moco-exporter"]), "ALTER USER 'moco-exporter'@'%' DISCARD OLD PASSWORD")
+		waitFor(t, 3*time.Minute, "the rollback completed", func() (bool, string) {
+			cs := getSet(t, ns, "xp")
+			done := meta.IsStatusConditionTrue(cs.Status.Conditions, "RolloutComplete")
+			return cs.Status.Phase == v1.PhaseIdle && !cs.Status.ResetPending && done && restartOf(t, ns, "xp-app") != before, stateOf(cs)
+		})
+		loginMatrix(t, "after the rollback", c.Instances(), cur, nil)
+		assertNoRefusals(t, pc)
+	})
+}
+
+// restartOf is the restart annotation rekey puts on Deployment name's pod
+// template ("" when none).
+func restartOf(t *testing.T, ns, name string) string {
+	t.Helper()
+	d := &appsv1.Deployment{}
+	if err := k8s.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: name}, d); err != nil {
+		t.Fatal(err)
+	}
+	for k, v := range d.Spec.Template.Annotations {
+		if strings.HasPrefix(k, "rekey.io/") {
+			return k + "=" + v
+		}
+	}
+	return ""
+}
+
+// sqlString quotes s as a MySQL string literal.
+func sqlString(s string) string {
+	return "'" + strings.NewReplacer(`\`, `\\`, "'", "''").Replace(s) + "'"
 }
 
 // waitRecovered waits until recover request id was served and the reset
