@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -199,8 +200,32 @@ func TestNothingRemoteReflected(t *testing.T) {
 		return true, ""
 	})
 
-	// Everything the tenant reads of them.
+	// kubectl rekey check on each: its answer lands in status.check and in
+	// what the plugin prints, both read below.
 	var surfaces []string
+	var (
+		mu sync.Mutex
+		wg sync.WaitGroup
+	)
+	for name := range sets {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			out, err := rekeyCheck(t, ns, name)
+			mu.Lock()
+			defer mu.Unlock()
+			if err != nil && !strings.Contains(err.Error(), " failed: do what FIX says") {
+				t.Errorf("kubectl rekey check %s got no answer: %v", name, err)
+			}
+			surfaces = append(surfaces, out)
+			if err != nil {
+				surfaces = append(surfaces, err.Error())
+			}
+		}()
+	}
+	wg.Wait()
+
+	// Everything the tenant reads of them.
 	var setList v1.CredentialSetList
 	if err := k8s.List(ctx, &setList, client.InNamespace(ns)); err != nil {
 		t.Fatal(err)

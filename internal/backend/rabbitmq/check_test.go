@@ -82,3 +82,24 @@ func TestCheckOnRealBroker(t *testing.T) {
 		t.Fatalf("tls finding %+v", f)
 	}
 }
+
+// TestTagFinding: the fix keeps the admin's tags, repeating only
+// RabbitMQ's own: any other text the endpoint answered stays out.
+func TestTagFinding(t *testing.T) {
+	b := &Backend{endpoint: "https://mq:15671", adminUser: "ops"}
+	for _, tc := range []struct {
+		tags []string
+		ok   bool
+		fix  string
+	}{
+		{[]string{"administrator"}, true, ""},
+		{nil, false, "rabbitmqctl set_user_tags ops administrator"},
+		{[]string{"management", "monitoring"}, false, "rabbitmqctl set_user_tags ops administrator management monitoring"},
+		{[]string{"management", "CANARY-only-the-endpoint-said-this"}, false, "rabbitmqctl set_user_tags ops administrator management <its other tags>"},
+	} {
+		f := b.tagFinding(tc.tags)
+		if f.OK != tc.ok || f.Fix != tc.fix {
+			t.Errorf("tags %v: ok %v fix %q, want %v %q", tc.tags, f.OK, f.Fix, tc.ok, tc.fix)
+		}
+	}
+}
