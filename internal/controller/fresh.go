@@ -29,7 +29,7 @@ import (
 // is not is read live.
 //
 // Read live in every reconcile, they cost 9 to 15 of a rotation's 28 to 36
-// requests (BenchmarkAPIRequests, Reconciler.LiveReads).
+// requests (BenchmarkAPIRequests when the live design still shipped).
 type freshReads struct {
 	cache client.Reader // nil: every read is live
 	live  client.Reader

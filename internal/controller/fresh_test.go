@@ -188,8 +188,9 @@ func TestNotOwnWrite(t *testing.T) {
 	if !p.Update(event.UpdateEvent{ObjectOld: s.DeepCopy(), ObjectNew: s.DeepCopy()}) {
 		t.Error("after a failed write, an event of the version rekey last wrote did not wake the set")
 	}
-	// Without fresh reads (LiveReads), every event wakes the set.
+	// A reconciler not set up with a manager reads live: every event
+	// wakes the set.
 	if !(&Reconciler{}).notOwnWrite().Create(event.CreateEvent{Object: s.DeepCopy()}) {
-		t.Error("LiveReads: an event was filtered")
+		t.Error("reading live: an event was filtered")
 	}
 }

@@ -69,10 +69,6 @@ type Reconciler struct {
 	// are (BackendLockKeys).
 	MaxConcurrentReconciles int
 
-	// LiveReads reads the set and its Secrets from the API server in
-	// every reconcile, never from the cache: the earlier design,
-	// kept for the benchmark that compares the two.
-	LiveReads bool
 	// fresh serves the set and its Secrets from the cache once it holds
 	// this manager's writes; nil: read live (a reconciler not set up with a
 	// manager).

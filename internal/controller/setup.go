@@ -97,10 +97,8 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	ctx := context.Background()
 	// The set and the Secrets rekey wrote are watched, so the cache holds
 	// them: read from it once it holds this manager's own writes.
-	if !r.LiveReads {
-		r.fresh = &freshReads{cache: mgr.GetCache(), live: r.APIReader}
-		r.Client = recordingClient{r.Client, r.fresh}
-	}
+	r.fresh = &freshReads{cache: mgr.GetCache(), live: r.APIReader}
+	r.Client = recordingClient{r.Client, r.fresh}
 	err := mgr.GetFieldIndexer().IndexField(ctx, &v1.CredentialSet{}, consumerIndex, func(o client.Object) []string {
 		cs := o.(*v1.CredentialSet)
 		var keys []string

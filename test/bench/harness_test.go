@@ -210,7 +210,6 @@ type managerOptions struct {
 	concurrency int               // InstanceConcurrency
 	workers     int               // MaxConcurrentReconciles (0: 1, as shipped before issue 18)
 	resync      time.Duration
-	liveReads   bool // Reconciler.LiveReads: the set and its Secrets read live in every reconcile
 }
 
 // manager is the real controller in this process, configured as
@@ -251,7 +250,7 @@ func startManager(b *testing.B, base *rest.Config, o managerOptions) *manager {
 		Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(),
 		Recorder: mgr.GetEventRecorder("rekey"), Namespace: operatorNamespace,
 		DefaultGracePeriod: 5 * time.Minute, InstanceConcurrency: o.concurrency, ResyncPeriod: o.resync,
-		MaxConcurrentReconciles: max(o.workers, 1), LiveReads: o.liveReads,
+		MaxConcurrentReconciles: max(o.workers, 1),
 	}
 	if err := r.SetupWithManager(mgr); err != nil {
 		b.Fatal(err)
