@@ -14,8 +14,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1 "rekey.io/rekey/api/v1alpha1"
-	"rekey.io/rekey/internal/engine"
-	"rekey.io/rekey/internal/naming"
 	"rekey.io/rekey/internal/reason"
 	"rekey.io/rekey/internal/testenv"
 )
@@ -310,119 +308,6 @@ func (c *pgConsumer) stop(t testing.TB) {
 		t.Fatalf("%d pgbench runs failed (of %d connections): %s", len(c.failed), c.logins, strings.Join(c.failed, "; "))
 	}
 	t.Logf("consumer: pgbench made %d connections, none refused", c.logins)
-}
-
-// TestPostgresCrashSafety kills the real manager at every persisted step of
-// a PostgreSQL set's provisioning, rotation and discard (and right after
-// each role change on the server), starts a fresh one each time, and shows
-// the cycle completes: at every kill, every login role of the set accepts
-// a password the source Secret holds, and the distributed login logs in on
-// the primary and the replica.
-func TestPostgresCrashSafety(t *testing.T) {
-	p := testenv.PostgresForTest(t)
-	if err := p.Exec(p.Primary, "CREATE ROLE app_owner NOLOGIN"); err != nil {
-		t.Fatal(err)
-	}
-	ns := newNamespace(t)
-	createSecret(t, ns, "pg-admin", map[string]string{"username": p.AdminUser, "password": p.AdminPassword})
-	createSecret(t, ns, "pg-ca", map[string]string{"ca.crt": string(p.CAPEM)})
-	cs := &v1.CredentialSet{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "crash"},
-		Spec: v1.CredentialSetSpec{
-			Postgres: &v1.PostgresSpec{
-				Hosts:          []string{p.Primary.Addr(), p.Replica.Addr()},
-				Admin:          v1.PostgresAdmin{SecretRef: v1.LocalSecretRef{Name: "pg-admin"}},
-				TLSCASecretRef: &v1.SecretKeyRef{Name: "pg-ca", Key: "ca.crt"},
-				Login:          v1.PostgresLogin{Base: "crash", Group: "app_owner"},
-			},
-			Distribution: []v1.SecretTarget{{Namespace: ns, Name: "crash-db"}},
-			Rotation:     v1.RotationSpec{DiscardPolicy: v1.DiscardManual},
-		},
-	}
-	if err := k8s.Create(ctxT(t), cs); err != nil {
-		t.Fatal(err)
-	}
-	for _, step := range []struct {
-		failpoint string
-		before    func() // what the person does once this manager runs
-	}{
-		{"provision/source-stored", nil},
-		{"postgres/login-ensured", nil},
-		{"rotate/pending-stored", func() { waitPhase(t, ns, "crash", v1.PhaseIdle, 1); rotate(t, ns, "crash", "r1") }},
-		{"postgres/login-ensured", nil},
-		{"rotate/rotate-applied", nil},
-		{"rotate/pending-distributed", nil},
-		{"rotate/phase-distributed", nil},
-		{"discard/discard-started", func() { waitPhase(t, ns, "crash", v1.PhaseDistributed, 1); discard(t, ns, "crash", "r1") }},
-		{"postgres/login-dropped", nil},
-		{"discard/discard-applied", nil},
-		{"discard/phase-idle", nil},
-	} {
-		m := startManagerProcess(t, step.failpoint)
-		if step.before != nil {
-			step.before()
-		}
-		m.waitKilled(t, step.failpoint)
-		assertPgRecoverable(t, p, getSet(t, ns, "crash"), "killed at "+step.failpoint)
-	}
-	startManagerProcess(t, "")
-	waitPhase(t, ns, "crash", v1.PhaseIdle, 2)
-	d := secretData(t, ns, "crash-db")
-	if string(d["username"]) != "crash_g2" {
-		t.Fatalf("after the cycle the Secret names %q, want crash_g2", d["username"])
-	}
-	if roles := pgRoles(t, p, "crash_g"); strings.Join(roles, ",") != "crash_g2" {
-		t.Fatalf("after the cycle the set's roles are %v, want only crash_g2", roles)
-	}
-	for _, i := range []*testenv.PostgresInstance{p.Primary, p.Replica} {
-		if err := p.CanLogin(i, "crash_g2", string(d["password"])); err != nil {
-			t.Fatalf("crash_g2 on the %s: %v", i.Name, err)
-		}
-	}
-}
-
-// assertPgRecoverable: every login role of the set accepts a password the
-// source Secret holds (stored before applied), and the distributed login,
-// if any yet, logs in on every instance (no consumer locked out).
-func assertPgRecoverable(t testing.TB, p *testenv.Postgres, cs *v1.CredentialSet, when string) {
-	t.Helper()
-	src := map[string][]byte{}
-	s := &corev1.Secret{}
-	if err := k8s.Get(ctxT(t), client.ObjectKey{Namespace: OperatorNamespace, Name: naming.SourceSecretName(cs)}, s); err == nil {
-		src = s.Data
-	} else if !apierrors.IsNotFound(err) {
-		t.Fatal(err)
-	}
-	held := map[string]string{}
-	for _, suffix := range []string{"", engine.PendingSuffix} {
-		if u := string(src["username"+suffix]); u != "" {
-			held[u] = string(src["password"+suffix])
-		}
-	}
-	for _, role := range pgRoles(t, p, cs.Spec.Postgres.Login.Base+"_g") {
-		pw, ok := held[role]
-		if !ok {
-			t.Fatalf("%s: role %s exists but the source Secret holds no password for it", when, role)
-		}
-		for _, i := range []*testenv.PostgresInstance{p.Primary, p.Replica} {
-			if err := p.CanLogin(i, role, pw); err != nil {
-				t.Fatalf("%s: role %s does not accept the source Secret's password on the %s: %v", when, role, i.Name, err)
-			}
-		}
-	}
-	dist := &corev1.Secret{}
-	err := k8s.Get(ctxT(t), client.ObjectKey{Namespace: cs.Namespace, Name: cs.Spec.Distribution[0].Name}, dist)
-	if apierrors.IsNotFound(err) {
-		return
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, i := range []*testenv.PostgresInstance{p.Primary, p.Replica} {
-		if err := p.CanLogin(i, string(dist.Data["username"]), string(dist.Data["password"])); err != nil {
-			t.Fatalf("%s: the distributed login %s is refused on the %s: %v", when, dist.Data["username"], i.Name, err)
-		}
-	}
 }
 
 // pgRoles lists the roles whose names start with prefix.
