@@ -62,6 +62,9 @@ type Options struct {
 	// (the discard GitOps declares) to the generation the active rotation
 	// produces, and to the current one.
 	DiscardGenerations bool
+	// Checks: the user asks for the set's checks (kubectl rekey check),
+	// with a fresh request ID and again with one already answered.
+	Checks bool
 	// AppMade: the application user does not exist before rekey, so
 	// provisioning creates it, marked for the set (deletionPolicy Delete
 	// drops it); otherwise every user is adopted.
@@ -315,44 +318,6 @@ func outage(name string, down bool) func(*World) bool {
 	}
 }
 
-func scaleIn(name string) func(*World) bool {
-	return func(w *World) bool {
-		in := w.instance(name)
-		if in == nil || !in.Present || len(w.present()) < 2 {
-			return false
-		}
-		in.Present = false
-		return true
-	}
-}
-
-// returns: the instance comes back with the volume it left with.
-func returns(name string) func(*World) bool {
-	return func(w *World) bool {
-		in := w.instance(name)
-		if in == nil || in.Present {
-			return false
-		}
-		in.Present = true
-		return true
-	}
-}
-
-// rebuilt: the instance comes back from an empty data directory; its
-// bootstrap recreates the admin with what the distribution Secret holds
-// (MOCO's does), and nothing else rekey made (sql_log_bin=0).
-func rebuilt(name string) func(*World) bool {
-	return func(w *World) bool {
-		in := w.instance(name)
-		if in == nil || in.Present || w.Dist == nil {
-			return false
-		}
-		in.Present = true
-		in.Users = map[string]Account{AdminKey: {Exists: true, Primary: string(w.Dist.Data[AdminKey])}}
-		return true
-	}
-}
-
 // Transitions lists what the world can do besides reconciling, for o.
 func Transitions(o Options) []Transition {
 	out := userTransitions()
@@ -366,6 +331,11 @@ func Transitions(o Options) []Transition {
 		out = append(out,
 			Transition{"user: discardGeneration = the active rotation's", setDiscardGeneration(true)},
 			Transition{"user: discardGeneration = the current generation", setDiscardGeneration(false)})
+	}
+	if o.Checks {
+		for _, id := range []string{"k1", "k2"} {
+			out = append(out, Transition{"user: check " + id, annotate(engine.CheckAnnotation, id)})
+		}
 	}
 	out = append(out, Transition{"consumer pod restarts (reads the Secret)", restartPod})
 	if o.Backups {
