@@ -377,25 +377,6 @@ func (b *Backend) bind(s *session, secrets engine.Secrets) {
 	s.owner, s.adopted = b.owner, b.adopted
 }
 
-func merge(a, b engine.Secrets) engine.Secrets {
-	out := engine.Secrets{}
-	for k, v := range a {
-		out[k] = v
-	}
-	for k, v := range b {
-		out[k+engine.PendingSuffix] = v
-	}
-	return out
-}
-
-func values(s engine.Secrets) []string {
-	out := make([]string, 0, len(s))
-	for _, v := range s {
-		out = append(out, v)
-	}
-	return out
-}
-
 // unreachable holds the phase until inst answers. The controller quotes
 // Err, so its text is rekey's (redact) from here on.
 func unreachable(inst Instance, err error) error {

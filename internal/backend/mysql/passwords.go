@@ -105,3 +105,24 @@ func replicationRefusal(found []string) *engine.Refusal {
 		"a replica may use these users as its source user, and MySQL refuses a replication password longer than %d characters, so the rotation did not start: %s. Set passwordLength to %d or remove it (the default, %d characters, is %d bits), or revoke REPLICATION SLAVE from a user no replica uses",
 		MaxReplicationPasswordLength, strings.Join(found, ". "), MaxReplicationPasswordLength, DefaultPasswordLength, engine.MinPasswordBits)}
 }
+
+// merge is a and b in one map, b's keys suffixed as pending ones: the
+// secrets a session redacts.
+func merge(a, b engine.Secrets) engine.Secrets {
+	out := engine.Secrets{}
+	for k, v := range a {
+		out[k] = v
+	}
+	for k, v := range b {
+		out[k+engine.PendingSuffix] = v
+	}
+	return out
+}
+
+func values(s engine.Secrets) []string {
+	out := make([]string, 0, len(s))
+	for _, v := range s {
+		out = append(out, v)
+	}
+	return out
+}
