@@ -10,9 +10,10 @@ import (
 	"go/ast"
 	"go/parser"
 	"go/token"
+	"maps"
 	"reflect"
 	"regexp"
-	"sort"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -236,36 +237,18 @@ func checkQuery(t *testing.T, what, expr string, exported map[string]map[string]
 			for _, v := range strings.Split(m.value, "|") {
 				switch {
 				case m.label == "reason":
-					if !contains(allReasons, v) {
+					if !slices.Contains(allReasons, v) {
 						t.Errorf("%s: %q matches reason %q, which internal/reason does not define", what, expr, v)
 					}
 				case m.label == "phase" || m.label == "result" || m.label == "state":
 					if !values[v] {
-						t.Errorf("%s: %q matches %s=%q; %s takes %v", what, expr, m.label, v, s.name, keys(values))
+						t.Errorf("%s: %q matches %s=%q; %s takes %v", what, expr, m.label, v, s.name, slices.Sorted(maps.Keys(values)))
 					}
 				}
 			}
 		}
 	}
 	return names
-}
-
-func contains(list []string, s string) bool {
-	for _, x := range list {
-		if x == s {
-			return true
-		}
-	}
-	return false
-}
-
-func keys(m map[string]bool) []string {
-	var out []string
-	for k := range m {
-		out = append(out, k)
-	}
-	sort.Strings(out)
-	return out
 }
 
 // TestDashboardAndAlertsReadExportedMetrics: every series the dashboard's
