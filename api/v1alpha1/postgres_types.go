@@ -12,7 +12,10 @@ package v1alpha1
 // +kubebuilder:validation:XValidation:rule="has(self.login) != has(self.logins)",message="name the rotating login in spec.postgres.login, or several in spec.postgres.logins: set exactly one of them"
 // +kubebuilder:validation:XValidation:rule="has(oldSelf.logins) == has(self.logins) && (!has(self.logins) || (size(self.logins) == size(oldSelf.logins) && self.logins.all(l, oldSelf.logins.exists(o, o.base == l.base))))",fieldPath=".logins",message="spec.postgres.logins is fixed once the set exists (each login's keys in the source Secret hold its current password, and a set cannot move between login and logins): to rotate other logins, create another CredentialSet and delete this one once consumers moved"
 // +kubebuilder:validation:XValidation:rule="!has(self.login) || self.login.base != self.login.group",fieldPath=".login.group",message="login.group must differ from login.base: the group owns the application's objects and each generation logs in as <base>_g<N>"
-// +kubebuilder:validation:XValidation:rule="!has(self.adopt) || has(self.login)",fieldPath=".adopt",message="spec.postgres.adopt makes an existing role the first generation of spec.postgres.login, and a set with spec.postgres.logins adopts none: remove adopt, or adopt the role in a set of its own with login"
+// +kubebuilder:validation:XValidation:rule="!has(self.adopt) || has(self.login)",fieldPath=".adopt",message="spec.postgres.adopt makes an existing role the first generation of spec.postgres.login; with spec.postgres.logins, each login adopts its own role: move adopt into the item of spec.postgres.logins whose role it is"
+// +kubebuilder:validation:XValidation:rule="!has(self.login) || !has(self.login.adopt)",fieldPath=".login.adopt",message="with spec.postgres.login, the role to adopt goes in spec.postgres.adopt: move it there"
+// +kubebuilder:validation:XValidation:rule="!has(self.logins) || self.logins.all(a, !has(a.adopt) || self.logins.all(b, a.adopt.role != b.group && !(a.adopt.role.startsWith(b.base + '_g') && a.adopt.role.substring(size(b.base) + 2).matches('^[0-9]+$'))))",fieldPath=".logins",message="a login's adopt.role is a group of spec.postgres.logins, which rekey never drops, or is named like a generation (<base>_g<N>) of one of them, which rekey creates and drops by itself: name the login role applications use today"
+// +kubebuilder:validation:XValidation:rule="!has(self.logins) || self.logins.all(a, !has(a.adopt) || self.logins.exists_one(b, has(b.adopt) && b.adopt.role == a.adopt.role))",fieldPath=".logins",message="two logins of spec.postgres.logins adopt the same role: each login adopts a role of its own"
 // +kubebuilder:validation:XValidation:rule="!has(self.adopt) || !has(self.login) || self.adopt.role != self.login.group",fieldPath=".adopt.role",message="spec.postgres.adopt.role is the group, which rekey never drops: name the login role applications use today"
 // +kubebuilder:validation:XValidation:rule="!has(self.adopt) || !has(self.login) || !self.adopt.role.startsWith(self.login.base + '_g') || !self.adopt.role.substring(size(self.login.base) + 2).matches('^[0-9]+$')",fieldPath=".adopt.role",message="spec.postgres.adopt.role is named like one of this set's own generations (<login.base>_g<N>), which rekey creates and drops by itself: name the role applications log in as today, or give login.base another name"
 // +kubebuilder:validation:XValidation:rule="!has(self.logins) || self.logins.all(a, self.logins.all(b, a.group != b.base))",fieldPath=".logins",message="a login's group has the base of a login of spec.postgres.logins: a group owns the application's objects and each login's generations are <base>_g<N>, so give the group or the base another name"
@@ -225,6 +228,13 @@ type PostgresLogin struct {
 	// +kubebuilder:validation:XValidation:rule="!self.startsWith('pg_')",message="login.group names a role of PostgreSQL's own (pg_*): name the role that owns the application's objects"
 	// +kubebuilder:validation:MaxLength=63
 	Group string `json:"group"`
+	// Adopt, in an item of spec.postgres.logins, names a login role that
+	// exists before rekey manages it and makes it this login's generation
+	// 1, as spec.postgres.adopt does for spec.postgres.login (same proof:
+	// the password logs in as the role). Read only while the set
+	// provisions.
+	// +optional
+	Adopt *PostgresAdopt `json:"adopt,omitempty"`
 }
 
 // RotatingLogins are the logins the set rotates: login, or logins.

@@ -26,6 +26,9 @@ func TestAdmissionPostgresLogins(t *testing.T) {
 			}},
 		}
 	}
+	adopt := func(role string) *v1.PostgresAdopt {
+		return &v1.PostgresAdopt{Role: role, PasswordSecretRef: v1.SecretKeyRef{Name: "legacy", Key: role}}
+	}
 	many := func(n int) []v1.PostgresLogin {
 		var l []v1.PostgresLogin
 		for i := range n {
@@ -53,9 +56,18 @@ func TestAdmissionPostgresLogins(t *testing.T) {
 			[]string{"spec.postgres.logins[1].base", "50"}},
 		{"a pg_ group", func(cs *v1.CredentialSet) { cs.Spec.Postgres.Logins[0].Group = "pg_read_server_files" },
 			[]string{"spec.postgres.logins[0].group", "PostgreSQL's own"}},
-		{"adopt with logins", func(cs *v1.CredentialSet) {
-			cs.Spec.Postgres.Adopt = &v1.PostgresAdopt{Role: "legacy", PasswordSecretRef: v1.SecretKeyRef{Name: "legacy", Key: "password"}}
-		}, []string{"spec.postgres.adopt", "adopts none"}},
+		{"spec.postgres.adopt with logins", func(cs *v1.CredentialSet) { cs.Spec.Postgres.Adopt = adopt("legacy") },
+			[]string{"spec.postgres.adopt", "move adopt into the item"}},
+		{"login.adopt", func(cs *v1.CredentialSet) {
+			cs.Spec.Postgres.Logins, cs.Spec.Postgres.Login = nil, v1.PostgresLogin{Base: "app", Group: "app_owner", Adopt: adopt("legacy")}
+		}, []string{"spec.postgres.login.adopt", "spec.postgres.adopt"}},
+		{"a login adopting a group", func(cs *v1.CredentialSet) { cs.Spec.Postgres.Logins[1].Adopt = adopt("app_owner") },
+			[]string{"spec.postgres.logins", "adopt.role is a group"}},
+		{"a login adopting another's generation", func(cs *v1.CredentialSet) { cs.Spec.Postgres.Logins[1].Adopt = adopt("app_g2") },
+			[]string{"spec.postgres.logins", "named like a generation"}},
+		{"two logins adopting one role", func(cs *v1.CredentialSet) {
+			cs.Spec.Postgres.Logins[0].Adopt, cs.Spec.Postgres.Logins[1].Adopt = adopt("legacy"), adopt("legacy")
+		}, []string{"spec.postgres.logins", "adopt the same role"}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			cs := pg()
@@ -80,7 +92,9 @@ func TestAdmissionPostgresLogins(t *testing.T) {
 	legacy.Spec.Postgres.Adopt = &v1.PostgresAdopt{Role: "shop", PasswordSecretRef: v1.SecretKeyRef{Name: "legacy", Key: "password"}}
 	sharedGroup := pg()
 	sharedGroup.Spec.Postgres.Logins[1].Group = "app_owner"
-	for _, cs := range []*v1.CredentialSet{pg(), one, sixteen, legacy, sharedGroup} {
+	adopting := pg()
+	adopting.Spec.Postgres.Logins[0].Adopt, adopting.Spec.Postgres.Logins[1].Adopt = adopt("legacy"), adopt("legacy_report")
+	for _, cs := range []*v1.CredentialSet{pg(), one, sixteen, legacy, sharedGroup, adopting} {
 		if err := k8s.Create(ctxT(t), cs); err != nil {
 			t.Errorf("well-formed spec %+v rejected: %v", cs.Spec.Postgres, err)
 		}

@@ -16,9 +16,10 @@ import (
 
 // TestPostgresSeveralLogins rotates a set of two logins (the
 // application's, which owns the tables through app_owner, and a
-// reporting login that reads them through report_reader) on a real
-// primary and streaming replica: both get a new role in one rotation, both
-// old ones keep working until the discard, which drops both. Consumers,
+// reporting login that reads them through report_reader, whose role
+// "reporting" exists and is adopted) on a real primary and streaming
+// replica: both get a new role in one rotation, both old ones keep working
+// until the discard, which drops both, the adopted one included. Consumers,
 // one per login, run pgbench with what they read when they started, on
 // both instances, from provisioning to after the discard: not one login is
 // refused. Deleted with deletionPolicy Delete, the set drops both current
@@ -26,13 +27,14 @@ import (
 func TestPostgresSeveralLogins(t *testing.T) {
 	p := testenv.PostgresForTest(t)
 	if err := p.Exec(p.Primary, "CREATE ROLE app_owner NOLOGIN", "GRANT CREATE ON SCHEMA public TO app_owner",
-		"CREATE ROLE report_reader NOLOGIN"); err != nil {
+		"CREATE ROLE report_reader NOLOGIN", "CREATE ROLE reporting LOGIN PASSWORD 'Reporting0123456789'"); err != nil {
 		t.Fatal(err)
 	}
 	startManager(t, cp.Config)
 	ns := newNamespace(t)
 	createSecret(t, ns, "pg-admin", map[string]string{"username": p.AdminUser, "password": p.AdminPassword})
 	createSecret(t, ns, "pg-ca", map[string]string{"ca.crt": string(p.CAPEM)})
+	createSecret(t, ns, "reporting-legacy", map[string]string{"password": "Reporting0123456789"})
 	cs := &v1.CredentialSet{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "two"},
 		Spec: v1.CredentialSetSpec{
@@ -40,8 +42,10 @@ func TestPostgresSeveralLogins(t *testing.T) {
 				Hosts:          []string{p.Primary.Addr(), p.Replica.Addr()},
 				Admin:          v1.PostgresAdmin{SecretRef: v1.LocalSecretRef{Name: "pg-admin"}},
 				TLSCASecretRef: &v1.SecretKeyRef{Name: "pg-ca", Key: "ca.crt"},
-				Logins:         []v1.PostgresLogin{{Base: "app", Group: "app_owner"}, {Base: "report", Group: "report_reader"}},
-				Connection:     &v1.PostgresConnection{Host: "127.0.0.1", Port: int32(p.Primary.Port), DBName: "postgres"},
+				// The reporting login exists today: its role is adopted.
+				Logins: []v1.PostgresLogin{{Base: "app", Group: "app_owner"}, {Base: "report", Group: "report_reader",
+					Adopt: &v1.PostgresAdopt{Role: "reporting", PasswordSecretRef: v1.SecretKeyRef{Name: "reporting-legacy", Key: "password"}}}},
+				Connection: &v1.PostgresConnection{Host: "127.0.0.1", Port: int32(p.Primary.Port), DBName: "postgres"},
 			},
 			Distribution:   []v1.SecretTarget{{Namespace: ns, Name: "two-db"}},
 			ConsumerGroups: []v1.ConsumerGroup{{Name: "web", Members: []string{"web-0"}}},
@@ -53,7 +57,10 @@ func TestPostgresSeveralLogins(t *testing.T) {
 	}
 	waitPhase(t, ns, "two", v1.PhaseIdle, 1)
 	g1 := secretData(t, ns, "two-db")
-	app1, rep1 := loginData(t, g1, "app", "app_g1"), loginData(t, g1, "report", "report_g1")
+	app1, rep1 := loginData(t, g1, "app", "app_g1"), loginData(t, g1, "report", "reporting")
+	if string(rep1["password"]) != "Reporting0123456789" {
+		t.Fatal("the adopted role is distributed with another password than its own")
+	}
 	assertPgURI(t, p, app1)
 	assertPgURI(t, p, rep1)
 	if out, err := p.Pgbench(p.Primary, "app_g1", string(app1["password"]), "-i", "-s", "1", "-q"); err != nil {
@@ -74,7 +81,7 @@ func TestPostgresSeveralLogins(t *testing.T) {
 	}
 	assertPgURI(t, p, app2)
 	assertPgURI(t, p, rep2)
-	for _, pair := range [][]string{{"app_g", "app_g1,app_g2"}, {"report_g", "report_g1,report_g2"}} {
+	for _, pair := range [][]string{{"app_g", "app_g1,app_g2"}, {"report", "report_g2,report_reader,reporting"}} {
 		if got := strings.Join(pgRoles(t, p, pair[0]), ","); got != pair[1] {
 			t.Fatalf("while Distributed the roles are %s, want %s (old and new)", got, pair[1])
 		}
@@ -92,7 +99,7 @@ func TestPostgresSeveralLogins(t *testing.T) {
 	}
 	discard(t, ns, "two", "r1")
 	waitPhase(t, ns, "two", v1.PhaseIdle, 2)
-	for _, pair := range [][]string{{"app_g", "app_g2"}, {"report_g", "report_g2"}} {
+	for _, pair := range [][]string{{"app_g", "app_g2"}, {"report", "report_g2,report_reader"}} {
 		if got := strings.Join(pgRoles(t, p, pair[0]), ","); got != pair[1] {
 			t.Fatalf("after the discard the roles are %s, want only %s", got, pair[1])
 		}
@@ -110,7 +117,7 @@ func TestPostgresSeveralLogins(t *testing.T) {
 	repC.stop(t)
 	assertNoSecretLeaked(t, ns, "two", map[string]string{"admin": p.AdminPassword,
 		"app_g1": string(app1["password"]), "app_g2": string(app2["password"]),
-		"report_g1": string(rep1["password"]), "report_g2": string(rep2["password"])})
+		"reporting": string(rep1["password"]), "report_g2": string(rep2["password"])})
 
 	// Deleted with deletionPolicy Delete once its consumer group is gone,
 	// the set takes both current logins with it.

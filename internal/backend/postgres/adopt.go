@@ -12,11 +12,12 @@ import (
 )
 
 // ProveAdoption refuses, before anything is stored or changed, to adopt
-// a role the given password does not log in as: knowing it is the proof
-// that the set's author may retire the role.
-func (b *Backend) ProveAdoption(ctx context.Context, password string) (err error) {
+// for login base a role the given password does not log in as: knowing it
+// is the proof that the set's author may retire it.
+func (b *Backend) ProveAdoption(ctx context.Context, base, password string) (err error) {
 	defer func() { err = safe(err) }()
-	if b.adopt == "" {
+	l, ok := b.loginOf(base)
+	if !ok || l.adopt == "" {
 		return nil
 	}
 	t, err := b.topology(ctx)
@@ -24,17 +25,28 @@ func (b *Backend) ProveAdoption(ctx context.Context, password string) (err error
 		return err
 	}
 	defer t.close(ctx)
-	return b.prove(ctx, t, b.adopt, password)
+	return b.prove(ctx, t, l, l.adopt, password)
 }
 
-func (b *Backend) prove(ctx context.Context, t *topology, name, password string) error {
+// loginOf is the login of base.
+func (b *Backend) loginOf(base string) (login, bool) {
+	for _, l := range b.logins {
+		if l.base == base {
+			return l, true
+		}
+	}
+	return login{}, false
+}
+
+func (b *Backend) prove(ctx context.Context, t *topology, l login, name, password string) error {
+	field := l.adoptField
 	if name == b.adminUser {
 		return &engine.Refusal{Reason: string(reason.ProvisionFailed), Message: fmt.Sprintf(
-			"spec.postgres.adopt.role %s is the admin rekey acts as, which a rotation would drop: adopt the application's login role instead", name)}
+			"%s.role %s is the admin rekey acts as, which a rotation would drop: adopt the application's login role instead", field, name)}
 	}
 	if password == "" {
 		return &engine.Refusal{Reason: string(reason.ProvisionFailed), Message: fmt.Sprintf(
-			"the Secret named in spec.postgres.adopt.passwordSecretRef holds an empty password for role %s, so nothing was adopted or changed: put the password applications log in with under that key", name)}
+			"the Secret named in %s.passwordSecretRef holds an empty password for role %s, so nothing was adopted or changed: put the password applications log in with under that key", field, name)}
 	}
 	r, err := b.lookup(ctx, t.primary, name)
 	if err != nil {
@@ -42,8 +54,8 @@ func (b *Backend) prove(ctx context.Context, t *topology, name, password string)
 	}
 	if !r.exists {
 		return &engine.Refusal{Reason: string(reason.ProvisionFailed), Message: fmt.Sprintf(
-			"role %s named in spec.postgres.adopt.role does not exist on %s, so nothing was adopted or changed: name the role applications log in as today, or remove spec.postgres.adopt to start with a new login %s",
-			name, t.primary.host, loginName(b.logins[0].base, 1))}
+			"role %s named in %s.role does not exist on %s, so nothing was adopted or changed: name the role applications log in as today, or remove %s to start with a new login %s",
+			name, field, t.primary.host, field, loginName(l.base, 1))}
 	}
 	if r.mark != "" && !b.owned(r) {
 		return &engine.Refusal{Reason: string(reason.ProvisionFailed), Message: fmt.Sprintf(
@@ -56,8 +68,8 @@ func (b *Backend) prove(ctx context.Context, t *topology, name, password string)
 	}
 	if !ok {
 		return &engine.Refusal{Reason: string(reason.ProvisionFailed), Message: fmt.Sprintf(
-			"the password in the Secret named in spec.postgres.adopt.passwordSecretRef does not log in as role %s on %s, so rekey did not adopt it and changed nothing: put the password applications log in with today under that key (rekey adopts only a role whose password it is given, as proof that the role is yours to retire)",
-			name, t.primary.host)}
+			"the password in the Secret named in %s.passwordSecretRef does not log in as role %s on %s, so rekey did not adopt it and changed nothing: put the password applications log in with today under that key (rekey adopts only a role whose password it is given, as proof that the role is yours to retire)",
+			field, name, t.primary.host)}
 	}
 	return nil
 }
@@ -67,8 +79,8 @@ func (b *Backend) prove(ctx context.Context, t *topology, name, password string)
 // and what it owns is handed to the group in every database, so that the
 // next generations reach the same objects. Its live sessions keep their
 // rights through the group.
-func (b *Backend) claimAdopted(ctx context.Context, t *topology, name, password string) error {
-	if err := b.prove(ctx, t, name, password); err != nil {
+func (b *Backend) claimAdopted(ctx context.Context, t *topology, l login, name, password string) error {
+	if err := b.prove(ctx, t, l, name, password); err != nil {
 		return err
 	}
 	mark, err := literal(ownerMark(b.owner))
@@ -79,7 +91,7 @@ func (b *Backend) claimAdopted(ctx context.Context, t *topology, name, password 
 	if err := b.fence(ctx); err != nil {
 		return err
 	}
-	group := b.logins[0].group // adopt goes with spec.postgres.login alone
+	group := l.group
 	err = pgx.BeginFunc(ctx, t.primary.conn, func(tx pgx.Tx) error {
 		for _, st := range []string{"GRANT " + ident(group) + " TO " + id,
 			"ALTER ROLE " + id + " SET role = " + quoteSetting(group),

@@ -42,7 +42,6 @@ type Backend struct {
 	owner         string
 	logins        []login
 	conn          *connection // nil: the login alone is distributed
-	adopt         string      // spec.postgres.adopt.role: generation 1 is this existing role
 	terminate     bool        // spec.postgres.terminateSessions
 
 	// Fence, if set, is asked before every statement that changes roles,
@@ -100,17 +99,9 @@ func New(spec *v1.PostgresSpec, owner, adminUser, adminPassword string, caPEM []
 	if err != nil {
 		return nil, err
 	}
-	var adopt string
-	if a := spec.Adopt; a != nil {
-		adopt = a.Role
-		if len(spec.Logins) > 0 {
-			return nil, errors.New("postgres.adopt goes with postgres.login: a set with postgres.logins adopts none; adopt the role in a set of its own")
-		}
-		if adopt == spec.Login.Group || adopt == adminUser {
-			return nil, fmt.Errorf("postgres.adopt.role %q is the group or the admin, which rekey never drops: name the login role applications use today", adopt)
-		}
-		if _, own := generationOf(spec.Login.Base, adopt); own {
-			return nil, fmt.Errorf("postgres.adopt.role %q is named like one of this set's own generations: name the role applications log in as today", adopt)
+	for _, l := range logins {
+		if l.adopt == adminUser {
+			return nil, fmt.Errorf("%s.role %q is the admin, which rekey never drops: name the login role applications use today", l.adoptField, l.adopt)
 		}
 	}
 	mode := spec.TLS
@@ -132,7 +123,7 @@ func New(spec *v1.PostgresSpec, owner, adminUser, adminPassword string, caPEM []
 		Timeout: DefaultTimeout, ReplayWait: DefaultReplayWait,
 		hosts: spec.Hosts, database: db, adminUser: adminUser, adminPassword: adminPassword,
 		tlsMode: mode, roots: roots, owner: owner, logins: logins,
-		conn: newConnection(spec.Connection), adopt: adopt, terminate: spec.TerminateSessions,
+		conn: newConnection(spec.Connection), terminate: spec.TerminateSessions,
 	}, nil
 }
 

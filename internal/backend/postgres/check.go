@@ -184,8 +184,8 @@ func (b *Backend) loginFinding(ctx context.Context, h string, in engine.CheckInp
 	user, pw := in.Current[l.userKey()], in.Current[l.passwordKey()]
 	f := engine.Finding{Target: h, OK: true}
 	switch {
-	case (user == "" || pw == "") && b.adopt != "":
-		f.Check, f.Message = "login "+b.adopt, "adopted at provisioning, with the password in spec.postgres.adopt's Secret"
+	case (user == "" || pw == "") && l.adopt != "":
+		f.Check, f.Message = "login "+l.adopt, "adopted at provisioning, with the password in "+l.adoptField+"'s Secret"
 		return f
 	case user == "" || pw == "":
 		f.Check, f.Message = "login "+loginName(l.base, 1), "missing: rekey creates it"

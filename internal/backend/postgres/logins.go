@@ -1,6 +1,7 @@
 package postgres
 
 import (
+	"errors"
 	"fmt"
 
 	v1 "rekey.io/rekey/api/v1alpha1"
@@ -16,7 +17,14 @@ type login struct {
 	// single-login set always had), "<base>." for each of
 	// spec.postgres.logins, so that no two logins share a key.
 	prefix string
+	// adopt is the existing role that is this login's generation 1
+	// (spec.postgres.adopt, or the item's adopt), named in messages by
+	// adoptField.
+	adopt, adoptField string
 }
+
+// adopted: user is the role this login adopts.
+func (l login) adopted(user string) bool { return l.adopt != "" && user == l.adopt }
 
 func (l login) userKey() string     { return l.prefix + KeyUsername }
 func (l login) passwordKey() string { return l.prefix + KeyPassword }
@@ -55,7 +63,44 @@ func loginsOf(spec *v1.PostgresSpec) ([]login, error) {
 		}
 		out = append(out, login{base: s.Base, group: s.Group, prefix: Prefix(spec, s.Base)})
 	}
-	return out, nil
+	if a := spec.Adopt; a != nil {
+		if len(spec.Logins) > 0 {
+			return nil, errors.New("postgres.adopt goes with postgres.login: with postgres.logins, move it into the item of the login whose role it is")
+		}
+		out[0].adopt, out[0].adoptField = a.Role, "spec.postgres.adopt"
+	}
+	for i, s := range spec.Logins {
+		if s.Adopt != nil {
+			out[i].adopt, out[i].adoptField = s.Adopt.Role, fmt.Sprintf("spec.postgres.logins[%d].adopt", i)
+		}
+	}
+	if spec.Login.Adopt != nil {
+		return nil, errors.New("postgres.login.adopt: with postgres.login, the role to adopt goes in postgres.adopt")
+	}
+	return out, checkAdopted(out)
+}
+
+// checkAdopted refuses an adopted role rekey could confuse with a role
+// it must keep (a group) or one it makes and drops itself (a generation),
+// or that two logins would share.
+func checkAdopted(logins []login) error {
+	for i, l := range logins {
+		if l.adopt == "" {
+			continue
+		}
+		for j, o := range logins {
+			if l.adopt == o.group {
+				return fmt.Errorf("%s.role %q is a group, which rekey never drops: name the login role applications use today", l.adoptField, l.adopt)
+			}
+			if _, own := generationOf(o.base, l.adopt); own {
+				return fmt.Errorf("%s.role %q is named like one of this set's own generations: name the role applications log in as today", l.adoptField, l.adopt)
+			}
+			if j != i && o.adopt == l.adopt {
+				return fmt.Errorf("%s.role %q is adopted by another login too: each login adopts a role of its own", l.adoptField, l.adopt)
+			}
+		}
+	}
+	return nil
 }
 
 // identity is one login's role and password, as a set of secrets holds

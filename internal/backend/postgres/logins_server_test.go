@@ -121,3 +121,50 @@ func actsAs(t *testing.T, p *testenv.Postgres, role, password, group string) {
 		t.Fatalf("a session of %s acts as %q (%v), want %s", role, cur, err, group)
 	}
 }
+
+// TestSeveralLoginsAdoption: in a set of two logins, one adopts the role
+// applications log in as today (given its password) and the other starts
+// afresh; both are generation 1, and the first rotation's Retire drops
+// the adopted role with the other's first generation.
+func TestSeveralLoginsAdoption(t *testing.T) {
+	p := cluster(t)
+	ctx := ctxT(t)
+	if err := p.Exec(p.Primary, "CREATE ROLE legacy_rep LOGIN PASSWORD 'LegacyRep0123456789'"); err != nil {
+		t.Fatal(err)
+	}
+	spec := &v1.PostgresSpec{Hosts: []string{p.Primary.Addr(), p.Replica.Addr()}, Logins: []v1.PostgresLogin{
+		{Base: "ad_app", Group: "app_owner"},
+		{Base: "ad_rep", Group: "app_owner", Adopt: &v1.PostgresAdopt{Role: "legacy_rep"}}}}
+	b, err := New(spec, testUID, p.AdminUser, p.AdminPassword, p.CAPEM)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := b.ProveAdoption(ctx, "ad_rep", "wrong-password-0123"); !isRefusal(err, reason.ProvisionFailed) {
+		t.Fatalf("a wrong password: %v", err)
+	}
+	if err := b.ProveAdoption(ctx, "ad_rep", "LegacyRep0123456789"); err != nil {
+		t.Fatal(err)
+	}
+	g1, _ := b.NewSecrets(1)
+	g1["ad_rep.username"], g1["ad_rep.password"] = "legacy_rep", "LegacyRep0123456789"
+	prov, err := b.Provision(ctx, g1)
+	if err != nil || prov.Generation != 1 || !prov.Adopted {
+		t.Fatalf("Provision: generation %d, adopted %v, %v", prov.Generation, prov.Adopted, err)
+	}
+	assertLogins(t, p, g1, "ad_app_g1", "legacy_rep")
+	actsAs(t, p, "legacy_rep", "LegacyRep0123456789", "app_owner")
+
+	g2, _ := b.NewSecrets(2)
+	if _, err := b.Apply(ctx, g1, g2, 2); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Retire(ctx, g1, g2); err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range []string{"legacy_rep", "ad_app_g1"} {
+		if roleExists(t, p, r) {
+			t.Fatalf("%s is left after the first rotation's Retire", r)
+		}
+	}
+	assertLogins(t, p, g2, "ad_app_g2", "ad_rep_g2")
+}

@@ -121,6 +121,41 @@ func TestLoginsRefused(t *testing.T) {
 	}
 }
 
+// TestAdoptedRefused: a login adopts only a role rekey may retire: not a
+// group, the admin, a generation of the set, nor another login's.
+func TestAdoptedRefused(t *testing.T) {
+	for _, c := range []struct {
+		name      string
+		app, rept string // the roles the logins adopt ("" none)
+		want      string
+	}{
+		{"a group", "report_reader", "", "is a group"},
+		{"another login's generation", "report_g3", "", "named like one of this set's own generations"},
+		{"the admin", "admin", "", "is the admin"},
+		{"one role twice", "legacy", "legacy", "adopted by another login too"},
+		{"two roles", "legacy", "legacy_report", ""},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			spec := twoLogins()
+			for i, role := range []string{c.app, c.rept} {
+				if role != "" {
+					spec.Logins[i].Adopt = &v1.PostgresAdopt{Role: role}
+				}
+			}
+			b, err := New(spec, unitUID, "admin", "pw", nil)
+			if c.want == "" {
+				if err != nil || !b.logins[0].adopted("legacy") || !b.logins[1].adopted("legacy_report") || b.logins[0].adopted("legacy_report") {
+					t.Fatalf("New: %v", err)
+				}
+				return
+			}
+			if err == nil || !strings.Contains(err.Error(), c.want) || !strings.Contains(err.Error(), "spec.postgres.logins[0].adopt") {
+				t.Fatalf("New: %v, want an error naming spec.postgres.logins[0].adopt and %q", err, c.want)
+			}
+		})
+	}
+}
+
 // TestCheckLoginPerKey: a login's key naming another login's role is
 // refused: each login drops only its own generations.
 func TestCheckLoginPerKey(t *testing.T) {

@@ -60,7 +60,7 @@ func TestRelease(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := later.ProveAdoption(ctx, g[3][KeyPassword]); !isRefusal(err, reason.ProvisionFailed) {
+	if err := later.ProveAdoption(ctx, "relnext", g[3][KeyPassword]); !isRefusal(err, reason.ProvisionFailed) {
 		t.Fatalf("adopting a marked login: %v, want ProvisionFailed", err)
 	}
 
@@ -130,7 +130,7 @@ func TestRelease(t *testing.T) {
 	if !roleExists(t, p, "rel_g3") {
 		t.Fatal("the released rel_g3 was dropped by its former set's Deprovision")
 	}
-	if err := later.ProveAdoption(ctx, g[3][KeyPassword]); err != nil {
+	if err := later.ProveAdoption(ctx, "relnext", g[3][KeyPassword]); err != nil {
 		t.Fatal(err)
 	}
 	if got, err := later.Provision(ctx, g[3]); err != nil || !got.Adopted {

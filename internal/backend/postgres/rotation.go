@@ -26,29 +26,37 @@ func (b *Backend) Provision(ctx context.Context, cur engine.Secrets) (_ engine.P
 	if err := b.requireGroups(ctx, t, ids, reason.ProvisionFailed); err != nil {
 		return engine.Provisioned{}, err
 	}
-	if id := ids[0]; len(ids) == 1 && b.isAdopted(id.user) {
-		// spec.postgres.adopt: the role exists and applications hold its
-		// password; it becomes generation 1 as it is.
-		if err := b.claimAdopted(ctx, t, id.user, id.password); err != nil {
+	// An adopted role exists and applications hold its password: it
+	// becomes its login's generation 1 as it is.
+	var made []identity
+	adopted := false
+	for _, id := range ids {
+		if !id.adopted(id.user) {
+			made = append(made, id)
+			continue
+		}
+		adopted = true
+		if err := b.claimAdopted(ctx, t, id.login, id.user, id.password); err != nil {
 			return engine.Provisioned{}, err
 		}
-		if err := b.waitReplay(ctx, t); err != nil {
-			return engine.Provisioned{}, err
-		}
-		if err := b.provenEverywhere(ctx, t, id.user, id.password, reason.ProvisionFailed, "check pg_hba.conf on that instance"); err != nil {
-			return engine.Provisioned{}, err
-		}
-		return engine.Provisioned{Secrets: secretsOf(ids), Generation: 1, Adopted: true}, nil
 	}
-	if err := b.apply(ctx, t, ids); err != nil {
+	// apply waits for the replicas to replay every change above, too.
+	if err := b.apply(ctx, t, made); err != nil {
 		return engine.Provisioned{}, err
 	}
-	var gen int64
 	for _, id := range ids {
+		if id.adopted(id.user) {
+			if err := b.provenEverywhere(ctx, t, id.user, id.password, reason.ProvisionFailed, "check pg_hba.conf on that instance"); err != nil {
+				return engine.Provisioned{}, err
+			}
+		}
+	}
+	gen := int64(1)
+	for _, id := range made {
 		g, _ := generationOf(id.base, id.user)
 		gen = max(gen, g)
 	}
-	return engine.Provisioned{Secrets: secretsOf(ids), Generation: gen}, nil
+	return engine.Provisioned{Secrets: secretsOf(ids), Generation: gen, Adopted: adopted}, nil
 }
 
 // apply makes every login of ids accept its password, waits for every
@@ -89,7 +97,7 @@ func (b *Backend) checkedIdentities(s engine.Secrets, which string) ([]identity,
 // checkLogin refuses secrets that do not name one of l's login roles: the
 // admin, a group or anything else is never touched.
 func (b *Backend) checkLogin(l login, user string) error {
-	if _, ok := generationOf(l.base, user); (ok || b.isAdopted(user)) && user != b.adminUser {
+	if _, ok := generationOf(l.base, user); (ok || l.adopted(user)) && user != b.adminUser {
 		return nil
 	}
 	return &engine.Refusal{Reason: string(reason.KeyMismatch), Message: fmt.Sprintf(
@@ -290,7 +298,7 @@ func (b *Backend) Deprovision(ctx context.Context, cur engine.Secrets) (err erro
 		if err := b.removeGenerations(ctx, t, l, reason.UsersInUse); err != nil {
 			return err
 		}
-		if user := cur[l.userKey()]; b.isAdopted(user) {
+		if user := cur[l.userKey()]; l.adopted(user) {
 			if err := b.release(ctx, t, user); err != nil {
 				return err
 			}
@@ -329,9 +337,6 @@ func (b *Backend) Release(ctx context.Context, cur engine.Secrets) (err error) {
 	}
 	return nil
 }
-
-// isAdopted: user is the role spec.postgres.adopt names.
-func (b *Backend) isAdopted(user string) bool { return b.adopt != "" && user == b.adopt }
 
 func (b *Backend) sameLoginRefusal(r reason.Reason, user string) error {
 	return &engine.Refusal{Reason: string(r), Message: fmt.Sprintf(

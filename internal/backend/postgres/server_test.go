@@ -382,13 +382,13 @@ func TestAdoption(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := b.ProveAdoption(ctx, "wrong-password-0123"); !isRefusal(err, reason.ProvisionFailed) || !strings.Contains(err.Error(), "does not log in as role legacy") {
+	if err := b.ProveAdoption(ctx, "shop", "wrong-password-0123"); !isRefusal(err, reason.ProvisionFailed) || !strings.Contains(err.Error(), "does not log in as role legacy") {
 		t.Fatalf("adoption with a wrong password: %v, want a ProvisionFailed refusal", err)
 	}
 	if roleComment(t, p, "legacy") != "" {
 		t.Fatal("a refused adoption changed the role")
 	}
-	if err := b.ProveAdoption(ctx, "Legacy0123456789"); err != nil {
+	if err := b.ProveAdoption(ctx, "shop", "Legacy0123456789"); err != nil {
 		t.Fatal(err)
 	}
 	// A session of the application, open before the adoption, keeps

@@ -96,18 +96,45 @@ func build(ctx context.Context, cs *v1.CredentialSet, k registry.Kube, o registr
 	if p.NoInstances {
 		return p, nil
 	}
-	if a := spec.Adopt; a != nil && cs.Status.KeyGeneration == 0 && cs.DeletionTimestamp.IsZero() {
+	if cs.Status.KeyGeneration != 0 || !cs.DeletionTimestamp.IsZero() {
+		return p, nil
+	}
+	for _, l := range adoptions(spec) {
 		// Proven before provisioning records anything: a wrong password
 		// is refused with nothing stored, changed or distributed, and
 		// fixing the Secret is all it takes to go on.
-		pw, err := k.SecretKey(ctx, a.PasswordSecretRef.Name, a.PasswordSecretRef.Key)
+		pw, err := k.SecretKey(ctx, l.Adopt.PasswordSecretRef.Name, l.Adopt.PasswordSecretRef.Key)
 		if err != nil {
 			return nil, err
 		}
-		if err := b.ProveAdoption(ctx, pw); err != nil {
+		if err := b.ProveAdoption(ctx, l.Base, pw); err != nil {
 			return nil, err
 		}
-		p.Adopt = engine.Secrets{postgres.KeyUsername: a.Role, postgres.KeyPassword: pw}
+		if p.Adopt == nil {
+			p.Adopt = engine.Secrets{}
+		}
+		prefix := postgres.Prefix(spec, l.Base)
+		p.Adopt[prefix+postgres.KeyUsername], p.Adopt[prefix+postgres.KeyPassword] = l.Adopt.Role, pw
 	}
 	return p, nil
+}
+
+// adoptions are the logins that adopt a role, each with its adopt:
+// spec.postgres.adopt for login, each item's own for logins.
+func adoptions(spec *v1.PostgresSpec) []v1.PostgresLogin {
+	if len(spec.Logins) == 0 {
+		if spec.Adopt == nil {
+			return nil
+		}
+		l := spec.Login
+		l.Adopt = spec.Adopt
+		return []v1.PostgresLogin{l}
+	}
+	var out []v1.PostgresLogin
+	for _, l := range spec.Logins {
+		if l.Adopt != nil {
+			out = append(out, l)
+		}
+	}
+	return out
 }
