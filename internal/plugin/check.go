@@ -29,16 +29,16 @@ func newCheckCommand(a *app) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "check NAME",
 		Short: "Verify that a rotation would find what it needs, with the set's own credentials",
-		Long: `check asks the operator to run the set's checks and prints what they found:
-per instance, whether it answers, whether its TLS certificate verifies as
-the spec asks, its version, whether the admin account has every privilege
-rekey's statements need (naming the GRANT that adds a missing one), and
-whether each user is there or can be adopted; per consumer workload,
-whether it exists and rekey may restart it.
+		Long: `check asks the operator to run the set's checks and prints what they
+found, with the fix for each that failed: per instance, endpoint or
+monitor, whether it answers, whether its TLS certificate verifies as the
+spec asks, its version, whether the admin has what rekey's commands need
+(for MySQL, the GRANT that adds a missing privilege), and whether each
+user is there or can be adopted; per consumer workload, whether it exists
+and rekey may restart it.
 
 The operator runs them, not this command: it holds the set's credentials
-and reaches the servers. check annotates the set with rekey.io/check=<new
-UUID>, as
+and reaches the servers. check annotates the set as
   kubectl annotate credentialset NAME rekey.io/check=$(uuidgen)
 would, and waits for status.check to answer it. Nothing else changes.
 
