@@ -127,13 +127,31 @@ func TestGitOps(t *testing.T) {
 			before, revision(d), pc.starts.Load()-starts)
 	}
 
-	// kubectl rekey's requests are not in git; a sync keeps them, as
-	// fields of another manager, and the rotation they ask for runs.
+	// kubectl rekey's requests are not in git. What a sync does to them
+	// is the field managers' business, shown on a marker the plugin's
+	// manager writes and rekey never consumes (rekey drops its rotate and
+	// discard requests itself once acted on, which would race the check).
+	g.pluginAnnotate(pluginMarker, "1")
+	g.sync(2, 2)
+	if got := getSet(t, ns, g.name).Annotations[pluginMarker]; got != "1" {
+		t.Fatalf("a server-side apply of the manifest removed an annotation the plugin wrote: %q", got)
+	}
+	// Flux's kustomize-controller first takes over the fields of managers
+	// whose name starts with "kubectl" — the plugin's included — then
+	// applies: the plugin's annotation is then its own, and not in git.
+	g.fluxSync(2, 2)
+	if got, ok := getSet(t, ns, g.name).Annotations[pluginMarker]; ok {
+		t.Fatalf("a Flux-style sync kept the plugin's annotation (%q): docs/gitops.md says it removes it", got)
+	}
+	if got := g.deployment().Spec.Template.Annotations[annKey]; got != restart {
+		t.Fatalf("a Flux-style sync changed rekey's restart annotation: %q, want %q", got, restart)
+	}
+	t.Logf("an annotation written by field manager %s: kept by a server-side apply, removed by a Flux-style sync (takeover of kubectl* managers, then apply)", pluginManager)
+
+	// The plugin's requests between Argo-style syncs still rotate and
+	// discard.
 	g.pluginAnnotate(engine.RotateAnnotation, "by-hand-3")
 	g.sync(2, 2)
-	if got := getSet(t, ns, g.name).Annotations[engine.RotateAnnotation]; got != "by-hand-3" {
-		t.Fatalf("a sync removed the plugin's rotate request: %q", got)
-	}
 	cs = waitPhase(t, ns, g.name, v1.PhaseDistributed, 2)
 	if cs.Status.RotationID != "by-hand-3" {
 		t.Fatalf("rotation %q, want by-hand-3", cs.Status.RotationID)
@@ -142,12 +160,12 @@ func TestGitOps(t *testing.T) {
 	g.waitRestartedWith(annKey, engine.RestartValue(cs.Status))
 	g.pluginAnnotate(engine.DiscardAnnotation, "by-hand-3")
 	g.sync(2, 2)
-	if got := getSet(t, ns, g.name).Annotations[engine.DiscardAnnotation]; got != "by-hand-3" {
-		t.Fatalf("a sync removed the plugin's discard request: %q", got)
-	}
 	waitPhase(t, ns, g.name, v1.PhaseIdle, 3)
 	loginMatrix(t, "after the plugin's discard", c.Instances(), gen3, gen2)
 }
+
+// pluginMarker stands for the plugin's requests in the field-manager check.
+const pluginMarker = "test.rekey.io/by-plugin"
 
 // gitRepo holds the manifests a GitOps tool applies for one set: the
 // CredentialSet and its consumer Deployment, as a user commits them.
@@ -240,6 +258,38 @@ func (g *gitRepo) sync(keygen, discardgen int64) {
 	g.t.Helper()
 	for _, u := range []*unstructured.Unstructured{g.setManifest(keygen, discardgen), g.manifest(g.consumers)} {
 		if err := k8s.Apply(ctxT(g.t), client.ApplyConfigurationFromUnstructured(u), client.FieldOwner(argoManager), client.ForceOwnership); err != nil {
+			g.t.Fatalf("apply %s %s: %v", u.GetKind(), u.GetName(), err)
+		}
+	}
+}
+
+// fluxSync syncs as Flux's kustomize-controller does: it first renames
+// the managed-fields entries of managers whose name starts with "kubectl"
+// (and "before-first-apply") to its own apply entry, taking their fields
+// over, then server-side applies, forcing.
+func (g *gitRepo) fluxSync(keygen, discardgen int64) {
+	g.t.Helper()
+	const flux = "kustomize-controller"
+	for _, u := range []*unstructured.Unstructured{g.setManifest(keygen, discardgen), g.manifest(g.consumers)} {
+		live := &unstructured.Unstructured{}
+		live.SetGroupVersionKind(u.GroupVersionKind())
+		if err := k8s.Get(ctxT(g.t), client.ObjectKeyFromObject(u), live); err != nil {
+			g.t.Fatal(err)
+		}
+		entries := live.GetManagedFields()
+		renamed := false
+		for i, e := range entries {
+			if e.Subresource == "" && (strings.HasPrefix(e.Manager, "kubectl") || e.Manager == "before-first-apply" && e.Operation == metav1.ManagedFieldsOperationUpdate) {
+				entries[i].Manager, entries[i].Operation, renamed = flux, metav1.ManagedFieldsOperationApply, true
+			}
+		}
+		if renamed {
+			body, _ := json.Marshal([]map[string]any{{"op": "replace", "path": "/metadata/managedFields", "value": entries}})
+			if err := k8s.Patch(ctxT(g.t), live, client.RawPatch(types.JSONPatchType, body), client.FieldOwner(flux)); err != nil {
+				g.t.Fatalf("take over fields of %s %s: %v", u.GetKind(), u.GetName(), err)
+			}
+		}
+		if err := k8s.Apply(ctxT(g.t), client.ApplyConfigurationFromUnstructured(u), client.FieldOwner(flux), client.ForceOwnership); err != nil {
 			g.t.Fatalf("apply %s %s: %v", u.GetKind(), u.GetName(), err)
 		}
 	}
