@@ -45,7 +45,7 @@ var describe = registry.Describe{
 		Rotate:  "a new login role per generation; the old one works until\ndiscard",
 		Abort:   "the new generation's login role is dropped",
 		Discard: "the old login role is dropped, once every consumer moved",
-		Show:    "plain (the password), env (PGUSER / PGPASSWORD)",
+		Show:    "plain (the password), env (PGUSER / PGPASSWORD); --user\npicks the login (its base) when the set has several",
 	},
 	Rank: 4,
 }
