@@ -72,16 +72,19 @@ func TestGitOps(t *testing.T) {
 	}
 
 	// The periodic sync of unchanged manifests while Distributed.
-	g.assertSyncChangesNothing("periodic sync while Distributed", 2, 0, annKey, restart, pc)
+	g.assertSyncChangesNothing("Argo CD's periodic sync while Distributed", g.sync, 2, 0, annKey, restart, pc)
+	g.assertSyncChangesNothing("Flux's periodic sync while Distributed", g.fluxSync, 2, 0, annKey, restart, pc)
 
-	// The discard: a commit raising discardGeneration, synced.
-	g.sync(2, 2)
+	// The discard: a commit raising discardGeneration, synced — by Flux
+	// here, to show its field manager triggers as Argo CD's does.
+	g.fluxSync(2, 2)
 	cs = waitPhase(t, ns, g.name, v1.PhaseIdle, 2)
 	loginMatrix(t, "after discardGeneration 2", c.Instances(), gen2, gen1)
 	if got := g.deployment().Spec.Template.Annotations[annKey]; got != restart {
 		t.Fatalf("the discard changed the restart annotation: %q, want %q", got, restart)
 	}
-	g.assertSyncChangesNothing("periodic sync while Idle", 2, 2, annKey, restart, pc)
+	g.assertSyncChangesNothing("Argo CD's periodic sync while Idle", g.sync, 2, 2, annKey, restart, pc)
+	g.assertSyncChangesNothing("Flux's periodic sync while Idle", g.fluxSync, 2, 2, annKey, restart, pc)
 
 	// A full replace of the Deployment: what kubectl replace and Argo CD's
 	// Replace=true send. It drops the annotation (a PUT keeps no field it
@@ -352,11 +355,11 @@ func (g *gitRepo) waitRestartedWith(key, value string) *appsv1.Deployment {
 // assertSyncChangesNothing re-applies the unchanged manifests and checks
 // that rekey's annotation survives, the Deployment does not roll out again
 // and the set's spec generation and status stay as they were.
-func (g *gitRepo) assertSyncChangesNothing(what string, keygen, discardgen int64, annKey, restart string, pc *podConsumers) {
+func (g *gitRepo) assertSyncChangesNothing(what string, sync func(keygen, discardgen int64), keygen, discardgen int64, annKey, restart string, pc *podConsumers) {
 	g.t.Helper()
 	cs0 := waitObserved(g.t, g.ns, g.name)
 	d0, starts := g.deployment(), pc.starts.Load()
-	g.sync(keygen, discardgen)
+	sync(keygen, discardgen)
 	d := g.deployment()
 	if got := d.Spec.Template.Annotations[annKey]; got != restart {
 		g.t.Fatalf("%s removed or changed rekey's restart annotation: %q, want %q", what, got, restart)
