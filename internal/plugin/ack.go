@@ -9,6 +9,7 @@ import (
 
 	"github.com/spf13/cobra"
 	"k8s.io/client-go/util/retry"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1 "rekey.io/rekey/api/v1alpha1"
 	"rekey.io/rekey/internal/engine"
@@ -97,7 +98,7 @@ func (s *session) ack(ctx context.Context, name, group string, members []string,
 			next.Annotations = map[string]string{}
 		}
 		next.Annotations[key] = engine.MergeAck(cs.Annotations[key], h, members)
-		if err := s.c.Update(ctx, next); err != nil {
+		if err := s.c.Update(ctx, next, client.FieldOwner(FieldManager)); err != nil {
 			// Still a conflict for RetryOnConflict: %w keeps the status.
 			return fmt.Errorf("record acknowledgement on %s: %w", setRef(cs), err)
 		}

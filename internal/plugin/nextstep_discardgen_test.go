@@ -37,7 +37,12 @@ func TestNextStepDiscardGeneration(t *testing.T) {
 			"verify, then kubectl rekey discard nova or set spec.rotation.discardGeneration to 5 (the old user goes once every consumer of this set moved)"},
 		{"set to the rotation's generation: under way", spec(5), distributed,
 			"wait: spec.rotation.discardGeneration 5 asks for the discard; the operator retires the old credentials"},
-		{"set, consumers not rolled out yet", spec(5), func() v1.CredentialSetStatus { s := distributed; s.RolledOutAt = nil; s.ConsumersUpdated = "0/1"; return s }(),
+		{"set, consumers not rolled out yet", spec(5), func() v1.CredentialSetStatus {
+			s := distributed
+			s.RolledOutAt = nil
+			s.ConsumersUpdated = "0/1"
+			return s
+		}(),
 			"wait for consumers to roll out (0/1)"},
 	}
 	for _, c := range cases {

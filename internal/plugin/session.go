@@ -58,6 +58,12 @@ func (a *app) session() (*session, error) {
 	return &session{c: c, ns: ns, opts: a.opts}, nil
 }
 
+// FieldManager owns the annotations the plugin writes. Not a name that
+// starts with "kubectl": Flux's kustomize-controller takes over the fields
+// of every such manager before each sync (to undo manual kubectl edits),
+// which would remove a pending request the plugin made.
+const FieldManager = "rekey-plugin"
+
 // restConfig is ConfigFlags' configuration, except that no configuration
 // at all is an error: kubectl would fall back to http://localhost:8080,
 // which only ever answers "connection refused".
@@ -117,7 +123,7 @@ func (s *session) annotate(ctx context.Context, cs *v1.CredentialSet, key, value
 	if err != nil {
 		return err
 	}
-	err = s.c.Patch(ctx, cs, client.RawPatch(types.MergePatchType, body))
+	err = s.c.Patch(ctx, cs, client.RawPatch(types.MergePatchType, body), client.FieldOwner(FieldManager))
 	switch {
 	case apierrors.IsConflict(err):
 		return &errChanged{ns: s.ns, name: cs.Name, err: err}

@@ -19,6 +19,7 @@ import (
 	v1 "rekey.io/rekey/api/v1alpha1"
 	"rekey.io/rekey/internal/engine"
 	"rekey.io/rekey/internal/naming"
+	"rekey.io/rekey/internal/plugin"
 	"rekey.io/rekey/internal/testenv"
 )
 
@@ -27,7 +28,9 @@ import (
 // kustomize-controller always takes the fields its manifests hold.
 const (
 	argoManager   = "argocd-controller"
-	pluginManager = "kubectl-rekey" // the plugin's user agent
+	pluginManager = plugin.FieldManager
+	// kubectlManager stands for a manual kubectl edit.
+	kubectlManager = "kubectl-edit"
 )
 
 // TestGitOps plays what Argo CD and Flux do, on a control plane where
@@ -140,16 +143,22 @@ func TestGitOps(t *testing.T) {
 		t.Fatalf("a server-side apply of the manifest removed an annotation the plugin wrote: %q", got)
 	}
 	// Flux's kustomize-controller first takes over the fields of managers
-	// whose name starts with "kubectl" — the plugin's included — then
-	// applies: the plugin's annotation is then its own, and not in git.
+	// whose name starts with "kubectl" (a manual edit's), then applies: such
+	// an annotation is then its own, and not in git, so it goes. The
+	// plugin's manager is not one of them: its pending requests stay.
+	g.annotateAs(kubectlManager, kubectlMarker, "1")
 	g.fluxSync(2, 2)
-	if got, ok := getSet(t, ns, g.name).Annotations[pluginMarker]; ok {
-		t.Fatalf("a Flux-style sync kept the plugin's annotation (%q): docs/gitops.md says it removes it", got)
+	set := getSet(t, ns, g.name)
+	if got, ok := set.Annotations[kubectlMarker]; ok {
+		t.Fatalf("a Flux-style sync kept an annotation a manual kubectl edit wrote (%q): the takeover was not played", got)
+	}
+	if got := set.Annotations[pluginMarker]; got != "1" {
+		t.Fatalf("a Flux-style sync removed the plugin's annotation (%q): its field manager %s must not be taken over", got, pluginManager)
 	}
 	if got := g.deployment().Spec.Template.Annotations[annKey]; got != restart {
 		t.Fatalf("a Flux-style sync changed rekey's restart annotation: %q, want %q", got, restart)
 	}
-	t.Logf("an annotation written by field manager %s: kept by a server-side apply, removed by a Flux-style sync (takeover of kubectl* managers, then apply)", pluginManager)
+	t.Logf("an annotation written by field manager %s: kept by a server-side apply and by a Flux-style sync (which removed %s's)", pluginManager, kubectlManager)
 
 	// The plugin's requests between Argo-style syncs still rotate and
 	// discard.
@@ -168,7 +177,10 @@ func TestGitOps(t *testing.T) {
 }
 
 // pluginMarker stands for the plugin's requests in the field-manager check.
-const pluginMarker = "test.rekey.io/by-plugin"
+const (
+	pluginMarker  = "test.rekey.io/by-plugin"
+	kubectlMarker = "test.rekey.io/by-kubectl-edit"
+)
 
 // gitRepo holds the manifests a GitOps tool applies for one set: the
 // CredentialSet and its consumer Deployment, as a user commits them.
@@ -314,11 +326,14 @@ func (g *gitRepo) replace(extra map[string]string) {
 
 // pluginAnnotate asks as kubectl rekey does: a merge patch of the set's
 // annotations under the plugin's field manager.
-func (g *gitRepo) pluginAnnotate(key, value string) {
+func (g *gitRepo) pluginAnnotate(key, value string) { g.annotateAs(pluginManager, key, value) }
+
+// annotateAs writes one annotation on the set as field manager manager.
+func (g *gitRepo) annotateAs(manager, key, value string) {
 	g.t.Helper()
 	body, _ := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": map[string]string{key: value}}})
 	cs := &v1.CredentialSet{ObjectMeta: metav1.ObjectMeta{Namespace: g.ns, Name: g.name}}
-	if err := k8s.Patch(ctxT(g.t), cs, client.RawPatch(types.MergePatchType, body), client.FieldOwner(pluginManager)); err != nil {
+	if err := k8s.Patch(ctxT(g.t), cs, client.RawPatch(types.MergePatchType, body), client.FieldOwner(manager)); err != nil {
 		g.t.Fatal(err)
 	}
 }
