@@ -21,7 +21,7 @@ import (
 // token and serves one with a token bound to the metrics-reader role.
 func checkMetrics(t *testing.T, srv *servers, ch *chart, run *podRun) {
 	ctx, k8s, kube := context.Background(), srv.k8s, srv.cp.Clientset()
-	dep, metricsPort := ch.dep, ch.metricsPort
+	metricsPort := ch.metricsPort
 	// The secure metrics endpoint, scraped as Prometheus would with a
 	// token bound to the chart's metrics-reader role: the manager checks it
 	// with a TokenReview and a SubjectAccessReview.
@@ -34,7 +34,7 @@ func checkMetrics(t *testing.T, srv *servers, ch *chart, run *podRun) {
 		t.Fatal(err)
 	}
 	reader := &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "prometheus-rekey-metrics"},
-		RoleRef:  rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "ClusterRole", Name: dep.Name + "-metrics-reader"},
+		RoleRef:  rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "ClusterRole", Name: metricsReader(t, ch)},
 		Subjects: []rbacv1.Subject{{Kind: "ServiceAccount", Namespace: releaseNamespace, Name: "prometheus"}}}
 	if err := k8s.Create(ctx, reader); err != nil {
 		t.Fatal(err)
@@ -52,6 +52,19 @@ func checkMetrics(t *testing.T, srv *servers, ch *chart, run *podRun) {
 	if !strings.Contains(body, "rekey_rotations_total") {
 		t.Fatalf("the metrics hold no rekey_rotations_total:\n%s", tail(body, 20))
 	}
+}
+
+// metricsReader is the name of the metrics-reader ClusterRole the chart
+// renders (named after the release, not the Deployment).
+func metricsReader(t *testing.T, ch *chart) string {
+	t.Helper()
+	for key := range ch.roles {
+		if name, ok := strings.CutPrefix(key, "ClusterRole//"); ok && strings.HasSuffix(name, "-metrics-reader") {
+			return name
+		}
+	}
+	t.Fatal("the chart renders no metrics-reader ClusterRole")
+	return ""
 }
 
 // checkProbesAndLog: the probes still answer and the container's log holds

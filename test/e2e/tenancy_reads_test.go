@@ -151,6 +151,12 @@ func TestTenantReadsAndStatus(t *testing.T) {
 			Adopt: &v1.PostgresAdopt{Role: "legacy", PasswordSecretRef: v1.SecretKeyRef{Name: "db-admin", Key: "password"}}}}}
 	refused("rekey-edit alone: postgres admin and adoption Secrets it may not read, its own endpoint", setsOnly.Create(ctx, pgHarvest),
 		"spec.postgres.admin.secretRef (Secret db-admin)", "spec.postgres.adopt.passwordSecretRef (Secret db-admin)")
+	pgLogins := pgHarvest.DeepCopy()
+	pgLogins.Name, pgLogins.Spec.Postgres.Adopt, pgLogins.Spec.Postgres.Login = "read-postgres-logins", nil, v1.PostgresLogin{}
+	pgLogins.Spec.Postgres.Logins = []v1.PostgresLogin{{Base: "app", Group: "app_owner"},
+		{Base: "report", Group: "report_reader", Adopt: &v1.PostgresAdopt{Role: "legacy", PasswordSecretRef: v1.SecretKeyRef{Name: "db-admin", Key: "password"}}}}
+	refused("rekey-edit alone: a postgres login's adoption Secret it may not read", setsOnly.Create(ctx, pgLogins),
+		"spec.postgres.logins.adopt.passwordSecretRef (Secret db-admin)")
 
 	// Touching: a distribution Secret and a consumer of its own namespace
 	// it may not write nor patch.
@@ -210,7 +216,7 @@ func TestTenantReadsAndStatus(t *testing.T) {
 	long.Spec.MySQL.Admin.PasswordSecretRef = &v1.SecretKeyRef{Name: strings.Repeat("a", 254), Key: "password"}
 	refused("a Secret name of 254 characters (the limit is 253)", editor.Create(ctx, long), "spec.mysql.admin.passwordSecretRef.name", "253")
 
-	for _, name := range []string{"read-mysql", "read-rabbitmq", "read-ceph", "read-postgres", "touch-dist", "touch-cons", "too-many", "too-long"} {
+	for _, name := range []string{"read-mysql", "read-rabbitmq", "read-ceph", "read-postgres", "read-postgres-logins", "touch-dist", "touch-cons", "too-many", "too-long"} {
 		if err := k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, &v1.CredentialSet{}); !apierrors.IsNotFound(err) {
 			t.Errorf("set %s exists (%v) though it was refused", name, err)
 		}
@@ -219,8 +225,8 @@ func TestTenantReadsAndStatus(t *testing.T) {
 		t.Errorf("the tenant's endpoint was reached %d times", n)
 	}
 	t.Logf("\n%s", attackTable(rows))
-	if len(rows) != 10 {
-		t.Errorf("%d attacks refused, want 10", len(rows))
+	if len(rows) != 11 {
+		t.Errorf("%d attacks refused, want 11", len(rows))
 	}
 }
 
