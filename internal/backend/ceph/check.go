@@ -38,8 +38,11 @@ func (b *Backend) Check(ctx context.Context, _ engine.CheckInput) []engine.Findi
 	case err != nil:
 		fs = append(fs, engine.Finding{Target: target, Check: "version", Message: "unreadable: " + b.adminError(b.admin, err).Error(), Fix: "see the message"})
 	case !b.overlap && inPlaceRefusal(v) != nil:
+		// Deferred: the rotation's own InPlaceUnsupported refusal says the
+		// same and is retried, so an upgrade of the monitors lets the
+		// rotation go ahead by itself.
 		rf, _ := engine.AsRefusal(inPlaceRefusal(v))
-		fs = append(fs, engine.Finding{Target: target, Check: "version", Message: rf.Message,
+		fs = append(fs, engine.Finding{Target: target, Check: "version", Message: rf.Message, Deferred: true,
 			Fix: "upgrade the monitors to " + MinRotateVersion + " or later, or set spec.ceph.strategy: Overlapping for client entities"})
 	default:
 		fs = append(fs, engine.Finding{Target: target, Check: "version", OK: true, Message: "Ceph " + release.FindString(v)})
