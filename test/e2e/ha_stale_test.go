@@ -83,7 +83,7 @@ func staleStep(t *testing.T, c *testenv.MySQLCluster, name, step, unfenced strin
 		// The control run locks out on purpose; the others are rows of
 		// the fault matrix, under a prober using what the Secret holds.
 		p = startProber(t, c.Instances(), ns, name+"-db", keys)
-		mk = matrixMark(t, p, "leader paused in a "+step+" session on an instance and cut off from the API server, wakes after the new leader completed it and applied the next rotation (fence: "+fence+")")
+		mk = proberMark(t, p, "leader paused in a "+step+" session on an instance and cut off from the API server, wakes after the new leader completed it and applied the next rotation (fence: "+fence+")")
 	}
 
 	rotate(t, ns, name, "r1")

@@ -44,7 +44,7 @@ func TestPausedLeaderIsFenced(t *testing.T) {
 	cs = waitPhase(t, ns, "ha", v1.PhaseIdle, 1) // a leads: it is the only one
 	b := startManagerProcessWith(t, "", leaderFlags...)
 	p := startProber(t, c.Instances(), ns, "ha-db", keys)
-	mk := matrixMark(t, p, "leader paused before a discard, wakes after the new leader completed it and applied the next rotation (fence: Lease and server side)")
+	mk := proberMark(t, p, "leader paused before a discard, wakes after the new leader completed it and applied the next rotation (fence: Lease and server side)")
 
 	rotate(t, ns, "ha", "r1")
 	cs = waitPhase(t, ns, "ha", v1.PhaseDistributed, 1)
@@ -128,7 +128,7 @@ func TestKilledLeaderTakeover(t *testing.T) {
 	gen1 := userPasswords(sourceData(t, cs), keys, "")
 	startManagerProcessWith(t, "", leaderFlags...)
 	p := startProber(t, c.Instances(), ns, "takeover-db", keys)
-	mk := matrixMark(t, p, "leader killed after storing the new password, a second replica takes over")
+	mk := proberMark(t, p, "leader killed after storing the new password, a second replica takes over")
 
 	rotate(t, ns, "takeover", "r1")
 	a.waitKilled(t, killPoint)

@@ -126,7 +126,7 @@ func TestPostgresCrashSafety(t *testing.T) {
 		}
 		m.waitKilled(t, step.failpoint)
 		closeRow()
-		open = matrixMark(t, probe, fmt.Sprintf("PostgreSQL, two logins: manager killed at %s (%s)", step.failpoint, step.when))
+		open = proberMark(t, probe, fmt.Sprintf("PostgreSQL, two logins: manager killed at %s (%s)", step.failpoint, step.when))
 		n, refused := pgConsumerTotals(everConsumers)
 		openConsumed = [2]int{n, refused}
 		assertPgRecoverable(t, p, getSet(t, ns, "crash"), "killed at "+step.failpoint)
