@@ -1,9 +1,13 @@
 package mysql
 
 import (
+	"context"
+	"database/sql"
 	"fmt"
 	"regexp"
 	"strings"
+
+	"rekey.io/rekey/internal/engine"
 )
 
 // grantLine is one line of SHOW GRANTS: privileges on one object. SHOW
@@ -200,4 +204,99 @@ func missingGrantable(in privilegeInput) []missingPrivilege {
 		}
 	}
 	return out
+}
+
+// checkPrivileges probes what the backend's reads need (as the backend
+// reads, so roles count) and reads SHOW GRANTS for what only a change
+// would probe. acctErr is how reading mysql.user went.
+func (b *Backend) checkPrivileges(ctx context.Context, conn *sql.Conn, inst Instance, accts map[string]account, acctErr error) ([]engine.Finding, error) {
+	denied := func(err error) bool { n := mysqlErrno(err); return n == 1142 || n == 1227 || n == 1044 }
+	var p privilegeProbes
+	switch {
+	case denied(acctErr):
+		p.mysqlUser = true
+	case acctErr != nil:
+		return nil, acctErr
+	}
+	var state sql.NullString
+	if err := conn.QueryRowContext(ctx, "SELECT STATE FROM performance_schema.clone_status LIMIT 1").Scan(&state); denied(err) {
+		p.cloneStatus = true
+	}
+	if _, err := replicaStatus(ctx, conn); denied(err) {
+		p.replStatus = true
+	}
+	if _, err := conn.ExecContext(ctx, "SET SESSION sql_log_bin=0"); denied(err) {
+		p.sessionLogBn = true
+	}
+	r, err := readRoleValues(ctx, conn)
+	if err != nil {
+		return nil, err
+	}
+	lines, err := showGrants(ctx, conn)
+	if err != nil {
+		return nil, err
+	}
+	var create []User
+	for _, u := range b.Users {
+		if !accts[u.String()].exists && acctErr == nil {
+			create = append(create, u)
+		}
+	}
+	account, err := currentAccount(ctx, conn, b.AdminUser)
+	if err != nil {
+		return nil, err
+	}
+	missing := missingPrivileges(privilegeInput{probes: p, grants: parseGrants(lines), readOnly: r, create: create, account: account})
+	if len(missing) == 0 {
+		return []engine.Finding{{Target: inst.Name, Check: "privileges", OK: true, Message: "the admin user " + b.AdminUser + " has every privilege rekey's statements need"}}, nil
+	}
+	var fs []engine.Finding
+	for _, m := range missing {
+		fs = append(fs, engine.Finding{Target: inst.Name, Check: "privileges",
+			Message: fmt.Sprintf("the admin user %s lacks %s: %s", b.AdminUser, m.what, m.why), Fix: m.grant})
+	}
+	return fs, nil
+}
+
+// readRoleValues: whether the instance is read-only now.
+func readRoleValues(ctx context.Context, conn *sql.Conn) (bool, error) {
+	var ro, sro int
+	if err := conn.QueryRowContext(ctx, "SELECT @@GLOBAL.read_only, @@GLOBAL.super_read_only").Scan(&ro, &sro); err != nil {
+		return false, err
+	}
+	return ro == 1 || sro == 1, nil
+}
+
+// showGrants is SHOW GRANTS for the session's own account (its active
+// roles' privileges included).
+func showGrants(ctx context.Context, conn *sql.Conn) ([]string, error) {
+	rows, err := conn.QueryContext(ctx, "SHOW GRANTS")
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []string
+	for rows.Next() {
+		var l string
+		if err := rows.Scan(&l); err != nil {
+			return nil, err
+		}
+		out = append(out, l)
+	}
+	return out, rows.Err()
+}
+
+// currentAccount is the admin's account as MySQL matched it, quoted for a
+// GRANT: its host is taken from the server only when it has the shape of
+// a host pattern, else the admin is named with '%'.
+func currentAccount(ctx context.Context, conn *sql.Conn, user string) (string, error) {
+	var cu string
+	if err := conn.QueryRowContext(ctx, "SELECT CURRENT_USER()").Scan(&cu); err != nil {
+		return "", err
+	}
+	host := "%"
+	if i := strings.LastIndex(cu, "@"); i >= 0 && cu[:i] == user && hostPattern.MatchString(cu[i+1:]) {
+		host = cu[i+1:]
+	}
+	return quote(user) + "@" + quote(host), nil
 }
