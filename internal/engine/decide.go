@@ -103,8 +103,9 @@ type Decision struct {
 	DropDiscard   bool // remove the discard annotation (with Refuse)
 	DropAbort     bool // remove the abort annotation (with Refuse)
 	Requeue       time.Duration
-	AutoDiscarded bool // Discard was started by the AfterRollout policy
-	ByPolicy      bool // StartRotation was asked for by the rotation policy
+	Until         time.Time // when a Wait ends by itself (a grace period's end); zero when something else ends it
+	AutoDiscarded bool      // Discard was started by the AfterRollout policy
+	ByPolicy      bool      // StartRotation was asked for by the rotation policy
 }
 
 // RotationInFlight: a rotation (or the reset that rolls one back) has
@@ -144,8 +145,8 @@ func Decide(in Input) Decision {
 			if !in.RolloutDone {
 				return Decision{Action: Wait, Reason: reason.WaitingForRollout, Requeue: RequeueRollout}
 			}
-			if left := in.RolloutDoneAt.Add(in.GracePeriod).Sub(in.Now); left > 0 {
-				return Decision{Action: Wait, Requeue: left}
+			if until := in.RolloutDoneAt.Add(in.GracePeriod); until.After(in.Now) {
+				return Decision{Action: Wait, Requeue: until.Sub(in.Now), Until: until}
 			}
 			return Decision{Action: Reset}
 		}
@@ -261,8 +262,8 @@ func decideDiscard(in Input) Decision {
 			Message: "waiting for every consumer to roll out the new credentials before discarding the old ones"}
 	}
 	if !requested {
-		if left := in.RolloutDoneAt.Add(in.GracePeriod).Sub(in.Now); left > 0 {
-			return Decision{Action: Wait, Requeue: left}
+		if until := in.RolloutDoneAt.Add(in.GracePeriod); until.After(in.Now) {
+			return Decision{Action: Wait, Requeue: until.Sub(in.Now), Until: until}
 		}
 	}
 	return Decision{Action: Discard, AutoDiscarded: !requested}

@@ -33,6 +33,9 @@ type PolicyDue struct {
 	NextAt *time.Time
 	// Window is, with windows, the index of the one NextAt falls in.
 	Window int
+	// WindowHeld: the scheduled rotation is due, and only a closed
+	// maintenance window holds it until NextAt.
+	WindowHeld bool
 	// Problem is a window the manager cannot read (an unknown time zone):
 	// the schedule starts nothing until it is fixed; nothing else waits.
 	Problem error
@@ -76,6 +79,7 @@ func Due(in PolicyInput) PolicyDue {
 			break
 		}
 		d.NextAt, d.Window = &at.At, at.Window
+		d.WindowHeld = !open && !in.Now.Before(due) && st.KeyGeneration > 0 && (st.Phase == v1.PhaseIdle || st.Phase == "") && !st.ResetPending
 		if open {
 			d.RotationID = scheduleID(due)
 			d.Why = fmt.Sprintf("the current credentials are older than rotation.interval %s", rot.Interval.Duration)
