@@ -74,8 +74,11 @@ func (r *Reconciler) rotationEvent(cs *v1.CredentialSet, id, typ string, why rea
 // is the set's status as this reconcile knows it.
 func (r *Reconciler) noteWaiting(cs *v1.CredentialSet, st v1.CredentialSetStatus, d engine.Decision) {
 	id := st.RotationID
+	recovery, resetID := engine.ResetOf(st)
 	if st.ResetPending {
-		id = "reset:" + st.LastRotationID
+		// The rollback's own ID: lastRotationID is the rotation completed
+		// before it, which the Event named by mistake.
+		id = "reset:" + resetID
 	}
 	if prev, ok := r.waitNoted.Swap(cs.UID, id); ok && prev == id {
 		return
@@ -91,7 +94,11 @@ func (r *Reconciler) noteWaiting(cs *v1.CredentialSet, st v1.CredentialSetStatus
 		what = summarize(waiting, "consumers", "status.consumers")
 	}
 	if st.ResetPending {
-		r.rotationEvent(cs, id, "Normal", reason.WaitingForRollout, "Reset", "rollback of rotation %s: waiting for %s to roll out the current credentials again before every instance is reset", st.LastRotationID, what)
+		of := "rollback of rotation " + resetID
+		if recovery {
+			of = "recovery " + resetID
+		}
+		r.rotationEvent(cs, id, "Normal", reason.WaitingForRollout, "Reset", "%s: waiting for %s to roll out the current credentials again; every instance is reset gracePeriod (%s) after they did", of, what, r.gracePeriod(cs))
 		return
 	}
 	r.rotationEvent(cs, id, "Normal", reason.WaitingForRollout, "Discard", "rotation %s: waiting for %s to roll out the new credentials before the old ones are discarded (checked every %s; status.consumers says what each waits for)", id, what, d.Requeue)

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 	"unicode/utf8"
 
 	corev1 "k8s.io/api/core/v1"
@@ -115,7 +116,7 @@ func TestLargestEventsBounded(t *testing.T) {
 			Namespace: strings.Repeat("n", 63), Name: fmt.Sprintf("%0253d", i)})
 	}
 	r.noteWaiting(cs, cs.Status, engine.Decision{Requeue: engine.RequeueRollout})
-	cs.Status.ResetPending, cs.Status.LastRotationID = true, strings.Repeat("r", 253)
+	cs.Status.ResetPending, cs.Status.LastRolledBackID = true, strings.Repeat("r", 253)
 	r.noteWaiting(cs, cs.Status, engine.Decision{Requeue: engine.RequeueRollout})
 	names := make([]string, 1000)
 	for i := range names {
@@ -134,5 +135,32 @@ func TestLargestEventsBounded(t *testing.T) {
 	}
 	if !strings.Contains(ev.got[0], "96 consumers (first: ") || !strings.Contains(ev.got[2], "1000 consumers (first: ") {
 		t.Errorf("long lists not summarised: %.300s / %.300s", ev.got[0], ev.got[2])
+	}
+}
+
+// TestWaitingForRollbackNamesItsRotation: after an abort, WaitingForRollout
+// names the rotation rolled back (not the one completed before it), and a
+// recovery on an idle set its request; both say the reset waits for
+// gracePeriod.
+func TestWaitingForRollbackNamesItsRotation(t *testing.T) {
+	ev := &relatedLog{}
+	r := &Reconciler{Recorder: ev, DefaultGracePeriod: 5 * time.Minute}
+	cs := &v1.CredentialSet{Status: v1.CredentialSetStatus{Phase: v1.PhaseIdle, ResetPending: true, LastRotationID: "r3", LastRolledBackID: "r4",
+		RestartID: engine.RollbackRestartID("r4"), Consumers: []v1.ConsumerStatus{{Kind: v1.KindDeployment, Namespace: "app", Name: "web"}}}}
+	cs.Name, cs.Namespace, cs.UID = "set", "ns", "uid-1"
+	d := engine.Decision{Action: engine.Wait, Reason: reason.WaitingForRollout, Requeue: engine.RequeueRollout}
+	r.noteWaiting(cs, cs.Status, d)
+	cs.Status.LastRecoverID, cs.Status.RestartID = "x1", engine.RecoverRestartID("x1")
+	r.noteWaiting(cs, cs.Status, d)
+	if len(ev.got) != 2 {
+		t.Fatalf("want 2 Events, got %v", ev.got)
+	}
+	for i, want := range []string{"Normal WaitingForRollout: rollback of rotation r4: waiting for Deployment app/web", "Normal WaitingForRollout: recovery x1: waiting for Deployment app/web"} {
+		if !strings.HasPrefix(ev.got[i], want) || !strings.Contains(ev.got[i], "gracePeriod (5m0s)") || strings.Contains(ev.got[i], "r3") {
+			t.Errorf("event %d: %s\nwant it to start %q and name gracePeriod (5m0s)", i, ev.got[i], want)
+		}
+	}
+	if ev.related[0] != "rotation:reset:r4" || ev.related[1] != "rotation:reset:x1" {
+		t.Errorf("related references %q, want rotation:reset:r4 and rotation:reset:x1", ev.related)
 	}
 }

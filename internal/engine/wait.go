@@ -67,3 +67,15 @@ func deadline(t time.Time) *metav1.Time {
 	m := metav1.NewTime(t.Add(time.Second - 1).Truncate(time.Second))
 	return &m
 }
+
+// ResetOf names what a pending reset finishes: a recover request on an
+// idle set (recovery, its ID), or the rollback of a rotation (its ID,
+// status.lastRolledBackID). A recovery restarts the consumers under its
+// own restart value, which tells the two apart; lastRotationID is the
+// rotation completed before, never the one rolled back.
+func ResetOf(st v1.CredentialSetStatus) (recovery bool, id string) {
+	if st.LastRecoverID != "" && st.RestartID == RecoverRestartID(st.LastRecoverID) && st.RestartID != RollbackRestartID(st.LastRolledBackID) {
+		return true, st.LastRecoverID
+	}
+	return false, st.LastRolledBackID
+}

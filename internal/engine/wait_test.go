@@ -122,3 +122,26 @@ func waitText(w *v1.WaitStatus) string {
 	}
 	return string(w.For) + " until " + w.Until.UTC().Format(time.RFC3339)
 }
+
+// TestResetOf: a pending reset names the rotation rolled back, or the
+// recovery on an idle set, never the rotation completed before it.
+func TestResetOf(t *testing.T) {
+	cases := []struct {
+		name     string
+		st       v1.CredentialSetStatus
+		recovery bool
+		id       string
+	}{
+		{"abort of a distributed rotation", v1.CredentialSetStatus{LastRotationID: "r3", LastRolledBackID: "r4", RestartID: RollbackRestartID("r4")}, false, "r4"},
+		{"abort before anything was served", v1.CredentialSetStatus{LastRotationID: "r3", LastRolledBackID: "r4", RestartID: "r3"}, false, "r4"},
+		{"recover of an active rotation", v1.CredentialSetStatus{LastRotationID: "r3", LastRolledBackID: "r4", LastRecoverID: "x1", RestartID: RollbackRestartID("r4")}, false, "r4"},
+		{"recover of an idle set", v1.CredentialSetStatus{LastRotationID: "r3", LastRolledBackID: "r2", LastRecoverID: "x1", RestartID: RecoverRestartID("x1")}, true, "x1"},
+		{"the first rotation aborted", v1.CredentialSetStatus{LastRolledBackID: "r1", RestartID: RollbackRestartID("r1")}, false, "r1"},
+	}
+	for _, tc := range cases {
+		tc.st.ResetPending = true
+		if rec, id := ResetOf(tc.st); rec != tc.recovery || id != tc.id {
+			t.Errorf("%s: ResetOf = %v, %q; want %v, %q", tc.name, rec, id, tc.recovery, tc.id)
+		}
+	}
+}
