@@ -121,10 +121,16 @@ func (b *Backend) topology(ctx context.Context) (_ *topology, err error) {
 func (b *Backend) fail(host, what string, err error) error {
 	var pg *pgconn.PgError
 	if errors.As(err, &pg) {
+		// PostgreSQL locks no role after failed logins, so a retry cannot
+		// make things worse; still, it cannot succeed either, and the
+		// controller holds the set until a person changes it.
 		switch pg.Code {
-		case "28P01", "28000":
+		case "28P01":
 			return &engine.Refusal{Reason: string(reason.AuthenticationFailed), Message: fmt.Sprintf(
-				"%s: %s: the server refused the admin (%s): check the admin Secret and the server's pg_hba.conf. Nothing was changed", host, what, sqlState(pg))}
+				"%s: %s: the server refused the password of the admin role %q (%s): the admin Secret holds another password, or the role's password expired (VALID UNTIL; ALTER ROLE %s VALID UNTIL 'infinity', or a later date). Nothing was changed", host, what, b.adminUser, sqlState(pg), ident(b.adminUser))}
+		case "28000":
+			return &engine.Refusal{Reason: string(reason.AuthenticationFailed), Message: fmt.Sprintf(
+				"%s: %s: the server does not let the admin role %q log in (%s): the role is disabled (NOLOGIN; ALTER ROLE %s LOGIN), or pg_hba.conf has no line that lets it in from rekey's address. Nothing was changed", host, what, b.adminUser, sqlState(pg), ident(b.adminUser))}
 		}
 		return scrub(fmt.Sprintf("%s: %s: ", host, what), err)
 	}

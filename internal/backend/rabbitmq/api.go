@@ -126,7 +126,7 @@ func (b *Backend) apiError(ctx context.Context, op string, err error) error {
 		return b.unreachable(&hiddenError{op + ": " + text, err})
 	case httpAuth:
 		return &engine.Refusal{Reason: string(reason.AuthenticationFailed), Message: fmt.Sprintf(
-			"%s on %s: the management API refused the admin user %q (HTTP 401): the username or password in the admin %s is wrong, or the user was deleted or changed on the broker; put the working admin credentials there. Nothing was changed", op, b.endpoint, b.adminUser, b.adminSecret)}
+			"%s on %s: the management API refused the admin user %q (HTTP 401): the username or password in the admin %s is wrong, the user was deleted or changed on the broker, or it has no tags (a user without the management or administrator tag may not use the management API: rabbitmqctl set_user_tags %s administrator); put the working admin credentials there. Nothing was changed", op, b.endpoint, b.adminUser, b.adminSecret, b.adminUser)}
 	case httpForbidden:
 		return &engine.Refusal{Reason: string(reason.PermissionDenied), Message: fmt.Sprintf(
 			"%s on %s: the admin user %q may not (HTTP 403): give it the administrator tag. Nothing was changed", op, b.endpoint, b.adminUser)}

@@ -139,6 +139,26 @@ func testRefusals(t *testing.T, br *broker) {
 		_, err = b.ClusterID(ctx)
 		refused(t, err, string(reason.AuthenticationFailed), "admin Secret", "not-the-admin-password")
 	})
+
+	// RabbitMQ locks no user after failed logins; its disabled account is
+	// one without tags, which the management API refuses as it refuses a
+	// wrong password. The refusal names the fix, and the controller holds
+	// the set (AuthenticationFailed) instead of retrying.
+	t.Run("admin user without tags", func(t *testing.T) {
+		br.putUser(t, "untagged-admin", "untagged-admin-password")
+		b, err := New(br.spec("untagged"), testOwner, "untagged-admin", "untagged-admin-password", br.m.CAPEM)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = b.Version(ctx, nil)
+		refused(t, err, string(reason.AuthenticationFailed), "rabbitmqctl set_user_tags untagged-admin administrator", "untagged-admin-password")
+		cur := gen(t, b, 1)
+		_, err = b.Provision(ctx, cur)
+		refused(t, err, string(reason.AuthenticationFailed), `"untagged-admin"`, "untagged-admin-password", cur[KeyPassword])
+		if br.exists(t, "untagged-g1") {
+			t.Error("an admin the management API refused created a user")
+		}
+	})
 }
 
 // No broker on the endpoint: every call says which instance is
