@@ -11,6 +11,7 @@ import (
 // +kubebuilder:subresource:status
 // +kubebuilder:resource:shortName=credset,categories=rekey
 // +kubebuilder:printcolumn:name="Phase",type=string,JSONPath=`.status.phase`
+// +kubebuilder:printcolumn:name="Step",type=string,JSONPath=`.status.step`,description="what the rotation is doing or waiting for"
 // +kubebuilder:printcolumn:name="Generation",type=integer,JSONPath=`.status.keyGeneration`
 // +kubebuilder:printcolumn:name="Current-Since",type=date,JSONPath=`.status.currentSince`,description="age of the current credentials"
 // +kubebuilder:printcolumn:name="Consumers",type=string,JSONPath=`.status.consumersUpdated`,description="consumers on the newest credentials (n/m)"

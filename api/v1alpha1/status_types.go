@@ -18,6 +18,13 @@ const (
 	PhaseDistributed RotationPhase = "Distributed"
 )
 
+// RotationStep names, within the phase, what the rotation is doing or
+// waiting for: one value for each state a maintainer and an on-call
+// engineer must tell apart. rekey derives it from the rest of the status
+// on every status write; the engine's step table documents each.
+// +kubebuilder:validation:Enum=Provisioning;Idle;Applying;Distributing;AwaitingRollout;AwaitingDiscard;Discarding;Confirming;RollingBack;Resetting
+type RotationStep string
+
 // CredentialSetStatus is the truth about a rotation; annotations only
 // trigger. Phase and rotationID are always present so every transition can be
 // a compare-and-set on them.
@@ -26,6 +33,9 @@ type CredentialSetStatus struct {
 	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
 	// +optional
 	Phase RotationPhase `json:"phase"`
+	// Step is what the set is doing or waiting for within its phase.
+	// +optional
+	Step RotationStep `json:"step,omitempty"`
 	// RotationID is the active rotation, empty when Idle.
 	// +optional
 	RotationID string `json:"rotationID"`

@@ -10,6 +10,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	v1 "rekey.io/rekey/api/v1alpha1"
+	"rekey.io/rekey/internal/engine"
 	"rekey.io/rekey/internal/reason"
 )
 
@@ -65,6 +66,7 @@ func (r *Reconciler) observe(ctx context.Context, cs *v1.CredentialSet, known v1
 	setStuckCondition(&next, cs.Generation, stuck)
 	setTransportCondition(&next, cs.Generation, seen)
 	next.ObservedGeneration = cs.Generation
+	next.Step = engine.StepOf(next)
 	if equality.Semantic.DeepEqual(next, live.Status) {
 		return nil
 	}

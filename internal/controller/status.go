@@ -12,6 +12,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1 "rekey.io/rekey/api/v1alpha1"
+	"rekey.io/rekey/internal/engine"
 )
 
 // errStale marks a write refused because the set moved on since it was
@@ -31,6 +32,9 @@ func (r *Reconciler) casStatus(ctx context.Context, cs *v1.CredentialSet, mutate
 	next := *cs.Status.DeepCopy()
 	mutate(&next)
 	next.ObservedGeneration = cs.Generation
+	// The step is derived, never decided here: every write carries the
+	// one its other fields say.
+	next.Step = engine.StepOf(next)
 	if next.Phase != cs.Status.Phase || next.RotationID != cs.Status.RotationID {
 		// A transition succeeded: no problem stands in its way now (one
 		// that does is set again by this reconcile's observe).

@@ -45,6 +45,7 @@ func TestAbortAndRecover(t *testing.T) {
 	startManager(t, cp.Config)
 	set := mocoSet(t, ns, "ab", c)
 	deployConsumers(t, set, mocoKeys, c.Instances)
+	writes := watchSetWrites(t, ns)
 	if err := k8s.Create(ctxT(t), set); err != nil {
 		t.Fatal(err)
 	}
@@ -104,4 +105,11 @@ func TestAbortAndRecover(t *testing.T) {
 		assertRotationResults(t, ns, "ab", 1, 1, 0)
 	})
 	p.assertNoGap(t)
+	// status.step named each of those states as it was written.
+	writes.assertSteps(t, "ab",
+		steps(engine.StepProvisioning, engine.StepIdle), steps(engine.StepApplying), steps(engine.StepDistributing),
+		steps(engine.StepAwaitingRollout, engine.StepAwaitingDiscard), steps(engine.StepRollingBack, engine.StepResetting),
+		steps(engine.StepIdle), steps(engine.StepRollingBack, engine.StepResetting), steps(engine.StepIdle),
+		steps(engine.StepApplying), steps(engine.StepDistributing), steps(engine.StepAwaitingRollout, engine.StepAwaitingDiscard),
+		steps(engine.StepDiscarding), steps(engine.StepConfirming), steps(engine.StepIdle))
 }

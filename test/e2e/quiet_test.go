@@ -27,6 +27,7 @@ import (
 
 	v1 "rekey.io/rekey/api/v1alpha1"
 	"rekey.io/rekey/internal/controller"
+	"rekey.io/rekey/internal/engine"
 	"rekey.io/rekey/internal/reason"
 )
 
@@ -36,6 +37,10 @@ type setWrites struct {
 	mu     sync.Mutex
 	n      map[string]int
 	phases map[string][]v1.RotationPhase
+	// steps: the distinct status.step values seen, in order; wrongStep:
+	// writes whose step is not the one the rest of their status says.
+	steps     map[string][]v1.RotationStep
+	wrongStep []string
 }
 
 func watchSetWrites(t *testing.T, ns string) *setWrites {
@@ -49,7 +54,7 @@ func watchSetWrites(t *testing.T, ns string) *setWrites {
 		t.Fatal(err)
 	}
 	t.Cleanup(w.Stop)
-	s := &setWrites{n: map[string]int{}, phases: map[string][]v1.RotationPhase{}}
+	s := &setWrites{n: map[string]int{}, phases: map[string][]v1.RotationPhase{}, steps: map[string][]v1.RotationStep{}}
 	go func() {
 		for ev := range w.ResultChan() {
 			cs, ok := ev.Object.(*v1.CredentialSet)
@@ -60,6 +65,12 @@ func watchSetWrites(t *testing.T, ns string) *setWrites {
 			s.n[cs.Name]++
 			if p := s.phases[cs.Name]; len(p) == 0 || p[len(p)-1] != cs.Status.Phase {
 				s.phases[cs.Name] = append(p, cs.Status.Phase)
+			}
+			if p := s.steps[cs.Name]; len(p) == 0 || p[len(p)-1] != cs.Status.Step {
+				s.steps[cs.Name] = append(p, cs.Status.Step)
+			}
+			if want := engine.StepOf(cs.Status); cs.Status.Phase != "" && cs.Status.Step != want {
+				s.wrongStep = append(s.wrongStep, fmt.Sprintf("%s at resourceVersion %s: step %q, its status says %s", cs.Name, cs.ResourceVersion, cs.Status.Step, want))
 			}
 			s.mu.Unlock()
 		}
