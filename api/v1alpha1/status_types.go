@@ -93,6 +93,11 @@ type CredentialSetStatus struct {
 	// NextRotationAt is when policy Schedule starts the next rotation.
 	// +optional
 	NextRotationAt *metav1.Time `json:"nextRotationAt,omitempty"`
+	// Waiting is what the operator waits for before the set's next step
+	// (a rollout, a grace period, a maintenance window), and until when
+	// if time alone ends it; absent when it waits for nothing.
+	// +optional
+	Waiting *WaitStatus `json:"waiting,omitempty"`
 	// SecretHash names what the distribution Secrets hold now (derived from
 	// the generation and rotation, never from secret material). A consumer
 	// counts as moved only for this hash; a change resets coverage.

@@ -318,6 +318,11 @@ func (in *CredentialSetStatus) DeepCopyInto(out *CredentialSetStatus) {
 		in, out := &in.NextRotationAt, &out.NextRotationAt
 		*out = (*in).DeepCopy()
 	}
+	if in.Waiting != nil {
+		in, out := &in.Waiting, &out.Waiting
+		*out = new(WaitStatus)
+		(*in).DeepCopyInto(*out)
+	}
 	if in.RetirementWaitsFor != nil {
 		in, out := &in.RetirementWaitsFor, &out.RetirementWaitsFor
 		*out = make([]string, len(*in))

@@ -33,6 +33,9 @@ type observation struct {
 	nextRotationAt *metav1.Time
 	policySeen     bool
 
+	waiting     *v1.WaitStatus // what the engine's decision waits for (status.waiting)
+	waitingSeen bool
+
 	// recheck: a judgement made now changes by time alone after this
 	// long (a rollout held by its owner becomes stuck at stuckAfter),
 	// when nothing watched would wake the set; 0: none.
@@ -67,7 +70,19 @@ func (o *observation) onto(st v1.CredentialSetStatus) v1.CredentialSetStatus {
 	if o.policySeen {
 		st.NextRotationAt = o.nextRotationAt
 	}
+	if o.waitingSeen {
+		st.Waiting = o.waiting
+	}
 	return st
+}
+
+// setWaiting records the wait this reconcile's decision holds the set in
+// (the decision's own, else a due rotation's maintenance window).
+func (o *observation) setWaiting(decided, window *v1.WaitStatus) {
+	o.waiting, o.waitingSeen = decided, true
+	if decided == nil {
+		o.waiting = window
+	}
 }
 
 // setConsumers records the consumers' coverage as measured now.

@@ -47,6 +47,7 @@ func (r *Reconciler) observe(ctx context.Context, cs *v1.CredentialSet, known v1
 	if live.Status.KeyGeneration != 0 {
 		next.NextRotationAt = known.NextRotationAt
 	}
+	next.Waiting = known.Waiting
 	allOut := true
 	var waiting []string
 	for _, c := range next.Consumers {

@@ -59,6 +59,7 @@ func (r *Reconciler) reconcile(ctx context.Context, cs *v1.CredentialSet, obs *o
 		return ctrl.Result{}, nil, err
 	}
 	d := engine.Decide(in)
+	t.obs.setWaiting(engine.Waiting(in, d), engine.WindowWaiting(due))
 	// Why a set does (or does not) move, for whoever debugs a stalled one
 	// (--zap-log-level=debug); decisions carry no secrets.
 	logFrom(ctx).V(1).Info("decided", "phase", cs.Status.Phase, "rotation", cs.Status.RotationID,
