@@ -35,7 +35,7 @@ bench: env
 	$(GO) test -run '^$$' -bench Scale -benchtime 1x -timeout 45m ./test/bench/
 	REKEY_BENCH_SETS=1000 REKEY_BENCH_BATCH=100 $(GO) test -run '^$$' -bench BlackHole -benchtime 1x -timeout 60m ./test/bench/
 
-## reliability: the MySQL fault matrix on real servers, run on a clean checkout of HEAD (edits not committed
+## reliability: the MySQL and PostgreSQL fault matrix on real servers, run on a clean checkout of HEAD (edits not committed
 ## are not tested); regenerates docs/reliability.md naming that commit. The test log is kept in bin/reliability.log.
 MATRIX_RUN := ^(TestPodConsumersSeeLockouts|TestDeletion|TestDeletionCrashSafety|TestPausedLeaderIsFenced|TestPausedLeaderStaleReset|TestKilledLeaderTakeover|TestAPIConflicts|TestCrashSafety|TestSwitchoverMidRotation|TestAbortAndRecover|TestRefusalsAndHealthGate|TestPendingTampering|TestPendingAltered|TestMySQLFullCycle|TestReinitReplicaMidRotation|TestInstanceStoppedMidPhase|TestPostgresCrashSafety)$$
 reliability: env

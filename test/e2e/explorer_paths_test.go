@@ -187,7 +187,7 @@ func restoreSet(t *testing.T, ns, name string, st v1.CredentialSetStatus, source
 func assertNoRefusals(t *testing.T, pc *podConsumers) {
 	t.Helper()
 	from := pc.attempts.Load()
-	round := int64(consumerReplicas * len(pc.keys) * len(pc.targets()))
+	round := int64(consumerReplicas * pc.way.perPod * len(pc.way.targets()))
 	waitFor(t, time.Minute, "every consumer pod tried every user on every instance", func() (bool, string) {
 		n := pc.attempts.Load() - from
 		return n >= 2*round, fmt.Sprintf("%d of %d logins", n, 2*round)

@@ -25,6 +25,28 @@ var rolloutCP *testenv.ControlPlane
 // its Secrets are sampled and scanned for leaks like the suite's.
 func matrixCluster(t *testing.T, opts testenv.MySQLOptions) *testenv.MySQLCluster {
 	t.Helper()
+	var c *testenv.MySQLCluster
+	rolloutPlane(t, "the MySQL cluster", func() {
+		c = testenv.MySQLClusterForTest(t, opts)
+		nameInstances(append(c.Instances(), c.Downstream)...)
+	})
+	return c
+}
+
+// pgMatrixCluster is matrixCluster for PostgreSQL: a primary and its
+// streaming replica beside the full control plane.
+func pgMatrixCluster(t *testing.T) *testenv.Postgres {
+	t.Helper()
+	var p *testenv.Postgres
+	rolloutPlane(t, "PostgreSQL", func() { p = testenv.PostgresForTest(t) })
+	return p
+}
+
+// rolloutPlane starts the full control plane while servers starts the
+// test's database servers (named what in the log), and makes cp and k8s
+// that control plane until the test ends.
+func rolloutPlane(t *testing.T, what string, servers func()) {
+	t.Helper()
 	type started struct {
 		cp  *testenv.ControlPlane
 		err error
@@ -43,7 +65,7 @@ func matrixCluster(t *testing.T, opts testenv.MySQLOptions) *testenv.MySQLCluste
 		return s
 	}
 	// Registered first, so it runs last: the manager, the consumers and the
-	// MySQL cluster are gone by then.
+	// servers are gone by then.
 	t.Cleanup(func() {
 		s := wait()
 		if s.cp == nil {
@@ -57,9 +79,8 @@ func matrixCluster(t *testing.T, opts testenv.MySQLOptions) *testenv.MySQLCluste
 			t.Errorf("stop control plane: %v", err)
 		}
 	})
-	c := testenv.MySQLClusterForTest(t, opts)
-	mysqlTook := time.Since(begin)
-	nameInstances(append(c.Instances(), c.Downstream)...)
+	servers()
+	serversTook := time.Since(begin)
 	s := wait()
 	if s.err != nil {
 		t.Fatalf("full control plane: %v", s.err)
@@ -82,8 +103,7 @@ func matrixCluster(t *testing.T, opts testenv.MySQLOptions) *testenv.MySQLCluste
 		cp, k8s, rolloutCP = sharedCP, sharedK8s, nil
 	})
 	// The figures say what the control plane costs the test: only what it
-	// took beyond the MySQL cluster adds to its time.
-	t.Logf("full control plane for the consumers: kube-apiserver %s, fake node %s; started in %s, the MySQL cluster in %s",
-		plane.Version, plane.NodeName, cpTook.Round(100*time.Millisecond), mysqlTook.Round(100*time.Millisecond))
-	return c
+	// took beyond the servers adds to its time.
+	t.Logf("full control plane for the consumers: kube-apiserver %s, fake node %s; started in %s, %s in %s",
+		plane.Version, plane.NodeName, cpTook.Round(100*time.Millisecond), what, serversTook.Round(100*time.Millisecond))
 }

@@ -2,18 +2,15 @@ package e2e
 
 import (
 	"context"
-	"errors"
 	"strings"
 	"time"
 
-	"github.com/go-sql-driver/mysql"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"rekey.io/rekey/internal/naming"
-	"rekey.io/rekey/internal/testenv"
 )
 
 // run is one pod's process: read the Secret once, then log in on every tick.
@@ -33,9 +30,10 @@ func (pc *podConsumers) run(sp *simPod, secret string) {
 		case <-time.After(consumerLoginEvery):
 		}
 	}
-	creds := map[string]string{}
-	for _, k := range pc.keys {
-		creds[k] = string(s.Data[k])
+	creds := pc.way.logins(s.Data)
+	if len(creds) == 0 {
+		pc.t.Errorf("consumer pod %s: Secret %s holds no login", sp.name, secret)
+		return
 	}
 	sp.generation, sp.hash = s.Annotations[naming.GenerationAnnotation], s.Annotations[naming.SecretHashAnnotation]
 	pc.starts.Add(1)
@@ -49,20 +47,20 @@ func (pc *podConsumers) run(sp *simPod, secret string) {
 			return
 		case <-tick.C:
 		}
-		for n, inst := range pc.targets() {
+		for n, inst := range pc.way.targets() {
 			// Checked before every login: when a round is slower than a
 			// tick, select above would pick the pending tick over the stop
 			// half of the time, and a pod told to stop would go on.
 			if stopped(sp) {
 				return
 			}
-			k := pc.keys[(turn+n)%len(pc.keys)]
+			l := creds[(turn+n)%len(creds)]
 			began := time.Now()
-			err := inst.CanLogin(pc.users[k], creds[k])
-			if refusedLogin(err) && pc.terminatedBy(sp, began) {
+			err := inst.login(l.user, l.password)
+			if pc.way.refused(err) && pc.terminatedBy(sp, began) {
 				return
 			}
-			pc.record(sp, pc.users[k], inst, err)
+			pc.record(sp, l.user, inst.name, err)
 		}
 	}
 }
@@ -113,37 +111,22 @@ func deletionTime(t time.Time) string {
 	return "at " + t.Format("15:04:05")
 }
 
-func (pc *podConsumers) record(sp *simPod, user string, inst *testenv.MySQLInstance, err error) {
+func (pc *podConsumers) record(sp *simPod, user, inst string, err error) {
 	switch {
 	case err == nil:
 		pc.attempts.Add(1)
-	case refusedLogin(err):
+	case pc.way.refused(err):
 		pc.attempts.Add(1)
 		pc.refused.Add(1)
 		pc.mu.Lock()
 		if len(pc.refusals) < consumerKeptRefusals {
 			pc.refusals = append(pc.refusals, consumerRefusal{At: time.Now(), Deployment: pc.name, Pod: sp.name, User: user,
-				Instance: inst.Name, Generation: sp.generation, SecretHash: sp.hash, Error: err.Error()})
+				Instance: inst, Generation: sp.generation, SecretHash: sp.hash, Error: err.Error()})
 		}
 		pc.mu.Unlock()
 	default:
 		pc.unanswered.Add(1) // stopped, starting, being rebuilt: not a login
 	}
-}
-
-// refusedLogin: MySQL answered and would not let the account in — a wrong
-// password (1045), a locked account (3118), an expired password (1862).
-// MySQL's message names the account and host, never the password.
-func refusedLogin(err error) bool {
-	var me *mysql.MySQLError
-	if !errors.As(err, &me) {
-		return false
-	}
-	switch me.Number {
-	case 1045, 3118, 1862:
-		return true
-	}
-	return false
 }
 
 func refusalLines(rs []consumerRefusal) string {

@@ -2,7 +2,6 @@ package e2e
 
 import (
 	"fmt"
-	"sort"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -41,7 +40,8 @@ import (
 // real Deployment controller replaces them; the new ones read the Secret
 // again. Nothing here moves a pod or re-reads a Secret on its own.
 //
-// Every login MySQL refuses (access denied) is a lockout: it is kept with
+// Every login the server refuses (MySQL: access denied; PostgreSQL: a
+// refused password or role — see consumerWay) is a lockout: it is kept with
 // its time, pod, user, instance and the generation the pod read, counted in
 // the matrix row of the scenario running, and fails that scenario. An
 // instance that does not answer (stopped on purpose) is not a refusal.
@@ -63,13 +63,11 @@ const (
 
 // podConsumers is one consumer Deployment and the pods the test plays.
 type podConsumers struct {
-	t       testing.TB
-	c       client.Client
-	ns      string
-	name    string            // the Deployment
-	users   map[string]string // Secret key → MySQL user
-	keys    []string          // the Secret's keys, in the order pods take turns
-	targets func() []*testenv.MySQLInstance
+	t    testing.TB
+	c    client.Client
+	ns   string
+	name string // the Deployment
+	way  consumerWay
 
 	attempts, refused, unanswered, starts atomic.Int64
 	refusedTerminating                    atomic.Int64 // refused after SIGTERM: not lockouts (terminatedBy)
@@ -129,7 +127,8 @@ func (pc *podConsumers) refusalsSince(t time.Time) []consumerRefusal {
 
 // deployConsumers declares Deployment <set>-app (consumerReplicas pods,
 // envFrom the set's first distribution Secret) in cs.Spec.Consumers and
-// creates it, with the pods played as described above. Call it before the
+// creates it, with the pods played as described above, logging in to MySQL
+// (keys: Secret key → user). Call it before the
 // set is created: the pods then wait for the Secret, as a kubelet retries a
 // container whose envFrom Secret does not exist yet. targets are the
 // instances a pod logs in to (a cluster manager routes consumers only to
@@ -137,18 +136,30 @@ func (pc *podConsumers) refusalsSince(t time.Time) []consumerRefusal {
 // matrix scenario of the test counts their logins.
 func deployConsumers(t *testing.T, cs *v1.CredentialSet, keys map[string]string, targets func() []*testenv.MySQLInstance) *podConsumers {
 	t.Helper()
+	return deployConsumersWay(t, cs, mysqlWay(keys, targets))
+}
+
+// deployConsumersWay is deployConsumers for any backend: way says how a
+// pod takes its logins from the Secret and logs in.
+func deployConsumersWay(t *testing.T, cs *v1.CredentialSet, way consumerWay) *podConsumers {
+	t.Helper()
+	if len(cs.Spec.Distribution) == 0 {
+		t.Fatal("deployConsumers: the set distributes no Secret")
+	}
+	return deployConsumersOf(t, cs, cs.Name+"-app", cs.Spec.Distribution[0].Name, way)
+}
+
+// deployConsumersOf declares and creates Deployment name, whose pods read
+// Secret secret (one of the set's targets) as deployConsumers describes.
+func deployConsumersOf(t *testing.T, cs *v1.CredentialSet, name, secret string, way consumerWay) *podConsumers {
+	t.Helper()
 	if cs.ResourceVersion != "" {
 		t.Fatal("deployConsumers: declare the consumers before creating the set")
 	}
 	if rolloutCP == nil || cp != rolloutCP {
 		t.Fatal("deployConsumers: the test runs on a control plane without a Deployment controller (use matrixCluster)")
 	}
-	if len(cs.Spec.Distribution) == 0 {
-		t.Fatal("deployConsumers: the set distributes no Secret")
-	}
-	name := cs.Name + "-app"
 	cs.Spec.Consumers = append(cs.Spec.Consumers, v1.ConsumerRef{Kind: v1.KindDeployment, Name: name})
-	secret := cs.Spec.Distribution[0].Name
 	labels := map[string]string{"app": name}
 	d := &appsv1.Deployment{
 		ObjectMeta: metav1.ObjectMeta{Namespace: cs.Namespace, Name: name},
@@ -179,19 +190,20 @@ func deployConsumers(t *testing.T, cs *v1.CredentialSet, keys map[string]string,
 	if err := k8s.Create(ctxT(t), d); err != nil {
 		t.Fatal(err)
 	}
-	pc := startPodConsumers(t, k8s, cp, cs.Namespace, name, keys, targets)
+	pc := startPodConsumersWay(t, k8s, cp, cs.Namespace, name, way)
 	registerConsumers(t, pc)
 	return pc
 }
 
-// startPodConsumers plays the pods of Deployment ns/name until the test ends.
+// startPodConsumers plays the pods of Deployment ns/name, logging in to
+// MySQL, until the test ends.
 func startPodConsumers(t testing.TB, c client.Client, plane *testenv.ControlPlane, ns, name string,
 	keys map[string]string, targets func() []*testenv.MySQLInstance) *podConsumers {
-	pc := &podConsumers{t: t, c: c, ns: ns, name: name, users: keys, targets: targets, pods: map[types.UID]*simPod{}}
-	for k := range keys {
-		pc.keys = append(pc.keys, k)
-	}
-	sort.Strings(pc.keys)
+	return startPodConsumersWay(t, c, plane, ns, name, mysqlWay(keys, targets))
+}
+
+func startPodConsumersWay(t testing.TB, c client.Client, plane *testenv.ControlPlane, ns, name string, way consumerWay) *podConsumers {
+	pc := &podConsumers{t: t, c: c, ns: ns, name: name, way: way, pods: map[types.UID]*simPod{}}
 
 	factory := informers.NewSharedInformerFactoryWithOptions(plane.Clientset(), 0, informers.WithNamespace(ns),
 		informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.LabelSelector = "app=" + name }))

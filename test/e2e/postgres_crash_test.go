@@ -29,11 +29,13 @@ var crashBases = []string{"crash", "crashr"}
 // to come), starts a fresh one each time, and shows the cycle completes:
 // at every kill, every login role of the set accepts a password the source
 // Secret holds and the distributed logins log in on the primary and the
-// replica. Each kill is a row of the fault matrix, with the logins of a
-// prober (what the distributed Secret holds now, on both instances) and of
-// pgbench consumers that read the Secret when they started.
+// replica. Each kill is a row of the fault matrix, with the logins of the
+// set's consumer pods (a Deployment in spec.consumers whose pods read the
+// Secret when they start and log in with both logins to both instances
+// until rekey's rollout replaces them), of a prober (what the distributed
+// Secret holds now) and of pgbench consumers the test restarts itself.
 func TestPostgresCrashSafety(t *testing.T) {
-	p := testenv.PostgresForTest(t)
+	p := pgMatrixCluster(t)
 	if err := p.Exec(p.Primary, "CREATE ROLE app_owner NOLOGIN", "GRANT CREATE ON SCHEMA public TO app_owner"); err != nil {
 		t.Fatal(err)
 	}
@@ -57,6 +59,7 @@ func TestPostgresCrashSafety(t *testing.T) {
 			Rotation:     v1.RotationSpec{DiscardPolicy: v1.DiscardManual},
 		},
 	}
+	deployConsumersWay(t, cs, pgWay(p, crashBases...))
 	if err := k8s.Create(ctxT(t), cs); err != nil {
 		t.Fatal(err)
 	}
@@ -126,7 +129,7 @@ func TestPostgresCrashSafety(t *testing.T) {
 		}
 		m.waitKilled(t, step.failpoint)
 		closeRow()
-		open = proberMark(t, probe, fmt.Sprintf("PostgreSQL, two logins: manager killed at %s (%s)", step.failpoint, step.when))
+		open = matrixMark(t, probe, fmt.Sprintf("PostgreSQL, two logins: manager killed at %s (%s)", step.failpoint, step.when))
 		n, refused := pgConsumerTotals(everConsumers)
 		openConsumed = [2]int{n, refused}
 		assertPgRecoverable(t, p, getSet(t, ns, "crash"), "killed at "+step.failpoint)
