@@ -108,8 +108,8 @@ func abortable(cs *v1.CredentialSet) (string, error) {
 	if !engine.Active(st) {
 		msg := fmt.Sprintf("credentialset %q has nothing to abort: no rotation is active (phase %s)", cs.Name, orDash(string(st.Phase)))
 		if st.ResetPending {
-			return "", fmt.Errorf("%s; a rollback is finishing: the operator resets %s to the current %s once the consumers rolled back (%s): follow it with kubectl rekey status %s",
-				msg, backendName(cs), secretWord(cs), consumerCount(cs), cs.Name)
+			return "", fmt.Errorf("%s; a rollback is finishing: the operator resets %s to the current %s once the consumers rolled back (%s) and gracePeriod passed (now: %s): follow it with kubectl rekey status %s",
+				msg, backendName(cs), secretWord(cs), consumerCount(cs), NextStep(cs), cs.Name)
 		}
 		return "", fmt.Errorf("%s", msg)
 	}

@@ -190,7 +190,7 @@ func TestNextStepWhileResetPending(t *testing.T) {
 	if got, want := NextStep(cs), "wait: resetting MySQL to the current passwords after the consumers rolled back"; got != want {
 		t.Errorf("NextStep = %q, want %q", got, want)
 	}
-	if got, want := progressLine(cs), "phase Idle, generation 3, resetPending, consumers 0/1 rolled out"; got != want {
+	if got, want := progressLine(cs, time.Now()), "phase Idle, generation 3, resetPending, consumers 0/1 rolled out"; got != want {
 		t.Errorf("progressLine = %q, want %q", got, want)
 	}
 	// A problem during the reset says what to do instead.

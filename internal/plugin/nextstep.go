@@ -41,6 +41,9 @@ func liveStep(cs *v1.CredentialSet, now time.Time) string {
 		return c.Message
 	}
 	if st.ResetPending {
+		if step, ok := waitStep(cs, now); ok {
+			return step
+		}
 		return resetStep(cs, now)
 	}
 	switch st.Phase {
@@ -59,6 +62,10 @@ func liveStep(cs *v1.CredentialSet, now time.Time) string {
 		}
 		if !rolledOut(cs) {
 			return fmt.Sprintf("wait for consumers to roll out (%s)", consumerCount(cs)) + ackHint(cs)
+		}
+		if w := st.Waiting; w != nil && w.For == v1.WaitGracePeriod {
+			step, _ := waitStep(cs, now)
+			return step
 		}
 		declared := engine.DiscardRequested("", cs.Spec.Rotation, st) != ""
 		switch d := discardDecision(cs, now); {
@@ -232,9 +239,20 @@ func consumerCount(cs *v1.CredentialSet) string {
 	return fmt.Sprintf("0/%d", consumerTotal(cs))
 }
 
-// progressLine is one line of --wait output; a new one is printed whenever
-// it changes.
-func progressLine(cs *v1.CredentialSet) string {
+// progressLine is one line of --wait output at now: where the set is and
+// what it waits for, with the deadline counted down. A new one is printed
+// whenever progressKey changes.
+func progressLine(cs *v1.CredentialSet, now time.Time) string {
+	line := progressKey(cs)
+	if step, ok := waitStep(cs, now); ok && cs.Status.Waiting.Until != nil {
+		line += "; " + strings.TrimPrefix(step, "wait: ") + " (at " + cs.Status.Waiting.Until.UTC().Format("15:04:05 MST") + ")"
+	}
+	return line
+}
+
+// progressKey is progressLine without the countdown, which changes by
+// itself.
+func progressKey(cs *v1.CredentialSet) string {
 	st := cs.Status
 	parts := []string{"phase " + orDash(string(st.Phase))}
 	if st.RotationID != "" {

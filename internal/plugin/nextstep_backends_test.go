@@ -114,7 +114,15 @@ func TestStatusShowsScheduleAndAck(t *testing.T) {
 	if got := r[1][len(r[1])-1]; got != "rotate when needed; next scheduled rotation in 2d2h" {
 		t.Errorf("csi next step %q", got)
 	}
-	if got := strings.Join(r[2][5:], " | "); got != "0/1 members 1/3 | - | wait for consumers to roll out (0/1); acknowledge updated members of group edpm-compute (1/3): kubectl rekey ack nova --group edpm-compute --members A,B" {
+	// The table keeps the next step short; -v has it in full.
+	if got := strings.Join(r[2][6:], " | "); got != "0/1 members 1/3 | - | wait for consumers to roll out (0/1); acknowledge updated … (-v: in full)" {
 		t.Errorf("nova consumers, event and next step: %q\n%s", got, out)
+	}
+	out, _, err = kubectl(t, ns, "status", "nova", "-v")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := "  next step: wait for consumers to roll out (0/1); acknowledge updated members of group edpm-compute (1/3): kubectl rekey ack nova --group edpm-compute --members A,B\n"; !strings.Contains(out, want) {
+		t.Errorf("status -v nova lacks %q:\n%s", want, out)
 	}
 }

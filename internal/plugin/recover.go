@@ -79,8 +79,8 @@ func (s *session) recover(ctx context.Context, name string, yes bool, w waitFlag
 			cs.Name, req, cs.Name)
 	}
 	if st.ResetPending {
-		return fmt.Errorf("credentialset %q is already being reset: the operator resets %s to the current %s once the consumers rolled back (%s); follow it with kubectl rekey status %s",
-			cs.Name, backendName(cs), secretWord(cs), consumerCount(cs), cs.Name)
+		return fmt.Errorf("credentialset %q is already being reset: the operator resets %s to the current %s once the consumers rolled back (%s) and gracePeriod passed (now: %s); follow it with kubectl rekey status %s",
+			cs.Name, backendName(cs), secretWord(cs), consumerCount(cs), nextStep(cs, s.opts.Now()), cs.Name)
 	}
 	id := uuid.NewString()
 	d, err := diagnose(cs, id)

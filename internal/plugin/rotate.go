@@ -84,6 +84,10 @@ func (s *session) rotate(ctx context.Context, name string, dryRun bool, w waitFl
 		return nil
 	}
 	fmt.Fprintf(s.opts.Out, "rotation %s requested for credentialset %s\n", id, setRef(cs))
+	if cs.Status.ResetPending {
+		// The operator finishes a rollback before it starts anything.
+		fmt.Fprintf(s.opts.Out, "note: it starts once the pending reset of a rollback is done (%s)\n", nextStep(cs, s.opts.Now()))
+	}
 	if !w.wait {
 		fmt.Fprintf(s.opts.Out, "follow it with: kubectl rekey status %s -n %s\n", name, s.ns)
 		return nil

@@ -5,23 +5,25 @@ import (
 	"fmt"
 	"io"
 	"strings"
-	"text/tabwriter"
-	"time"
 
 	"github.com/spf13/cobra"
-	eventsv1 "k8s.io/api/events/v1"
-	"k8s.io/apimachinery/pkg/util/duration"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/cli-runtime/pkg/genericclioptions"
 	"k8s.io/cli-runtime/pkg/printers"
 
 	v1 "rekey.io/rekey/api/v1alpha1"
 )
 
-// statusFlags are status's output choices.
+// statusFlags are status's output choices, named as kubectl get's.
 type statusFlags struct {
 	print         *genericclioptions.PrintFlags
 	allNamespaces bool
 	verbose       bool
+	noHeaders     bool
+	showLabels    bool
+	labelColumns  []string
+	selector      string
+	watch         bool
 }
 
 // tableFormats is the one -o format beyond cli-runtime's printers: the table with more columns.
@@ -33,17 +35,24 @@ func newStatusCommand(a *app) *cobra.Command {
 		Use:   "status [NAME]",
 		Short: "Show where each CredentialSet is in its rotation cycle and what to do next",
 		Long: `status prints one line per CredentialSet in the namespace (or only NAME):
-its phase, key generation, active rotation, age of the current credentials,
-consumers on the newest credentials, the newest Event and the next step.
--o wide adds the backend, the discard policy and the last completed rotation;
--o json, yaml, name, jsonpath=... or go-template=... print the CredentialSet
-(a CredentialSetList without NAME) as kubectl get does. -A lists every
-namespace. A long next step is shortened in the table; -v prints it in
-full under the table, with each set's conditions and consumers.`,
+its phase and step, key generation, active rotation, age of the current
+credentials, consumers on the newest credentials, the newest Event and the
+next step (what the operator waits for, and until when). -o wide adds the
+backend, the discard policy and the last completed rotation;
+-o custom-columns=HEADER:PATH,... prints columns of your choice; -o json,
+yaml, name, jsonpath=... or go-template=... print the CredentialSet (a
+CredentialSetList without NAME) as kubectl get does. -A lists every
+namespace, -l selects by label, --no-headers, --show-labels and -L work as
+with kubectl get, and -w prints a line again whenever a set changes.
+A long next step is shortened in the table; -v prints it in full under
+the table, with each set's wait and its deadline, conditions, instances
+(as the last kubectl rekey check found them), users and consumers.`,
 		Example: `  kubectl rekey status -n shop
   kubectl rekey status moco -n shop
   kubectl rekey status -A -o wide
   kubectl rekey status moco -n shop -v
+  kubectl rekey status -n shop -l team=payments -w
+  kubectl rekey status -A --no-headers -o custom-columns=NS:.metadata.namespace,NAME:.metadata.name,WAITS:.status.waiting.for
   kubectl rekey status moco -n shop -o jsonpath='{.status.phase}'`,
 		Args: func(_ *cobra.Command, args []string) error {
 			if len(args) > 1 {
@@ -54,6 +63,12 @@ full under the table, with each set's conditions and consumers.`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if f.allNamespaces && len(args) == 1 {
 				return fmt.Errorf("a CredentialSet cannot be named across all namespaces: drop -A, or NAME and pass -n NAMESPACE")
+			}
+			if f.selector != "" && len(args) == 1 {
+				return fmt.Errorf("a CredentialSet named and a label selector (-l) do not go together: drop one")
+			}
+			if f.verbose && f.watch {
+				return fmt.Errorf("-v and -w do not go together: -w prints one line per change; run status -v NAME for the details")
 			}
 			out, err := f.printer()
 			if err != nil {
@@ -66,155 +81,161 @@ full under the table, with each set's conditions and consumers.`,
 			if f.allNamespaces {
 				s.ns = ""
 			}
-			out.verbose = f.verbose
 			return s.status(cmd.Context(), args, out)
 		},
 	}
 	f.print.AddFlags(cmd)
 	if o := cmd.Flags().Lookup("output"); o != nil {
-		o.Usage = "Output format: wide, " + strings.Join(f.print.AllowedFormats(), ", ") + " (default: the status table)"
+		o.Usage = "Output format: wide, custom-columns=HEADER:PATH,..., " + strings.Join(f.print.AllowedFormats(), ", ") + " (default: the status table)"
 	}
 	cmd.Flags().BoolVarP(&f.allNamespaces, "all-namespaces", "A", false, "list the CredentialSets of every namespace")
-	cmd.Flags().BoolVarP(&f.verbose, "verbose", "v", false, "under the table, each set's full next step, conditions and consumers")
+	cmd.Flags().BoolVarP(&f.verbose, "verbose", "v", false, "under the table, each set's full next step, wait, conditions, instances, users and consumers")
+	cmd.Flags().BoolVar(&f.noHeaders, "no-headers", false, "print the table (or custom columns) without headers")
+	cmd.Flags().BoolVar(&f.showLabels, "show-labels", false, "add each set's labels as the last column")
+	cmd.Flags().StringSliceVarP(&f.labelColumns, "label-columns", "L", nil, "add a column with the value of each of these labels")
+	cmd.Flags().StringVarP(&f.selector, "selector", "l", "", "only the sets these labels select (e.g. -l team=payments,tier!=test)")
+	cmd.Flags().BoolVarP(&f.watch, "watch", "w", false, "after the first listing, print the set again whenever it changes (until interrupted)")
 	return cmd
 }
 
-// statusOutput is how status prints: the table (wide or not), or a
-// cli-runtime printer for the objects themselves.
+// statusOutput is how status prints: a table (the status table or custom
+// columns) through cli-runtime's table printer, or one of its printers for
+// the objects themselves.
 type statusOutput struct {
-	wide    bool
-	printer printers.ResourcePrinter // nil for the table
+	table   printers.ResourcePrinter // the table printer, nil for the object printers
+	columns *customColumns           // -o custom-columns, nil for the status table
+	printer printers.ResourcePrinter // -o json, yaml, name, ...; nil for a table
 	perItem bool                     // the printer takes no lists (-o name)
 	verbose bool                     // the details under the table
+	sel     labels.Selector          // -l; nil: every set
+	watch   bool
+	flush   func() error // -w's tabwriter, flushed after each print
 }
 
 func (f *statusFlags) printer() (statusOutput, error) {
-	switch *f.print.OutputFormat {
-	case "":
-		return statusOutput{}, nil
-	case tableFormats:
-		return statusOutput{wide: true}, nil
+	out := statusOutput{verbose: f.verbose, watch: f.watch}
+	if f.selector != "" {
+		sel, err := labels.Parse(f.selector)
+		if err != nil {
+			return out, fmt.Errorf("-l %q is not a label selector: %w", f.selector, err)
+		}
+		out.sel = sel
+	}
+	format := *f.print.OutputFormat
+	opts := printers.PrintOptions{NoHeaders: f.noHeaders, WithNamespace: f.allNamespaces, ShowLabels: f.showLabels, ColumnLabels: f.labelColumns}
+	switch {
+	case format == "" || format == tableFormats:
+		opts.Wide = format == tableFormats
+		out.table = printers.NewTablePrinter(opts)
+		return out, nil
+	case strings.HasPrefix(format, customColumnsPrefix):
+		c, err := parseCustomColumns(format)
+		if err != nil {
+			return out, err
+		}
+		opts.WithNamespace, opts.ShowLabels, opts.ColumnLabels = false, false, nil
+		out.table, out.columns = printers.NewTablePrinter(opts), c
+		return out, nil
+	}
+	if f.verbose {
+		return out, fmt.Errorf("-v adds details under the table: it does not go with -o %s", format)
 	}
 	p, err := f.print.ToPrinter()
 	if genericclioptions.IsNoCompatiblePrinterError(err) {
-		return statusOutput{}, fmt.Errorf("unknown output format %q: use wide, %s", *f.print.OutputFormat, strings.Join(f.print.AllowedFormats(), ", "))
+		return out, fmt.Errorf("unknown output format %q: use wide, custom-columns=HEADER:PATH,..., %s", format, strings.Join(f.print.AllowedFormats(), ", "))
 	}
 	if err != nil {
-		return statusOutput{}, err
+		return out, err
 	}
-	return statusOutput{printer: p, perItem: *f.print.OutputFormat == "name"}, nil
+	out.printer, out.perItem = p, format == "name"
+	return out, nil
 }
 
 func (s *session) status(ctx context.Context, args []string, out statusOutput) error {
-	var sets []v1.CredentialSet
+	name := ""
 	if len(args) == 1 {
-		cs, err := s.getSet(ctx, args[0])
-		if err != nil {
-			return err
-		}
-		sets = []v1.CredentialSet{*cs}
-	} else {
-		var err error
-		if sets, err = s.listSets(ctx); err != nil {
-			return err
-		}
+		name = args[0]
 	}
-	if out.printer != nil {
-		// The objects as the API serves them, as kubectl get -o prints.
-		if len(args) == 1 {
-			return out.printer.PrintObj(&sets[0], s.opts.Out)
-		}
-		if out.perItem {
-			// -o name prints no list: one line per set, as kubectl get.
-			for i := range sets {
-				if err := out.printer.PrintObj(&sets[i], s.opts.Out); err != nil {
-					return err
-				}
-			}
-			return nil
-		}
-		return out.printer.PrintObj(&v1.CredentialSetList{Items: sets}, s.opts.Out)
-	}
-	if len(sets) == 0 {
-		if s.ns == "" {
-			fmt.Fprintln(s.opts.Err, "no credentialsets in any namespace")
-		} else {
-			fmt.Fprintf(s.opts.Err, "no credentialsets in namespace %q\n", s.ns)
-		}
-		return nil
-	}
-	only := ""
-	if len(args) == 1 {
-		only = args[0]
-	}
-	evs, err := s.listEvents(ctx, only)
+	sets, rv, err := s.readSets(ctx, name, out.sel)
 	if err != nil {
 		return err
 	}
-	writeTable(s.opts.Out, sets, evs, s.opts.Now(), tableColumns{namespace: s.ns == "", wide: out.wide})
+	if len(sets) == 0 && !out.watch {
+		s.noSets(out.sel)
+		return nil
+	}
+	w := io.Writer(s.opts.Out)
+	if out.watch && out.table != nil {
+		// One tabwriter for the whole watch, as kubectl get -w: the rows
+		// printed later line up with the first listing.
+		tw := printers.GetNewTabWriter(s.opts.Out)
+		w, out.flush = tw, tw.Flush
+	}
+	if err := s.printSets(ctx, w, sets, name, out, true); err != nil {
+		return err
+	}
 	if out.verbose {
 		writeDetails(s.opts.Out, sets, s.opts.Now())
 	}
-	return nil
+	if !out.watch {
+		return nil
+	}
+	return s.watchSets(ctx, w, name, rv, out)
 }
 
-// tableColumns are the optional columns: NAMESPACE first with -A, and with
-// -o wide BACKEND, DISCARD (policy) and LAST ROTATION at the end.
-type tableColumns struct{ namespace, wide bool }
-
-// writeTable prints the status table; rows come from spec, status and
-// Events only.
-func writeTable(out io.Writer, sets []v1.CredentialSet, evs []eventsv1.Event, now time.Time, cols tableColumns) {
-	tw := tabwriter.NewWriter(out, 0, 4, 3, ' ', 0)
-	header := "NAME\tPHASE\tGENERATION\tROTATION\tAGE\tCONSUMERS\tLAST EVENT\tNEXT STEP"
-	if cols.namespace {
-		header = "NAMESPACE\t" + header
+// noSets says, on stderr as kubectl does, that nothing matched.
+func (s *session) noSets(sel labels.Selector) {
+	where := fmt.Sprintf("in namespace %q", s.ns)
+	if s.ns == "" {
+		where = "in any namespace"
 	}
-	if cols.wide {
-		header += "\tBACKEND\tDISCARD\tLAST ROTATION"
+	if sel != nil && !sel.Empty() {
+		where += " matching " + sel.String()
 	}
-	fmt.Fprintln(tw, header)
-	for i := range sets {
-		cs := &sets[i]
-		st := cs.Status
-		age := "-"
-		if st.CurrentSince != nil {
-			age = duration.HumanDuration(now.Sub(st.CurrentSince.Time))
-		}
-		last := "-"
-		if mine := eventsAbout(evs, cs); len(mine) > 0 {
-			last = mine[len(mine)-1].Reason
-		}
-		if cols.namespace {
-			fmt.Fprintf(tw, "%s\t", cs.Namespace)
-		}
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s", cs.Name, orDash(string(st.Phase)), st.KeyGeneration,
-			orDash(st.RotationID), age, consumersCell(cs), last, tableStep(cs, now))
-		if cols.wide {
-			fmt.Fprintf(tw, "\t%s\t%s\t%s", backendName(cs), discardPolicy(cs), orDash(st.LastRotationID))
-		}
-		fmt.Fprintln(tw)
-	}
-	tw.Flush()
+	fmt.Fprintf(s.opts.Err, "no credentialsets %s\n", where)
 }
 
-// consumersCell is "n/m" consumers moved; with consumer groups it adds the
-// members acknowledged across all groups, "n/m members x/y".
-func consumersCell(cs *v1.CredentialSet) string {
-	cell := orDash(cs.Status.ConsumersUpdated)
-	moved, total := 0, 0
-	for _, g := range cs.Spec.ConsumerGroups {
-		total += len(g.Members)
+// printSets prints sets as out says; list: they are the first listing
+// (a list printer gets a CredentialSetList), not a change seen by -w.
+func (s *session) printSets(ctx context.Context, w io.Writer, sets []v1.CredentialSet, name string, out statusOutput, list bool) error {
+	if out.flush != nil {
+		defer out.flush()
 	}
-	if total == 0 {
-		return cell
-	}
-	for _, c := range cs.Status.Consumers {
-		if c.Kind == v1.KindGroup && c.SecretHash == cs.Status.SecretHash {
-			moved += len(c.MembersUpdated)
+	switch {
+	case out.printer != nil && (out.perItem || !list || name != ""):
+		// As kubectl get: one object, or -o name's one line per set.
+		for i := range sets {
+			if err := out.printer.PrintObj(&sets[i], w); err != nil {
+				return err
+			}
 		}
+		return nil
+	case out.printer != nil:
+		return out.printer.PrintObj(&v1.CredentialSetList{Items: sets}, w)
+	case out.columns != nil:
+		t, err := out.columns.table(setObjects(sets))
+		if err != nil {
+			return err
+		}
+		return out.table.PrintObj(t, w)
 	}
-	return fmt.Sprintf("%s members %d/%d", cell, moved, total)
+	if len(sets) == 0 {
+		return nil
+	}
+	evs, err := s.listEvents(ctx, eventsFor(sets, name))
+	if err != nil {
+		return err
+	}
+	return out.table.PrintObj(statusTable(sets, evs, s.opts.Now()), w)
+}
+
+// eventsFor is the set name whose Events a listing needs: name, or the
+// one set -w saw change; "" for all.
+func eventsFor(sets []v1.CredentialSet, name string) string {
+	if name == "" && len(sets) == 1 {
+		return sets[0].Name
+	}
+	return name
 }
 
 // discardPolicy is the set's spec.rotation.discardPolicy, Manual when unset.

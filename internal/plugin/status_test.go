@@ -88,13 +88,13 @@ func TestStatusTableAndNextSteps(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := [][]string{
-		{"NAME", "PHASE", "GENERATION", "ROTATION", "AGE", "CONSUMERS", "LAST EVENT", "NEXT STEP"},
-		{"a-idle", "Idle", "3", "-", "5h", "1/1", "RotationCompleted", "rotate when needed"},
-		{"b-rotating", "Rotating", "1", "r-b", "3d", "-", "-", "wait: applying new passwords"},
-		{"c-pending", "Distributed", "2", "r-c", "3d", "0/1", "-", "wait for consumers to roll out (0/1)"},
-		{"d-manual", "Distributed", "2", "r-d", "3d", "1/1", "-", "verify, then kubectl rekey discard d-manual"},
-		{"e-auto", "Distributed", "2", "r-e", "3d", "1/1", "-", "discard happens automatically"},
-		{"f-degraded", "Rotating", "1", "r-f", "3d", "-", "InstanceUnreachable", degraded.Message},
+		{"NAME", "PHASE", "STEP", "GENERATION", "ROTATION", "AGE", "CONSUMERS", "LAST EVENT", "NEXT STEP"},
+		{"a-idle", "Idle", "-", "3", "-", "5h", "1/1", "RotationCompleted", "rotate when needed"},
+		{"b-rotating", "Rotating", "-", "1", "r-b", "3d", "-", "-", "wait: applying new passwords"},
+		{"c-pending", "Distributed", "-", "2", "r-c", "3d", "0/1", "-", "wait for consumers to roll out (0/1)"},
+		{"d-manual", "Distributed", "-", "2", "r-d", "3d", "1/1", "-", "verify, then kubectl rekey discard d-manual"},
+		{"e-auto", "Distributed", "-", "2", "r-e", "3d", "1/1", "-", "discard happens automatically"},
+		{"f-degraded", "Rotating", "-", "1", "r-f", "3d", "-", "InstanceUnreachable", degraded.Message},
 	}
 	got := rows(out)
 	if !slices.EqualFunc(got, want, slices.Equal) {

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	eventsv1 "k8s.io/api/events/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -54,12 +55,31 @@ func (s *session) follow(ctx context.Context, name string, seen baseline, g goal
 	fmt.Fprintf(s.opts.Out, "waiting up to %s for %s\n", timeout, g.what)
 	last := ""
 	var cs *v1.CredentialSet
-	// seenSet reports a new state of the set; true when it is the goal.
+	// A problem no waiting fixes that the set shows only after the wait
+	// began ends it, as its Warning does (whichever arrives first): one it
+	// showed before may be what the request answers.
+	var degradedBefore string
+	var gaveUp error
+	var notedWait string // the last wait with a deadline noteLateDeadline looked at
+	// seenSet reports a new state of the set; true when it is the goal
+	// (or gaveUp says why no waiting reaches it).
 	seenSet := func(cur *v1.CredentialSet) bool {
+		first := cs == nil
 		cs = cur
-		if line := progressLine(cs); line != last {
-			say("%s", line)
-			last = line
+		if key := progressKey(cs); key != last {
+			say("%s", progressLine(cs, s.opts.Now()))
+			last = key
+		}
+		if w := cs.Status.Waiting; w != nil && w.Until != nil && string(w.For)+w.Until.String() != notedWait {
+			notedWait = string(w.For) + w.Until.String()
+			noteLateDeadline(say, cs, deadline, timeout)
+		}
+		key, r := needsPerson(cs)
+		if first {
+			degradedBefore = key
+		} else if key != "" && key != degradedBefore {
+			gaveUp = r
+			return true
 		}
 		return g.done(cs)
 	}
@@ -97,6 +117,8 @@ func (s *session) follow(ctx context.Context, name string, seen baseline, g goal
 	switch {
 	case err != nil:
 		return nil, err
+	case gaveUp != nil:
+		return nil, gaveUp
 	case reached != nil:
 		s.drainEvents(ctx, name, reached, deadline, seenEvents)
 		return reached, nil
@@ -225,6 +247,28 @@ func refused(evs []eventsv1.Event, g goal) error {
 	return nil
 }
 
+// needsPerson is the set's Degraded condition when its reason is one no
+// waiting fixes (reason.NeedsPerson): a key that changes when it is set
+// again, and the refusal it ends a wait with; "" and nil otherwise.
+func needsPerson(cs *v1.CredentialSet) (string, error) {
+	c := meta.FindStatusCondition(cs.Status.Conditions, reason.CondDegraded)
+	if c == nil || c.Status != metav1.ConditionTrue || !reason.NeedsPerson(reason.Reason(c.Reason)) {
+		return "", nil
+	}
+	return c.Reason + "\x00" + c.Message + "\x00" + c.LastTransitionTime.String(), &refusal{reason: c.Reason, note: c.Message}
+}
+
+// noteLateDeadline says up front when what the set waits for ends only
+// after --timeout: the wait would time out with nothing wrong.
+func noteLateDeadline(say func(string, ...any), cs *v1.CredentialSet, deadline time.Time, timeout time.Duration) {
+	w := cs.Status.Waiting
+	if w == nil || w.Until == nil || !w.Until.After(deadline) {
+		return
+	}
+	say("note: the operator waits until %s (%s), after --timeout %s: pass a longer --timeout, or follow it with kubectl rekey status %s -v",
+		w.Until.UTC().Format("15:04:05 MST"), w.For, timeout, cs.Name)
+}
+
 // refusal is the operator refusing the request, in its own words (its
 // messages name the next step).
 type refusal struct{ reason, note string }
@@ -237,7 +281,7 @@ func (r *refusal) Error() string {
 func (s *session) stopped(ctx context.Context, err error, name string, cs *v1.CredentialSet, g goal, timeout time.Duration, deadline time.Time) error {
 	now := "never read"
 	if cs != nil {
-		now = progressLine(cs)
+		now = progressLine(cs, s.opts.Now())
 	}
 	switch {
 	case ctx.Err() != nil:

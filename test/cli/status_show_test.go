@@ -44,12 +44,12 @@ func TestStatusTable(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	header := []string{"NAME", "PHASE", "GENERATION", "ROTATION", "AGE", "CONSUMERS", "LAST EVENT", "NEXT STEP"}
+	header := []string{"NAME", "PHASE", "STEP", "GENERATION", "ROTATION", "AGE", "CONSUMERS", "LAST EVENT", "NEXT STEP"}
 	all := [][]string{
 		header,
-		{"a-idle", "Idle", "3", "-", "5h", "1/1", "InstanceUnreachable", "rotate when needed"},
-		{"b-distributed", "Distributed", "2", "r-b", "5h", "0/1", "Distributed", "wait for consumers to roll out (0/1)"},
-		{"c-new", "-", "0", "-", "-", "-", "-", "wait: the operator has not picked this set up yet"},
+		{"a-idle", "Idle", "-", "3", "-", "5h", "1/1", "InstanceUnreachable", "rotate when needed"},
+		{"b-distributed", "Distributed", "-", "2", "r-b", "5h", "0/1", "Distributed", "wait for consumers to roll out (0/1)"},
+		{"c-new", "-", "-", "0", "-", "-", "-", "-", "wait: the operator has not picked this set up yet"},
 	}
 	r := kc.ok(t, "status")
 	if got := cells(r.stdout); !slices.EqualFunc(got, all, slices.Equal) || r.stderr != "" {

@@ -23,6 +23,8 @@ func TestRotateWaitReachesDistributed(t *testing.T) {
 
 	run := in(t, ns).start(t, "rotate", "orders", "--wait", "--timeout", "30s")
 	id := annotationAppears(t, run, ns, "orders", "rekey.io/rotate")
+	// The set as the request left it, read before the operator moves it.
+	run.printed(t, "phase Idle, generation 1, consumers 1/1 rolled out\n")
 	st := idleAt(1)
 	st.Phase, st.RotationID = v1.PhaseRotating, id
 	status(t, ns, "orders", st)
