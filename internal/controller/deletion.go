@@ -5,10 +5,7 @@ import (
 	"fmt"
 	"slices"
 
-	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1 "rekey.io/rekey/api/v1alpha1"
 	"rekey.io/rekey/internal/engine"
@@ -56,18 +53,18 @@ func (r *Reconciler) deleted(ctx context.Context, cs *v1.CredentialSet) (res ctr
 	if !slices.ContainsFunc(cs.Finalizers, isRekeyFinalizer) {
 		return ctrl.Result{}, true, nil
 	}
-	terminating, err := r.namespaceTerminating(ctx, cs.Namespace)
+	ns, err := r.namespaceDeletion(ctx, cs.Namespace)
 	if err != nil {
 		return ctrl.Result{}, true, err
 	}
-	switch nextDeletionStep(cs.Spec.OnDeletion(), cs.Status, terminating) {
+	switch nextDeletionStep(cs.Spec.OnDeletion(), cs.Status, ns.terminating) {
 	case letGo:
 		return ctrl.Result{}, true, r.release(ctx, cs)
 	case finishRotation:
 		r.rotationEvent(cs, cs.Status.RotationID, "Normal", reason.DeletionWaiting, "Delete", "%s", deletionWaitNote(cs))
 		return ctrl.Result{}, false, nil
 	}
-	res, err = r.finalize(ctx, cs)
+	res, err = r.finalize(ctx, cs, windDownDeadline(ns, cs.DeletionTimestamp.Time, r.namespaceDeletionTimeout()))
 	return res, true, err
 }
 
@@ -100,19 +97,6 @@ func (r *Reconciler) release(ctx context.Context, cs *v1.CredentialSet) error {
 			"the set was deleted with deletionPolicy Retain: rekey changed nothing on the backend, and the source Secret stays")
 	}
 	return r.patchFinalizers(ctx, cs, slices.DeleteFunc(slices.Clone(cs.Finalizers), isRekeyFinalizer))
-}
-
-// namespaceTerminating: ns is being deleted (or is gone already).
-func (r *Reconciler) namespaceTerminating(ctx context.Context, ns string) (bool, error) {
-	n := &corev1.Namespace{}
-	err := r.APIReader.Get(ctx, client.ObjectKey{Name: ns}, n)
-	if apierrors.IsNotFound(err) {
-		return true, nil
-	}
-	if err != nil {
-		return false, err
-	}
-	return !n.DeletionTimestamp.IsZero() || n.Status.Phase == corev1.NamespaceTerminating, nil
 }
 
 // wantedFinalizers are the finalizers a set's policy asks for: rekey's own

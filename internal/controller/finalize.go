@@ -75,9 +75,13 @@ func (r *Reconciler) patchFinalizers(ctx context.Context, cs *v1.CredentialSet, 
 // being in flight. With Delete, each consumer's finalizer goes once the
 // consumer is gone or no longer declared, and a consumer still there keeps
 // everything (a Warning says which); then the backend step runs, the
-// source Secret is emptied, and the last finalizer goes.
-func (r *Reconciler) finalize(ctx context.Context, cs *v1.CredentialSet) (ctrl.Result, error) {
+// source Secret is emptied, and the last finalizer goes. Past giveUp (set
+// only in a namespace being deleted) nothing holds the set any more: a
+// consumer still declared makes Delete wind down as Discard, and a
+// wind-down that still fails lets go, leaving the backend as it is.
+func (r *Reconciler) finalize(ctx context.Context, cs *v1.CredentialSet, giveUp time.Time) (ctrl.Result, error) {
 	policy := cs.Spec.OnDeletion()
+	overdue := !giveUp.IsZero() && !r.now().Before(giveUp)
 	var inUse []string
 	if policy == v1.DeletionDelete {
 		// Every declared consumer, whether its finalizer was added or not
@@ -85,6 +89,12 @@ func (r *Reconciler) finalize(ctx context.Context, cs *v1.CredentialSet) (ctrl.R
 		var err error
 		if inUse, err = r.consumersLeft(ctx, cs); err != nil {
 			return ctrl.Result{}, err
+		}
+		if len(inUse) > 0 && overdue {
+			slices.Sort(inUse)
+			r.incomplete(cs, "its namespace is being deleted, and %s after the deletion began the set still declared consumers that may use its identities (%s), so it was wound down as with deletionPolicy Discard instead of Delete: the current credentials stay valid for them; delete %s by hand once nothing uses them",
+				r.namespaceDeletionTimeout(), summarize(inUse, "consumers", "spec.consumers"), identitiesOf(&cs.Spec))
+			policy, inUse = v1.DeletionDiscard, nil
 		}
 	}
 	declared := consumerFinalizers(cs)
@@ -114,18 +124,27 @@ func (r *Reconciler) finalize(ctx context.Context, cs *v1.CredentialSet) (ctrl.R
 		var se *errSpec
 		rf, refused := engine.AsRefusal(err)
 		notOwned := refused && rf.Reason == string(reason.NotOwned)
-		if !errors.As(err, &se) && !apierrors.IsNotFound(err) && !notOwned {
+		switch {
+		case errors.As(err, &se) || apierrors.IsNotFound(err) || notOwned:
+			// The backend cannot be reached as the spec says (its admin
+			// Secret went with the namespace, say): retrying cannot help.
+			r.incomplete(cs, "the set could not be wound down (deletionPolicy %s) and let go: %v; %s. Remove them by hand if no one uses them, then empty the source Secret", policy, err, leftValid(cs, policy))
+		case overdue:
+			// Its namespace is being deleted: the set must not hold it
+			// in Terminating forever.
+			r.incomplete(cs, "its namespace is being deleted and winding the set down (deletionPolicy %s) still failed %s after the deletion began, so rekey let go: %v; %s. Remove them by hand once the backend answers, then empty the source Secret", policy, r.namespaceDeletionTimeout(), err, leftValid(cs, policy))
+		default:
 			why := reason.BackendError
 			if refused {
 				why = reason.Reason(rf.Reason)
 			}
-			r.event(cs, "Warning", why, "Delete", "the deleted set could not be wound down (deletionPolicy %s), so it stays and rekey tries again: %v; to let go at once without changing the backend, set spec.deletionPolicy to Retain", policy, err)
+			bound := ""
+			if !giveUp.IsZero() {
+				bound = fmt.Sprintf(" (its namespace is being deleted: past %s, rekey lets go and leaves the backend as it is)", giveUp.UTC().Format(time.RFC3339))
+			}
+			r.event(cs, "Warning", why, "Delete", "the deleted set could not be wound down (deletionPolicy %s), so it stays and rekey tries again%s: %v; to let go at once without changing the backend, set spec.deletionPolicy to Retain", policy, bound, err)
 			return ctrl.Result{}, err
 		}
-		// The backend cannot be reached as the spec says (its admin Secret
-		// went with the namespace, say): the identities stay, and the set
-		// does not block its namespace's deletion forever.
-		r.event(cs, "Warning", reason.UsersInUse, "Delete", "the set's backend identities could not be wound down (deletionPolicy %s) and were left as they are: %v; remove them by hand if no one uses them", policy, err)
 	}
 	return ctrl.Result{}, r.patchFinalizers(ctx, cs, slices.DeleteFunc(slices.Clone(cs.Finalizers), func(f string) bool { return f == naming.DeprovisionFinalizer }))
 }

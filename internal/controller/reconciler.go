@@ -44,6 +44,10 @@ type Reconciler struct {
 	// DefaultStuckAfter applies to sets without rotation.stuckAfter; 0
 	// turns the RotationStuck signal off for them.
 	DefaultStuckAfter time.Duration
+	// NamespaceDeletionTimeout is how long a deleted set in a namespace
+	// being deleted keeps trying to wind down before it lets go, leaving
+	// the backend as it is (0: DefaultNamespaceDeletionTimeout).
+	NamespaceDeletionTimeout time.Duration
 	// ResyncPeriod re-checks an idle set this often, so that a distribution
 	// Secret edited by hand is restored without watching every Secret.
 	ResyncPeriod time.Duration

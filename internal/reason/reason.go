@@ -32,6 +32,11 @@ const (
 	// UsersInUse: a deleted set keeps its identities while a consumer
 	// still uses them.
 	UsersInUse Reason = "UsersInUse"
+	// DeletionIncomplete: a deleted set let go without winding down (its
+	// namespace is being deleted and the wind-down kept failing, or the
+	// backend cannot be reached as the spec says): what it names was left
+	// on the backend as it was.
+	DeletionIncomplete Reason = "DeletionIncomplete"
 	// AckIgnored: an acknowledgement was for another distribution or
 	// names members the group does not have.
 	AckIgnored Reason = "AckIgnored"
