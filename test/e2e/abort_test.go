@@ -59,10 +59,15 @@ func TestAbortAndRecover(t *testing.T) {
 		pend := userPasswords(sourceData(t, cs), mocoKeys, engine.PendingSuffix)
 		time.Sleep(500 * time.Millisecond)
 		mk := matrixMark(t, p, "abort from Distributed (kubectl rekey abort)")
+		waits := watchWaits(t, ns, "ab")
 		annotate(t, ns, "ab", engine.AbortAnnotation, "ab-1")
 		cs = waitReset(t, ns, "ab", 1)
 		mk.reached()
 		mustContain(t, "RotationAborted event", waitEvent(t, ns, "ab", string(reason.RotationAborted)), "ab-1")
+		// Honest waits: the reset's wait and its deadline are in status,
+		// and the rollout Event names the rotation rolled back.
+		waits.assertResetWait(t, managerGracePeriod)
+		waitEventNoting(t, ns, "ab", reason.WaitingForRollout, "rollback of rotation ab-1: waiting for ")
 		waitEvent(t, ns, "ab", string(reason.ResetApplied))
 		loginMatrix(t, "after abort", c.Instances(), cur, pend)
 		assertNoDualPassword(t, c)

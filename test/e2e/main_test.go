@@ -12,7 +12,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"testing"
-	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -123,7 +122,7 @@ func startManager(t testing.TB, cfg *rest.Config, opts ...func(*controller.Recon
 	r := &controller.Reconciler{
 		Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(),
 		Recorder: mgr.GetEventRecorder("rekey"), Namespace: OperatorNamespace,
-		DefaultGracePeriod: 2 * time.Second, InstanceConcurrency: 8,
+		DefaultGracePeriod: managerGracePeriod, InstanceConcurrency: 8,
 	}
 	for _, o := range opts {
 		o(r)
