@@ -37,6 +37,8 @@ type CredentialSet struct {
 // +kubebuilder:validation:XValidation:rule="!has(self.distribution) || !has(self.ceph) || self.distribution.all(t, !has(t.format) || t.format == 'Native' || has(t.entity) || size(self.ceph.entities) == 1)",fieldPath=".distribution",message="a distribution target with format CephCSI or CephCSIWithAdmin holds the userID and userKey of one entity, but spec.ceph.entities has several: name the one it serves in the target's entity (e.g. entity: client.csi-rbd-node)"
 // +kubebuilder:validation:XValidation:rule="!has(self.distribution) || !has(self.ceph) || self.distribution.all(t, !has(t.entity) || self.ceph.entities.exists(e, e.name == t.entity))",fieldPath=".distribution",message="a distribution target names an entity that is not in spec.ceph.entities: name one of them"
 // +kubebuilder:validation:XValidation:rule="!has(self.distribution) || !has(self.ceph) || self.distribution.all(t, !has(t.format) || t.format == 'Native' || has(t.entity) || self.ceph.entities[0].name.startsWith('client.'))",fieldPath=".distribution",message="a CephCSI distribution target serves a client entity (ceph-csi connects as client.<userID>), but this set's only entity is not one: rotate a client.* entity"
+// +kubebuilder:validation:XValidation:rule="!has(self.distribution) || has(self.postgres) || self.distribution.all(t, !has(t.login))",fieldPath=".distribution",message="distribution[].login picks one login of spec.postgres.logins, for spec.postgres sets only: remove login from this set's distribution targets"
+// +kubebuilder:validation:XValidation:rule="!has(self.distribution) || !has(self.postgres) || self.distribution.all(t, !has(t.login) || (has(self.postgres.logins) && self.postgres.logins.exists(l, l.base == t.login)) || (has(self.postgres.login) && self.postgres.login.base == t.login))",fieldPath=".distribution",message="a distribution target's login is not a login of this set: name the base of one of spec.postgres.logins (app for the roles app_g<N>), or remove login to write every login's keys"
 type CredentialSetSpec struct {
 	// MySQL rotates MySQL users with dual passwords (RETAIN CURRENT PASSWORD).
 	// +optional
@@ -119,6 +121,17 @@ type SecretTarget struct {
 	// +kubebuilder:validation:Pattern=`^client\.[A-Za-z0-9_][-A-Za-z0-9_.]{0,62}$`
 	// +kubebuilder:validation:MaxLength=70
 	Entity string `json:"entity,omitempty"`
+	// Login is, for a spec.postgres set, the base of the one login (of
+	// spec.postgres.logins) whose keys the Secret holds, without the
+	// "<base>." prefix: username and password (the Zalando operator's
+	// layout) and, with spec.postgres.connection, CloudNativePG's host,
+	// port, dbname, uri, jdbc-uri and pgpass — what applications of one
+	// login already read. Without it a set with several logins writes
+	// every login's keys under its base and a dot.
+	// +optional
+	// +kubebuilder:validation:Pattern=`^[a-z][a-z0-9_]{0,49}$`
+	// +kubebuilder:validation:MaxLength=50
+	Login string `json:"login,omitempty"`
 }
 
 // SecretFormat is the layout of a distribution Secret's data.

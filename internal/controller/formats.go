@@ -8,19 +8,18 @@ import (
 )
 
 // targetData is what target t holds, from data, the backend's rendering of
-// the set's secrets (Native), or a registered format's rendering of it.
+// the set's secrets (Native): the identity t names, if any, in t's format.
 func targetData(cs *v1.CredentialSet, t v1.SecretTarget, data map[string][]byte) (map[string][]byte, error) {
-	f, ok := registry.FormatFor(t.Format)
-	if !ok {
-		return data, nil
-	}
-	return f.Render(cs, t, data)
+	return registry.TargetData(cs, t, data)
 }
 
 // checkTargetFormats refuses, before anything is done, a target whose
 // format cannot be written for this set.
 func checkTargetFormats(cs *v1.CredentialSet) error {
 	for _, t := range cs.Spec.Distribution {
+		if err := registry.CheckTarget(cs, t); err != nil {
+			return err
+		}
 		f, registered := registry.FormatFor(t.Format)
 		switch {
 		case registered:

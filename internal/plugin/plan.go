@@ -67,11 +67,7 @@ func printSecretsPlan(out io.Writer, cs *v1.CredentialSet, b registry.Describe) 
 	fmt.Fprintln(out, "Secrets to update:")
 	fmt.Fprintf(out, "  source Secret %s in the operator's namespace (%s)\n", naming.SourceSecretName(cs), b.Words(cs).SourceNote)
 	for _, t := range cs.Spec.Distribution {
-		note := ""
-		if f, ok := registry.FormatFor(t.Format); ok {
-			note = f.Note(cs, t)
-		}
-		fmt.Fprintf(out, "  %s/%s%s\n", t.Namespace, t.Name, note)
+		fmt.Fprintf(out, "  %s/%s%s\n", t.Namespace, t.Name, registry.TargetNote(cs, t))
 	}
 	if len(cs.Spec.Distribution) == 0 {
 		fmt.Fprintln(out, "  no distribution Secret (spec.distribution is empty)")
@@ -105,10 +101,11 @@ func (r reader) StatefulSet(ctx context.Context, name string) (*appsv1.StatefulS
 	return sts, nil
 }
 
-// formatted: some target is in a format other than the backend's own.
+// formatted: some target is in a format other than the backend's own, or
+// carries one identity of the set.
 func formatted(cs *v1.CredentialSet) bool {
 	for _, t := range cs.Spec.Distribution {
-		if _, ok := registry.FormatFor(t.Format); ok {
+		if _, ok := registry.FormatFor(t.Format); ok || registry.NamesOne(cs, t) {
 			return true
 		}
 	}

@@ -105,10 +105,12 @@ func (s *session) show(ctx context.Context, name string, f showFlags) error {
 	if err != nil {
 		return err
 	}
-	t, ok := nativeTarget(cs)
+	t, keys, ok := showTarget(cs, c.Keys)
 	if !ok {
-		fm, _ := registry.FormatFor(t.Format)
-		return fmt.Errorf("every distribution target of credentialset %q is in %s, or add a target without format to spec.distribution", cs.Name, fm.Unread(t))
+		if fm, formatted := registry.FormatFor(t.Format); formatted {
+			return fmt.Errorf("every distribution target of credentialset %q is in %s, or add a target without format to spec.distribution", cs.Name, fm.Unread(t))
+		}
+		return fmt.Errorf("no distribution target of credentialset %q holds %s: each carries another one (distribution[].login); pick one of those, or add a target without login to spec.distribution", cs.Name, c.Who)
 	}
 	sec := &corev1.Secret{}
 	err = s.c.Get(ctx, client.ObjectKey{Namespace: t.Namespace, Name: t.Name}, sec)
@@ -119,7 +121,7 @@ func (s *session) show(ctx context.Context, name string, f showFlags) error {
 		return fmt.Errorf("read distribution Secret %s/%s: %w", t.Namespace, t.Name, err)
 	}
 	var vals []string
-	for _, k := range c.Keys {
+	for _, k := range keys {
 		v, ok := sec.Data[k]
 		if !ok || len(v) == 0 {
 			return fmt.Errorf("distribution Secret %s/%s has no key %s for %s: the operator has not distributed it yet (kubectl rekey status %s)", t.Namespace, t.Name, k, c.Who, cs.Name)
@@ -169,12 +171,37 @@ func credentialObject(cs *v1.CredentialSet, from v1.SecretTarget, c registry.Cre
 }
 
 // nativeTarget is the first distribution target in the backend's own
-// layout, the one show reads; without one, the first target.
+// layout of the whole set; without one, the first target.
 func nativeTarget(cs *v1.CredentialSet) (v1.SecretTarget, bool) {
 	for _, t := range cs.Spec.Distribution {
-		if _, ok := registry.FormatFor(t.Format); !ok {
+		if _, ok := registry.FormatFor(t.Format); !ok && !registry.NamesOne(cs, t) {
 			return t, true
 		}
 	}
 	return cs.Spec.Distribution[0], false
+}
+
+// showTarget is the target show reads keys (of the backend's own layout)
+// from, and where it holds them: the first in that layout of the whole
+// set, else the first carrying just the identity shown. Without one, the
+// first target.
+func showTarget(cs *v1.CredentialSet, keys []string) (v1.SecretTarget, []string, bool) {
+	if t, ok := nativeTarget(cs); ok {
+		return t, keys, true
+	}
+	for _, t := range cs.Spec.Distribution {
+		if _, ok := registry.FormatFor(t.Format); ok {
+			continue
+		}
+		var at []string
+		for _, k := range keys {
+			if to, ok := registry.TargetKey(cs, t, k); ok {
+				at = append(at, to)
+			}
+		}
+		if len(at) == len(keys) {
+			return t, at, true
+		}
+	}
+	return cs.Spec.Distribution[0], nil, false
 }

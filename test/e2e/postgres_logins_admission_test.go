@@ -129,3 +129,61 @@ func TestAdmissionPostgresLogins(t *testing.T) {
 		t.Errorf("reordering logins and changing a group refused: %v", err)
 	}
 }
+
+// TestAdmissionDistributionLogin: a distribution target may carry one
+// login (distribution[].login) of a PostgreSQL set, named by its base; the
+// API server refuses a login the set does not have, and login on any
+// other backend's set, each saying what to do.
+func TestAdmissionDistributionLogin(t *testing.T) {
+	ns := newNamespace(t)
+	pg := func(login string, logins ...string) *v1.CredentialSet {
+		cs := &v1.CredentialSet{
+			ObjectMeta: metav1.ObjectMeta{Namespace: ns, GenerateName: "pg-"},
+			Spec: v1.CredentialSetSpec{Postgres: &v1.PostgresSpec{
+				Hosts: []string{"app-1.app.team.svc:5432"},
+				Admin: v1.PostgresAdmin{SecretRef: v1.LocalSecretRef{Name: "pg-admin"}},
+			}, Distribution: []v1.SecretTarget{{Namespace: ns, Name: "all"}, {Namespace: ns, Name: "one", Login: login}}},
+		}
+		for _, b := range logins {
+			cs.Spec.Postgres.Logins = append(cs.Spec.Postgres.Logins, v1.PostgresLogin{Base: b, Group: "owner"})
+		}
+		if len(logins) == 1 {
+			cs.Spec.Postgres.Login, cs.Spec.Postgres.Logins = cs.Spec.Postgres.Logins[0], nil
+		}
+		return cs
+	}
+	rabbit := &v1.CredentialSet{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, GenerateName: "mq-"},
+		Spec: v1.CredentialSetSpec{
+			RabbitMQ:     &v1.RabbitMQSpec{Endpoint: "https://r:15671", Admin: v1.RabbitMQAdmin{SecretRef: v1.LocalSecretRef{Name: "a"}}, User: v1.RabbitMQUser{Base: "n"}},
+			Distribution: []v1.SecretTarget{{Namespace: ns, Name: "mq", Login: "n"}},
+		},
+	}
+	for _, c := range []struct {
+		name string
+		cs   *v1.CredentialSet
+		want []string
+	}{
+		{"a login the set does not have", pg("billing", "app", "report"), []string{"spec.distribution", "not a login of this set", "spec.postgres.logins"}},
+		{"another base than login's", pg("report", "app"), []string{"spec.distribution", "not a login of this set"}},
+		{"not a base's shape", pg("App", "app", "report"), []string{"spec.distribution[1].login"}},
+		{"a RabbitMQ set", rabbit, []string{"spec.distribution", "for spec.postgres sets only", "remove login"}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			err := k8s.Create(ctxT(t), c.cs)
+			if err == nil {
+				t.Fatalf("admitted: %+v", c.cs.Spec.Distribution)
+			}
+			for _, w := range c.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("rejected with %q, want a message containing %q", err, w)
+				}
+			}
+		})
+	}
+	for _, cs := range []*v1.CredentialSet{pg("report", "app", "report"), pg("app", "app", "report"), pg("app", "app")} {
+		if err := k8s.Create(ctxT(t), cs); err != nil {
+			t.Errorf("well-formed distribution %+v rejected: %v", cs.Spec.Distribution, err)
+		}
+	}
+}

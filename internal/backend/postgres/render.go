@@ -66,3 +66,28 @@ func render(c *connection, user, password string) map[string][]byte {
 func pgpassField(s string) string {
 	return strings.NewReplacer(`\`, `\\`, `:`, `\:`).Replace(s)
 }
+
+// TargetKey is where a distribution target carrying only login (its base;
+// distribution[].login) holds key k of the set's rendering: the login's
+// own keys without the "<base>." of a set with several logins, the names
+// CloudNativePG's and the Zalando operator's Secrets use; false for the
+// other logins' keys.
+func TargetKey(spec *v1.PostgresSpec, login, k string) (string, bool) {
+	if len(spec.Logins) == 0 {
+		return k, login == spec.Login.Base
+	}
+	return strings.CutPrefix(k, login+".")
+}
+
+// CheckTargetLogin refuses a target's login that is not one of the set's.
+func CheckTargetLogin(spec *v1.PostgresSpec, login string) error {
+	var known []string
+	for _, l := range spec.RotatingLogins() {
+		if l.Base == login {
+			return nil
+		}
+		known = append(known, l.Base)
+	}
+	return fmt.Errorf("login %q is not a login of this set: name one of %s (a login's base), or remove login to write every login's keys",
+		login, strings.Join(known, ", "))
+}

@@ -29,6 +29,7 @@ var Entry = registry.Entry{
 	// from 0 resumes a refused phase at once.
 	StatefulSets: statefulSetNames,
 	Describe:     describe,
+	Target:       target,
 }
 
 // lockKeys are the instances, "postgres:<host>:<port>", and a

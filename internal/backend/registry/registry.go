@@ -45,6 +45,9 @@ type Entry struct {
 	WritesNoSecret bool
 	// Describe is how the kubectl plugin speaks of the backend's sets.
 	Describe Describe
+	// Target serves distribution targets that carry one identity of the
+	// set (distribution[].login). Nil: every target holds all of them.
+	Target *TargetHook
 }
 
 // Plan is the backend built for one reconcile.
