@@ -42,10 +42,6 @@ type Backend struct {
 	// Concurrency bounds how many instances are worked on at once; 1 is
 	// one instance after another, the most cautious.
 	Concurrency int
-	// perUser selects the earlier design: each user read and
-	// altered by its own statement, each a round trip (batch.go). Only
-	// this package's tests and side-by-side benchmark set it.
-	perUser bool
 	// Gate, when set, is asked before a rotation or a discard starts, after
 	// the instances' own health: an operator that manages the cluster
 	// (MOCO) may know it unfit while every instance still answers. It
@@ -331,9 +327,6 @@ func (b *Backend) Reset(ctx context.Context, cur engine.Secrets) error {
 		}
 	}
 	return b.eachInstance(ctx, "reset/instance-reset", b.adminPasswords(cur, nil), cur, func(s *session) error {
-		if s.perUser {
-			return b.resetEach(ctx, s, cur)
-		}
 		if _, err := s.ensureUsers(ctx, b.Users, cur); err != nil {
 			return err
 		}
@@ -353,27 +346,10 @@ func (b *Backend) Reset(ctx context.Context, cur engine.Secrets) error {
 	})
 }
 
-// resetEach is Reset in the earlier design, user after user (kept for the benchmark that compares the two).
-func (b *Backend) resetEach(ctx context.Context, s *session, cur engine.Secrets) error {
-	for _, u := range b.Users {
-		if _, err := s.ensureUser(ctx, u, cur[u.Key]); err != nil {
-			return err
-		}
-		if err := s.exec(ctx, "ALTER USER "+u.Account()+" IDENTIFIED BY "+quote(cur[u.Key])+" ATTRIBUTE "+createdAttribute); err != nil {
-			return err
-		}
-		if err := s.exec(ctx, "ALTER USER "+u.Account()+" DISCARD OLD PASSWORD"); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
 // bind gives s what the backend knows beyond the connection: the secrets
-// to redact, the design to follow and the owner to mark creations with.
+// to redact and the owner to mark creations with.
 func (b *Backend) bind(s *session, secrets engine.Secrets) {
 	s.secrets = append(s.secrets, values(secrets)...)
-	s.perUser = b.perUser
 	s.owner, s.adopted = b.owner, b.adopted
 }
 

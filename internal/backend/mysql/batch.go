@@ -42,16 +42,6 @@ func accountKey(name, host string) string { return name + "@" + strings.ToLower(
 // statement.
 func (s *session) accounts(ctx context.Context, users []User) (map[string]account, error) {
 	out := make(map[string]account, len(users))
-	if s.perUser {
-		for _, u := range users {
-			a, err := s.account(ctx, u)
-			if err != nil {
-				return nil, err
-			}
-			out[accountKey(u.Name, u.Host)] = a
-		}
-		return out, nil
-	}
 	if len(users) == 0 {
 		return out, nil
 	}
@@ -118,7 +108,7 @@ func (s *session) alterAll(ctx context.Context, alts []alteration, tail string) 
 	if len(alts) == 0 {
 		return nil
 	}
-	if s.perUser || len(alts) == 1 {
+	if len(alts) == 1 {
 		return s.alterEach(ctx, alts, tail)
 	}
 	var b strings.Builder
@@ -147,8 +137,7 @@ func (s *session) alterAll(ctx context.Context, alts []alteration, tail string) 
 
 // alterEach alters one account per statement, in order, every one of
 // them even after a failure (each was decided on its own and is safe on
-// its own); the failures are joined, each naming its user. The old
-// design (perUser) stopped at the first failure.
+// its own); the failures are joined, each naming its user.
 func (s *session) alterEach(ctx context.Context, alts []alteration, tail string) error {
 	var errs []error
 	for _, a := range alts {
@@ -159,7 +148,7 @@ func (s *session) alterEach(ctx context.Context, alts []alteration, tail string)
 		if _, err := s.conn.ExecContext(ctx, stmt); err != nil {
 			werr := s.wrap("ALTER USER "+a.u.Account(), err)
 			var me *driver.MySQLError
-			if s.perUser || !errors.As(err, &me) {
+			if !errors.As(err, &me) {
 				return joined(append(errs, werr)) // lost the connection: nothing more runs
 			}
 			errs = append(errs, werr)
@@ -168,7 +157,7 @@ func (s *session) alterEach(ctx context.Context, alts []alteration, tail string)
 	return joined(errs)
 }
 
-// joined is the one error itself, as the old design returned it, or all
+// joined is the one error itself (its message unwrapped), or all
 // of them.
 func joined(errs []error) error {
 	if len(errs) == 1 {

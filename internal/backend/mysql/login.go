@@ -40,7 +40,7 @@ func (b *Backend) verifyLogin(ctx context.Context, inst Instance, u User, passwo
 }
 
 // loginAll tries every login on inst, at most loginConcurrency at once
-// (one at a time in the earlier design, perUser), and returns each
+// and returns each
 // result at its login's index: nil when MySQL accepted the password, a
 // *loginRefused when it refused it, any other error when the attempt says
 // nothing about the password (see checkLogin). The first such error stops
@@ -50,9 +50,6 @@ func (b *Backend) loginAll(ctx context.Context, inst Instance, logins []login) [
 	errs := make([]error, len(logins))
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(loginConcurrency)
-	if b.perUser {
-		g.SetLimit(1)
-	}
 	for i, l := range logins {
 		g.Go(func() error {
 			errs[i] = b.verifyLogin(gctx, inst, l.u, l.password)

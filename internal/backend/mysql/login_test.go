@@ -22,7 +22,7 @@ func TestEveryRefusedUserNamedOnRealMySQL(t *testing.T) {
 	ctx := context.Background()
 	c := testenv.MySQLClusterForTest(t, testenv.MySQLOptions{})
 	createRTAdmin(t, c)
-	b, cur, pending := rtBackend(t, c, "ru-", 4, false)
+	b, cur, pending := rtBackend(t, c, "ru-", 4)
 	if _, err := b.Apply(ctx, cur, pending, 2); err != nil {
 		t.Fatal(err)
 	}

@@ -2,8 +2,6 @@ package mysql
 
 import (
 	"context"
-	"database/sql"
-	"errors"
 	"fmt"
 )
 
@@ -57,39 +55,9 @@ type account struct {
 // needsCreate: the user is missing or its creation was interrupted.
 func (a account) needsCreate() bool { return !a.exists || a.creating }
 
-// account reads u's row: MySQL is the truth about whether RETAIN already
-// ran (a second RETAIN would evict the original password) and whether the
-// user exists.
-func (s *session) account(ctx context.Context, u User) (account, error) {
-	var dual sql.NullInt64
-	var mark, owner, repl sql.NullString
-	err := s.conn.QueryRowContext(ctx,
-		"SELECT JSON_CONTAINS_PATH(COALESCE(User_attributes, '{}'), 'one', '$.additional_password'), "+
-			"JSON_UNQUOTE(JSON_EXTRACT(COALESCE(User_attributes, '{}'), '$.metadata.rekey')), "+
-			"JSON_UNQUOTE(JSON_EXTRACT(COALESCE(User_attributes, '{}'), "+ownerPath+")), Repl_slave_priv FROM mysql.user WHERE User=? AND Host=?",
-		u.Name, u.Host).Scan(&dual, &mark, &owner, &repl)
-	if errors.Is(err, sql.ErrNoRows) {
-		return account{}, nil
-	}
-	if err != nil {
-		return account{}, s.wrap("read mysql.user", err)
-	}
-	return account{exists: true, dual: dual.Int64 == 1, creating: mark.String == "creating", swapping: mark.String == "swapping", owner: owner.String, replication: repl.String == "Y"}, nil
-}
-
 // createUser creates u accepting password, with its grants, or finishes a
 // creation a crash interrupted (the user then keeps the password it was
 // created with). Every statement is idempotent.
-// ensureUser reads u's row and, when the user is missing or its creation
-// was interrupted, (re)creates it accepting password.
-func (s *session) ensureUser(ctx context.Context, u User, password string) (account, error) {
-	a, err := s.account(ctx, u)
-	if err != nil || !a.needsCreate() {
-		return a, err
-	}
-	return a, s.createUser(ctx, u, password)
-}
-
 func (s *session) createUser(ctx context.Context, u User, password string) error {
 	mark := creatingAttributeFor(s.owner)
 	if s.adopted[u.Key] {

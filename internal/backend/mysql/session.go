@@ -43,9 +43,6 @@ type session struct {
 	opened    role     // the role when the session opened
 	step      string   // names failpoints: the phase this session serves
 	secrets   []string // redacted from every error this session returns
-	// perUser: the earlier design (one statement, one round
-	// trip, per user), for the side-by-side benchmark only (Backend.perUser).
-	perUser bool
 	// owner marks the users this session creates, except those whose
 	// source Secret key is adopted (owner.go); "" marks none.
 	owner   string
