@@ -54,7 +54,7 @@ func TestWaitWords(t *testing.T) {
 			return s
 		}(),
 			"wait: discard in 1m30s: gracePeriod after the rollout",
-			"until 2026-11-29 07:01:30 UTC (in 90s): gracePeriod"},
+			"until 2026-11-29 07:01:30 UTC (in 90s): gracePeriod (2m30s) after the rollout"},
 		{"a window", with(v1.CredentialSetStatus{Phase: v1.PhaseIdle, KeyGeneration: 3}, v1.WaitStatus{For: v1.WaitMaintenanceWindow, Until: until(19 * time.Hour)}),
 			"wait: the scheduled rotation starts in 19h0m0s: its maintenance window opens",
 			"until 2026-11-30 02:00:00 UTC (in 19h): the scheduled rotation is due"},

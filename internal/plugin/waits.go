@@ -77,11 +77,22 @@ func waitDetail(cs *v1.CredentialSet, now time.Time) string {
 	case v1.WaitRollback:
 		return until + "the consumers roll back onto the current credentials (" + consumerCount(cs) + "); then " + graceText(cs) + ", then the reset"
 	case v1.WaitResetGracePeriod:
-		return until + graceText(cs) + " after the rollback's rollout, for consumers rekey cannot watch; then " + backendName(cs) + " is reset to the current " + secretWord(cs)
+		return until + recordedGrace(cs) + " after the rollback's rollout, for consumers rekey cannot watch; then " + backendName(cs) + " is reset to the current " + secretWord(cs)
 	case v1.WaitGracePeriod:
-		return until + graceText(cs) + " after the rollout (discardPolicy AfterRollout); then the old credentials are discarded"
+		return until + recordedGrace(cs) + " after the rollout (discardPolicy AfterRollout); then the old credentials are discarded"
 	case v1.WaitMaintenanceWindow:
 		return until + "the scheduled rotation is due and starts when a maintenance window opens"
 	}
 	return until + string(w.For)
+}
+
+// recordedGrace is the grace period the operator applies, as status shows
+// it (the deadline less the rollout's end), else as the spec and the
+// manager's documented default say.
+func recordedGrace(cs *v1.CredentialSet) string {
+	w, at := cs.Status.Waiting, cs.Status.RolledOutAt
+	if w == nil || w.Until == nil || at == nil || w.Until.Before(at) {
+		return graceText(cs)
+	}
+	return "gracePeriod (" + w.Until.Sub(at.Time).Round(time.Second).String() + ")"
 }
