@@ -11,6 +11,7 @@ import (
 // The registry's own test binary registers entries of its own: no real
 // backend is linked in.
 func TestForAndMessages(t *testing.T) {
+	isolate(t)
 	byAnnot := func(kind string) Entry {
 		return Entry{Kind: kind, Field: "spec." + kind,
 			Selects: func(cs *v1.CredentialSet) bool { return cs.Annotations["kind"] == kind }}

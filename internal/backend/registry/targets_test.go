@@ -13,6 +13,7 @@ import (
 // (the keys it keeps, renamed); one without login holds everything; a
 // backend without the hook refuses a target naming one.
 func TestTargetHook(t *testing.T) {
+	isolate(t)
 	sel := func(kind string) func(*v1.CredentialSet) bool {
 		return func(cs *v1.CredentialSet) bool { return cs.Annotations["kind"] == kind }
 	}
