@@ -54,6 +54,9 @@ func decideHealth(phase string, obs []observation) *engine.Refusal {
 			broken[o.Name] = true
 		}
 		for _, c := range o.Channels {
+			if leftover(o, c) {
+				continue
+			}
 			if p := threadProblem(c); p != "" {
 				add("on %s, %s", o.Name, p)
 				broken[o.Name] = true
@@ -69,6 +72,20 @@ func decideHealth(phase string, obs []observation) *engine.Refusal {
 	return &engine.Refusal{Reason: string(reason.ClusterUnhealthy), Message: fmt.Sprintf(
 		"%s does not start while the cluster is unhealthy: %s. Nothing was changed. rekey checks again by itself and starts once every replica replicates from the primary with both replication threads running and no clone is in progress: fix what is named here (e.g. START REPLICA on a stopped replica) or let the cluster manager do it; nothing needs to be done on rekey's side",
 		phase, strings.Join(problems, "; "))}
+}
+
+// leftover: a channel with both threads stopped and no error on a
+// writable instance. A switchover leaves one on the new primary: MOCO
+// makes it writable with STOP REPLICA and RESET REPLICA, which keeps the
+// channel's connection settings (only RESET REPLICA ALL removes it).
+// Nothing replicates through it and no cluster manager re-points its
+// primary, so it is no reason to wait. A second writable instance, or a
+// read-only one that replicates from nothing, is still refused by
+// topologyProblems.
+func leftover(o observation, c channel) bool {
+	stopped := func(s string) bool { return s == "No" || s == "" }
+	clean := func(errno string) bool { return errno == "" || errno == "0" }
+	return !o.ReadOnly && stopped(c.IORunning) && stopped(c.SQLRunning) && clean(c.IOErrno) && clean(c.SQLErrno)
 }
 
 // threadProblem describes a channel whose IO or SQL thread is not running.
@@ -161,6 +178,9 @@ func topologyProblems(obs []observation, byUUID map[string]string, broken map[st
 	}
 	var out []string
 	for _, c := range primary.Channels {
+		if leftover(primary, c) {
+			continue
+		}
 		if n, ok := byUUID[c.SourceUUID]; ok && c.SourceUUID != "" {
 			out = append(out, fmt.Sprintf("the primary %s replicates from %s", primary.Name, n))
 		}

@@ -39,6 +39,22 @@ func TestDecideHealth(t *testing.T) {
 		{name: "a lone read-only instance is its own primary", obs: []observation{with(p, func(o *observation) { o.ReadOnly, o.SuperReadOnly = true, true })}},
 		{name: "after a switchover: db-1 primary, the others replicate from it",
 			obs: []observation{replicaOf("db-0", "db-1"), with(primary("db-1"), func(*observation) {}), replicaOf("db-2", "db-1")}},
+		{name: "after MOCO's switchover: the new primary keeps its reset channel, both threads stopped",
+			obs: []observation{replicaOf("db-0", "db-1"), with(replicaOf("db-1", "db-0"), func(o *observation) {
+				o.ReadOnly, o.SuperReadOnly = false, false
+				o.Channels[0].IORunning, o.Channels[0].SQLRunning = "No", "No"
+			}), replicaOf("db-2", "db-1")}},
+		{name: "a writable instance's stopped channel with an error",
+			obs: []observation{with(p, func(o *observation) {
+				o.Channels = []channel{{Source: "db-9:3306", IORunning: "No", SQLRunning: "No", IOErrno: "1045"}}
+			}), r1, r2},
+			want: []string{"db-0", "IO thread is stopped", "error 1045"}},
+		{name: "a writable instance with a stopped channel beside the primary",
+			obs: []observation{p, r1, with(replicaOf("db-2", "db-0"), func(o *observation) {
+				o.ReadOnly, o.SuperReadOnly = false, false
+				o.Channels[0].IORunning, o.Channels[0].SQLRunning = "No", "No"
+			})},
+			want: []string{"db-0, db-2 are all writable"}},
 		{name: "an intermediate primary replicating from outside the set",
 			obs: []observation{with(p, func(o *observation) {
 				o.ReadOnly, o.SuperReadOnly, o.Channels = true, true, []channel{running("upstream-uuid")}
