@@ -32,8 +32,8 @@ func (r *Reconciler) rotationStuck(cs *v1.CredentialSet, st v1.CredentialSetStat
 	if !stuck {
 		return stuckInfo{left: left}
 	}
-	return stuckInfo{message: fmt.Sprintf("rotation %s has been active for %s (phase %s; rotation.stuckAfter %s) and waits for %s",
-		st.RotationID, active.Round(time.Second), st.Phase, after, waitsFor(cs, st, prob))}
+	return stuckInfo{message: fmt.Sprintf("rotation %s has been active for %s (step %s of phase %s; rotation.stuckAfter %s) and waits for %s",
+		st.RotationID, active.Round(time.Second), engine.StepOf(st), st.Phase, after, waitsFor(cs, st, prob))}
 }
 
 func waitsFor(cs *v1.CredentialSet, st v1.CredentialSetStatus, prob *problem) string {

@@ -83,6 +83,13 @@ func TestStepTable(t *testing.T) {
 	if !slices.Equal(enum, table) {
 		t.Errorf("the CRD's status.step enum is %v, the step table %v", enum, table)
 	}
+	shown := false
+	for _, c := range crd.Spec.Versions[0].AdditionalPrinterColumns {
+		shown = shown || (c.Name == "Step" && c.JSONPath == ".status.step")
+	}
+	if !shown {
+		t.Error("kubectl get does not show the step: the CRD has no Step printer column for .status.step")
+	}
 }
 
 // TestStepTableInDocs: the concepts page's step table is the engine's,

@@ -132,8 +132,11 @@ func TestRotationSignals(t *testing.T) {
 		cs := waitPhase(t, ns, "sig", v1.PhaseDistributed, 1)
 		pend := userPasswords(sourceData(t, cs), mocoKeys, engine.PendingSuffix)
 		mustContain(t, "AutoDiscardHeld event", waitEvent(t, ns, "sig", string(reason.AutoDiscardHeld)), "declares no consumers", "kubectl rekey discard")
-		mustContain(t, "RotationStuck event", waitEvent(t, ns, "sig", string(reason.RotationStuck)), "rotation r-sig has been active", "AutoDiscardHeld")
+		mustContain(t, "RotationStuck event", waitEvent(t, ns, "sig", string(reason.RotationStuck)), "rotation r-sig has been active", "step AwaitingDiscard of phase Distributed", "AutoDiscardHeld")
 		cs = getSet(t, ns, "sig")
+		if cs.Status.Step != engine.StepAwaitingDiscard {
+			t.Fatalf("held for a discard with no consumer declared, the set's step is %q, want AwaitingDiscard", cs.Status.Step)
+		}
 		if cs.Status.Phase != v1.PhaseDistributed || cs.Status.DiscardStarted {
 			t.Fatalf("old passwords retired with no consumer declared: %s", stateOf(cs))
 		}
