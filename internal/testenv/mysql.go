@@ -38,6 +38,12 @@ type MySQLInstance struct {
 	Name string
 	Port int
 	Role string
+	// Managed: a cluster manager (MOCO's clustering loop) owns the
+	// instance's replication and read-only state, as MOCO owns its
+	// mysqld. Start then starts it super_read_only whatever its role and
+	// leaves its replication stopped (skip_replica_start) for the manager
+	// to re-point. Set it before the instance restarts.
+	Managed bool
 
 	env      *Env
 	dir      string // inside the chroot
@@ -204,7 +210,7 @@ func (i *MySQLInstance) Start() error {
 		"--innodb-buffer-pool-size=32M", "--innodb-redo-log-capacity=8M",
 		"--performance-schema=OFF", "--max-connections=500",
 	}
-	if i.Role != RolePrimary {
+	if i.Role != RolePrimary || i.Managed {
 		// As MOCO starts every mysqld: read-only until told otherwise.
 		args = append(args, "--super-read-only=ON")
 	}
@@ -227,6 +233,9 @@ func (i *MySQLInstance) Start() error {
 	}
 	if err := i.waitLogin(2 * time.Minute); err != nil {
 		return err
+	}
+	if i.Managed {
+		return nil
 	}
 	return i.resumeReplication()
 }

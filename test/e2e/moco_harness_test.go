@@ -119,14 +119,17 @@ func TestMOCOPacedRollout(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitPhase(t, ns, "moco", v1.PhaseIdle, 1)
+	checkMOCOSecrets(t, ns, "shop", gen1, "Idle at generation 1")
 	w := watchPacing(t, ns, "moco", "moco-shop", "shop")
 
 	// 1. A healthy, MOCO-paced rollout.
 	rotate(t, ns, "moco", "rot-1")
 	cs = waitPhase(t, ns, "moco", v1.PhaseDistributed, 1)
 	pend := userPasswords(sourceData(t, cs), mocoKeys, engine.PendingSuffix)
+	checkMOCOSecrets(t, ns, "shop", pend, "Distributed")
 	discard(t, ns, "moco", "rot-1")
 	cs = waitPhase(t, ns, "moco", v1.PhaseIdle, 2)
+	checkMOCOSecrets(t, ns, "shop", pend, "Idle at generation 2")
 	healthy := w.snapshot()
 	t.Logf("healthy rollout: StatefulSet partitions seen %v; MySQLCluster updates with ReconcileSuccess=True %d; consumer messages seen: %q",
 		healthy.partitions, healthy.reconciled, healthy.messages)
@@ -163,16 +166,21 @@ func TestMOCOPacedRollout(t *testing.T) {
 // mocoCluster creates a MySQLCluster for MOCO's reconciler: 3 instances,
 // its pods labelled app=moco-<name> (the test plays them as consumers)
 // and bound to the fake node (no volume is provisioned here, so the
-// scheduler would not place them).
-func mocoCluster(t testing.TB, ns, name string) *unstructured.Unstructured {
+// scheduler would not place them), annotated with podAnnotations (each
+// set to "true").
+func mocoCluster(t testing.TB, ns, name string, podAnnotations ...string) *unstructured.Unstructured {
 	t.Helper()
+	ann := map[string]any{}
+	for _, a := range podAnnotations {
+		ann[a] = "true"
+	}
 	mc := &unstructured.Unstructured{Object: map[string]any{
 		"apiVersion": "moco.cybozu.com/v1beta2", "kind": "MySQLCluster",
 		"metadata": map[string]any{"namespace": ns, "name": name},
 		"spec": map[string]any{
 			"replicas": int64(3),
 			"podTemplate": map[string]any{
-				"metadata": map[string]any{"labels": map[string]any{"app": "moco-" + name}},
+				"metadata": map[string]any{"labels": map[string]any{"app": "moco-" + name}, "annotations": ann},
 				"spec": map[string]any{"nodeName": cp.NodeName,
 					"containers": []any{map[string]any{"name": "mysqld", "image": "ghcr.io/cybozu-go/moco/mysql:8.4.5"}}}},
 			"volumeClaimTemplates": []any{map[string]any{"metadata": map[string]any{"name": "mysql-data"},

@@ -3,11 +3,13 @@ package main
 import (
 	"context"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	mocov1beta2 "github.com/cybozu-go/moco/api/v1beta2"
 	"github.com/cybozu-go/moco/clustering"
 	"github.com/cybozu-go/moco/pkg/constants"
+	"github.com/cybozu-go/moco/pkg/dbop"
 	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
@@ -27,25 +29,39 @@ const StateAnnotation = "moco-harness.rekey.io/state"
 // playedClustering stands in for MOCO's ClusterManager. MOCO's loop asks
 // every instance's moco-agent (gRPC) and mysqld for their state, decides
 // the cluster's state, repairs replication and writes the MySQLCluster's
-// Initialized, Available, Healthy and ClusteringActive conditions. Here
-// the state comes from the pods alone (every pod Ready and not being
-// deleted: Healthy; the primary's Ready: Degraded; else Failed), and
-// the conditions are written exactly as MOCO's process.go writes them,
-// so that MOCO's partition controller, which gates each step of a
-// rollout on Healthy, and rekey, which reads the same conditions, see
-// what they would see from MOCO.
+// Initialized, Available, Healthy and ClusteringActive conditions, which
+// MOCO's partition controller gates each step of a rollout on and rekey
+// reads.
+//
+// For a cluster with AddressesAnnotation the loop works on its mysqld as
+// MOCO's does (process.go here: MOCO's password and dbop code, MOCO's
+// own DecideState; what is played and why is said there and in
+// mysqld.go). Without it, the state comes from the pods alone (every pod
+// Ready and not being deleted: Healthy; the primary's Ready: Degraded;
+// else Failed). Either way the conditions are written exactly as MOCO's
+// process.go writes them.
 type playedClustering struct {
-	c   client.Client
-	log logr.Logger
+	c client.Client
+	// reader reads the MySQLCluster from the API server, not the cache, as
+	// MOCO's loop does (a stale primary index would make two primaries).
+	reader client.Reader
+	log    logr.Logger
+	ips *podIPs
+	dbf dbop.OperatorFactory
+
+	repoints, switchovers atomic.Int64
 
 	mu     sync.Mutex
 	active map[types.NamespacedName]bool
+	states map[types.NamespacedName]string
 }
 
 var _ clustering.ClusterManager = &playedClustering{}
 
-func newPlayedClustering(c client.Client, log logr.Logger) *playedClustering {
-	return &playedClustering{c: c, log: log, active: map[types.NamespacedName]bool{}}
+func newPlayedClustering(c client.Client, reader client.Reader, log logr.Logger) *playedClustering {
+	ips := &podIPs{ips: map[string]string{}}
+	return &playedClustering{c: c, reader: reader, log: log, ips: ips, dbf: dbop.NewFactory(ips),
+		active: map[types.NamespacedName]bool{}, states: map[types.NamespacedName]string{}}
 }
 
 func (p *playedClustering) Update(key types.NamespacedName, _ string) { p.set(key, true) }
@@ -144,12 +160,42 @@ func podReady(pod *corev1.Pod) bool {
 	return false
 }
 
-// cycle writes the conditions as MOCO's clustering/process.go
-// updateStatus does.
+// cycle is one turn of MOCO's loop (clustering/process.go do): gather,
+// write the conditions, then act on the instances.
 func (p *playedClustering) cycle(ctx context.Context, key types.NamespacedName) error {
+	cluster := &mocov1beta2.MySQLCluster{}
+	if err := p.reader.Get(ctx, key, cluster); err != nil {
+		return client.IgnoreNotFound(err)
+	}
+	if addresses(cluster) == nil {
+		return p.writeStatus(ctx, key, nil)
+	}
+	in, err := p.gather(ctx, cluster)
+	if err != nil {
+		return err
+	}
+	defer in.close()
+	p.mu.Lock()
+	if st := in.ss.State.String(); p.states[key] != st {
+		p.states[key] = st
+		p.log.Info("cluster state is "+st, "cluster", key, "primary", in.ss.Primary)
+	}
+	p.mu.Unlock()
+	if err := p.writeStatus(ctx, key, in); err != nil {
+		return err
+	}
+	if cluster.Annotations[StateAnnotation] != "" {
+		return nil // a state forced by the test: MOCO's view is not acted on
+	}
+	return p.operate(ctx, in)
+}
+
+// writeStatus writes the conditions as MOCO's clustering/process.go
+// updateStatus does, with the state in decided (nil: from the pods).
+func (p *playedClustering) writeStatus(ctx context.Context, key types.NamespacedName, in *instances) error {
 	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
 		cluster := &mocov1beta2.MySQLCluster{}
-		if err := p.c.Get(ctx, key, cluster); err != nil {
+		if err := p.reader.Get(ctx, key, cluster); err != nil {
 			return client.IgnoreNotFound(err)
 		}
 		st, synced, err := p.state(ctx, cluster)
@@ -157,6 +203,11 @@ func (p *playedClustering) cycle(ctx context.Context, key types.NamespacedName) 
 			return err
 		}
 		orig := cluster.DeepCopy()
+		if in != nil && cluster.Annotations[StateAnnotation] == "" {
+			st = in.ss.State.String()
+			cluster.Status.ErrantReplicas = len(in.ss.Errants)
+			cluster.Status.ErrantReplicaList = in.ss.Errants
+		}
 		initialized, available, healthy := metav1.ConditionTrue, metav1.ConditionFalse, metav1.ConditionFalse
 		switch st {
 		case "Cloning", "Restoring":

@@ -3,10 +3,13 @@
 // API server, for rekey's MOCO end-to-end test: MOCO's MySQLCluster
 // reconciler, its StatefulSet partition controller and its admission
 // webhooks (StatefulSet partition, MySQLCluster defaulting and
-// validation), wired as MOCO's moco-controller wires them. Only MOCO's
-// clustering loop is played (see clustering.go): it talks to moco-agent
-// over gRPC and to mysqld, and MOCO v0.36 refuses the MySQL 9.x the tests
-// run.
+// validation), wired as MOCO's moco-controller wires them. MOCO's
+// clustering loop is played (clustering.go, process.go, mysqld.go): it
+// talks to moco-agent over gRPC and to mysqld, and MOCO v0.36 refuses the
+// MySQL 9.x the tests run; the played loop decides with MOCO's own
+// DecideState and acts through MOCO's dbop operators where they work on
+// MySQL 9. `moco-harness check-secrets` reads a cluster's Secrets with
+// MOCO's password code (check.go).
 //
 // It is a module of its own because MOCO's controller-runtime and
 // Kubernetes libraries are older than rekey's: in one build the newer
@@ -43,6 +46,13 @@ import (
 )
 
 func main() {
+	if len(os.Args) > 1 && os.Args[1] == "check-secrets" {
+		if err := checkSecrets(os.Args[2:]); err != nil {
+			fmt.Fprintln(os.Stderr, "moco-harness check-secrets:", err)
+			os.Exit(1)
+		}
+		return
+	}
 	if err := run(); err != nil {
 		fmt.Fprintln(os.Stderr, "moco-harness:", err)
 		os.Exit(1)
@@ -80,7 +90,7 @@ func run() error {
 		return err
 	}
 	ctx := ctrl.SetupSignalHandler()
-	clusters := newPlayedClustering(mgr.GetClient(), ctrl.Log.WithName("played-clustering"))
+	clusters := newPlayedClustering(mgr.GetClient(), mgr.GetAPIReader(), ctrl.Log.WithName("played-clustering"))
 
 	// As moco-controller's run.go wires them.
 	if err := (&controllers.MySQLClusterReconciler{
