@@ -46,8 +46,8 @@ type playedClustering struct {
 	// MOCO's loop does (a stale primary index would make two primaries).
 	reader client.Reader
 	log    logr.Logger
-	ips *podIPs
-	dbf dbop.OperatorFactory
+	ips    *podIPs
+	dbf    dbop.OperatorFactory
 
 	repoints, switchovers atomic.Int64
 
