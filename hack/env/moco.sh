@@ -6,11 +6,15 @@
 # reconciler, partition controller and admission webhooks from that module.
 source "$(dirname "$0")/lib.sh"
 
-if [[ -f $MOCO_DIR/crd/moco.cybozu.com_mysqlclusters.yaml && -f $MOCO_DIR/webhook/manifests.yaml && -x $MOCO_DIR/bin/moco-harness ]]; then
+harness=$REPO_ROOT/hack/tools/moco
+# moco-harness is rebuilt whenever its sources change: a cached build of
+# older sources would run another harness than the tests expect.
+source_hash=$(cat "$harness"/go.mod "$harness"/go.sum "$harness"/*.go | sha256sum | cut -d' ' -f1)
+if [[ -f $MOCO_DIR/crd/moco.cybozu.com_mysqlclusters.yaml && -f $MOCO_DIR/webhook/manifests.yaml && -x $MOCO_DIR/bin/moco-harness &&
+      $(cat "$MOCO_DIR/bin/source-hash" 2>/dev/null) == "$source_hash" ]]; then
   log "MOCO $MOCO_VERSION CRDs and moco-harness present"
   exit 0
 fi
-harness=$REPO_ROOT/hack/tools/moco
 if ! grep -q "github.com/cybozu-go/moco $MOCO_VERSION\$" "$harness/go.mod"; then
   log "hack/tools/moco/go.mod does not require MOCO $MOCO_VERSION (versions.env): update it (go get github.com/cybozu-go/moco@$MOCO_VERSION there)"
   exit 1
@@ -30,5 +34,6 @@ cp "$dir"/config/crd/bases/*.yaml "$MOCO_DIR.tmp/crd/"
 cp "$dir"/config/webhook/manifests.yaml "$MOCO_DIR.tmp/webhook/"
 log "building moco-harness with MOCO $MOCO_VERSION (a few minutes the first time)"
 (cd "$harness" && go build -o "$MOCO_DIR.tmp/bin/moco-harness" .)
+echo "$source_hash" > "$MOCO_DIR.tmp/bin/source-hash"
 rm -rf "$MOCO_DIR" && mv "$MOCO_DIR.tmp" "$MOCO_DIR"
 log "MOCO $MOCO_VERSION CRDs, webhook configuration and moco-harness in $MOCO_DIR"
