@@ -64,6 +64,15 @@ func (r *Reconciler) deleted(ctx context.Context, cs *v1.CredentialSet) (res ctr
 		r.rotationEvent(cs, cs.Status.RotationID, "Normal", reason.DeletionWaiting, "Delete", "%s", deletionWaitNote(cs))
 		return ctrl.Result{}, false, nil
 	}
+	if !ns.terminating {
+		prob, err := r.unaccountedSecond(ctx, cs)
+		if err != nil {
+			return ctrl.Result{}, true, err
+		}
+		if prob != nil {
+			return r.holdForSecond(ctx, cs, prob)
+		}
+	}
 	res, err = r.finalize(ctx, cs, windDownDeadline(ns, cs.DeletionTimestamp.Time, r.namespaceDeletionTimeout()))
 	return res, true, err
 }
