@@ -18,13 +18,13 @@ func TestMySQLDeletion(t *testing.T) {
 	c := testenv.MySQLClusterForTest(t, testenv.MySQLOptions{})
 	prepareAdmin(t, c.Instances(), "ops-admin", "ops-admin-password-for-tests")
 	startManager(t, cp.Config)
-	var tmpl *v1.CredentialSet // its admin and CA Secrets are made once
+	tmpl := map[string]*v1.CredentialSet{} // its admin and CA Secrets are made once a namespace
 	runDeletionMatrix(t, deletionBackend{
 		newSet: func(t testing.TB, ns, name string) *v1.CredentialSet {
-			if tmpl == nil {
-				tmpl = preparedAdminSet(t, ns, name, c)
+			if tmpl[ns] == nil {
+				tmpl[ns] = preparedAdminSet(t, ns, name, c)
 			}
-			cs := tmpl.DeepCopy()
+			cs := tmpl[ns].DeepCopy()
 			cs.Name = name
 			cs.Spec.MySQL.Users = []v1.MySQLUser{{Name: name}}
 			cs.Spec.Distribution = []v1.SecretTarget{{Namespace: ns, Name: name + "-db"}}

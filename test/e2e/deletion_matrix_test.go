@@ -71,7 +71,8 @@ func deletionCells() []deletionCell {
 type cellCreds struct{ old, cur []cred }
 
 // runDeletionMatrix creates the six sets in a namespace of their own,
-// brings each to its phase, deletes them all and checks each outcome.
+// brings each to its phase, deletes them all and checks each outcome; then
+// runTerminatingCell.
 func runDeletionMatrix(t *testing.T, b deletionBackend) {
 	ns := newNamespace(t)
 	cells := deletionCells()
@@ -155,6 +156,37 @@ func runDeletionMatrix(t *testing.T, b deletionBackend) {
 		if len(src) != 0 {
 			t.Fatalf("%s: the source Secret keeps %d keys", when, len(src))
 		}
+	}
+	runTerminatingCell(t, b)
+}
+
+// runTerminatingCell: a set deleted while Distributed with its namespace
+// winds down at once (its consumers go with the namespace), rolled back:
+// the old credentials stay valid, the new ones do not, and the source
+// Secret is emptied.
+func runTerminatingCell(t *testing.T, b deletionBackend) {
+	ns := newNamespace(t)
+	const name = "termdist"
+	cs := b.newSet(t, ns, name)
+	if err := k8s.Create(ctxT(t), cs); err != nil {
+		t.Fatal(err)
+	}
+	cs = waitPhase(t, ns, name, v1.PhaseIdle, 1)
+	old := b.creds(t, sourceData(t, cs), "")
+	rotate(t, ns, name, name+"-1")
+	cs = waitPhase(t, ns, name, v1.PhaseDistributed, 1)
+	cur := b.creds(t, sourceData(t, cs), engine.PendingSuffix)
+	assertCreds(t, b, name+" before its deletion", cur, true)
+	terminateNamespace(t, ns)
+	if err := k8s.Delete(ctxT(t), cs); err != nil {
+		t.Fatal(err)
+	}
+	waitSetGoneWithin(t, ns, name, 3*time.Minute)
+	when := name + " deleted while Distributed in a terminating namespace"
+	assertCreds(t, b, when+": rolled back", old, true)
+	assertCreds(t, b, when+": rolled back", cur, false)
+	if src := secretData(t, OperatorNamespace, naming.SourceSecretName(cs)); len(src) != 0 {
+		t.Fatalf("%s: the source Secret keeps %d keys", when, len(src))
 	}
 }
 
