@@ -98,8 +98,8 @@ func (o Options) keeps(name string) bool {
 // reconciles from a stale read of the set (TestPathStaleReads explores
 // them by default among the transitions they need; across all of them
 // they also reach the deletion path below).
-// REKEY_EXPLORE_DELETION_FINDINGS=1 adds what finds the deletion path not
-// fixed yet (deletionFindings).
+// REKEY_EXPLORE_DELETION_FINDINGS=1 adds restores from backup and policy
+// edits to TestPathDeletion (deletionFindings).
 func DefaultOptions() Options {
 	return Options{Instances: []string{"i0", "i1"}, Crashes: true, HandChanges: true, Backups: true, Outages: true, Deletion: true,
 		PolicyEdits: true,
@@ -230,9 +230,10 @@ func deleteConsumer(w *World) bool {
 	return true
 }
 
-// deletionFindings (REKEY_EXPLORE_DELETION_FINDINGS=1) adds what finds the
-// deletion path not fixed yet (docs/explorer.md): a wind-down after a
-// restore from backup.
+// deletionFindings (REKEY_EXPLORE_DELETION_FINDINGS=1) adds restores from
+// backup and policy edits to TestPathDeletion, at a depth too costly for
+// make test: what found a wind-down after a restore from backup
+// (TestPathRestoreThenDelete keeps it).
 var deletionFindings = os.Getenv("REKEY_EXPLORE_DELETION_FINDINGS") == "1"
 
 // restartPod: the consumer's pod restarts (its rollout, or on its own)
