@@ -384,23 +384,3 @@ func TestHostileTenant(t *testing.T) {
 		t.Errorf("%d attacks recorded, want 11", len(rows))
 	}
 }
-
-func firstLine(s string) string {
-	s, _, _ = strings.Cut(s, "\n")
-	if _, after, ok := strings.Cut(s, "denied request: "); ok {
-		s = "policy: " + after
-	}
-	if len(s) > 160 {
-		s = s[:160] + "…"
-	}
-	return s
-}
-
-func attackTable(rows []attackRow) string {
-	var b strings.Builder
-	b.WriteString("attack | where refused | evidence\n--- | --- | ---\n")
-	for _, r := range rows {
-		fmt.Fprintf(&b, "%s | %s | %s\n", r.attack, r.refused, r.evidence)
-	}
-	return b.String()
-}
