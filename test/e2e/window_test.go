@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"fmt"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -121,7 +122,7 @@ func waitNextRotationAt(t testing.TB, ns, name string, at time.Time) *v1.Credent
 			t.Fatalf("rotation %s started before the window opened at %s: %s", st.RotationID, at, stateOf(cs))
 		}
 		return st.Phase == v1.PhaseIdle && st.ObservedGeneration == cs.Generation && st.CurrentSince != nil &&
-			st.NextRotationAt != nil && st.NextRotationAt.Time.Equal(at), stateOf(cs) + " next " + st.NextRotationAt.String()
+			st.NextRotationAt != nil && st.NextRotationAt.Time.Equal(at), stateOf(cs) + " next " + fmt.Sprint(st.NextRotationAt)
 	})
 	return cs
 }
