@@ -17,18 +17,24 @@ need() { # need COMMAND PACKAGE: PACKAGE provides COMMAND
 command -v apt-get >/dev/null || problems+=("apt-get: the environment needs a Debian machine (it installs Debian packages and builds a Debian sid chroot)")
 command -v go >/dev/null || problems+=("go: install Go $(sed -n 's/^go //p' "$REPO_ROOT/go.mod") or newer (https://go.dev/dl/) and put it on PATH")
 need make make
+need git git # go build stamps the clone's commit; without git it refuses
 need dpkg-deb dpkg
 need chroot coreutils
 # debootstrap makes the sid chroot, once: a ready chroot needs it no more.
 [[ -f $SID_DIR/.rekey-ready ]] || need debootstrap debootstrap
 
-if ((${#packages[@]})) && [[ $(id -u) != 0 ]]; then
-  problems+=("missing ${packages[*]}: sudo apt-get install -y --no-install-recommends ${packages[*]} (or run make as root, which installs them)")
+install="apt-get install -y --no-install-recommends ${packages[*]}"
+# Root is not optional: the scripts install Debian packages and make the
+# chroot, and every test that starts mysqld or ceph-mon runs it in that
+# chroot (chroot(2) needs root). sudo's own PATH often lacks Go's.
+if [[ $(id -u) != 0 ]]; then
+  problems+=("not root: the environment installs Debian packages and the tests run mysqld and ceph-mon in a chroot; run as root, e.g. sudo env PATH=\"\$PATH\" make demo")
+  ((${#packages[@]})) && problems+=("missing ${packages[*]}: sudo $install (or run make as root, which installs them)")
   packages=()
 fi
 if ((${#problems[@]})) || { $check_only && ((${#packages[@]})); }; then
   for p in "${problems[@]}"; do log "preflight: $p"; done
-  ((${#packages[@]})) && log "preflight: missing ${packages[*]}: apt-get install -y --no-install-recommends ${packages[*]}"
+  ((${#packages[@]})) && log "preflight: missing ${packages[*]}: $install"
   exit 1
 fi
 if ((${#packages[@]})); then

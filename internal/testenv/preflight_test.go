@@ -22,7 +22,7 @@ func TestPreflight(t *testing.T) {
 	}
 	script := filepath.Join(root, "hack/env/preflight.sh")
 	// The commands the script itself runs, taken from this machine.
-	base := []string{"bash", "dirname", "id", "sed", "go", "apt-get", "make", "dpkg-deb", "chroot", "debootstrap"}
+	base := []string{"bash", "dirname", "id", "sed", "go", "apt-get", "make", "git", "dpkg-deb", "chroot", "debootstrap"}
 	run := func(t *testing.T, without ...string) (string, int) {
 		t.Helper()
 		bin := t.TempDir()
@@ -63,6 +63,7 @@ func TestPreflight(t *testing.T) {
 	}{
 		{[]string{"debootstrap"}, "apt-get install -y --no-install-recommends debootstrap"},
 		{[]string{"debootstrap", "make"}, "apt-get install -y --no-install-recommends make debootstrap"},
+		{[]string{"git"}, "apt-get install -y --no-install-recommends git"},
 		{[]string{"go"}, "go: install Go 1.26.0 or newer"},
 		{[]string{"apt-get"}, "the environment needs a Debian machine"},
 	} {
