@@ -83,39 +83,38 @@ func (b *Backend) claimAdopted(ctx context.Context, t *topology, l login, name, 
 	if err := b.prove(ctx, t, l, name, password); err != nil {
 		return err
 	}
-	mark, err := literal(ownerMark(b.owner))
+	mark, err := literal(markTerm(b.owner, b.Term))
 	if err != nil {
 		return err
 	}
 	id := ident(name)
-	if err := b.fence(ctx); err != nil {
-		return err
-	}
 	group := l.group
-	err = pgx.BeginFunc(ctx, t.primary.conn, func(tx pgx.Tx) error {
+	err = b.fenced(ctx, t.primary, "adopt role "+name, func(tx pgx.Tx) error {
 		for _, st := range []string{"GRANT " + ident(group) + " TO " + id,
 			"ALTER ROLE " + id + " SET role = " + quoteSetting(group),
 			"COMMENT ON ROLE " + id + " IS " + mark} {
 			if _, err := tx.Exec(ctx, st); err != nil {
-				return err
+				return b.fail(t.primary.host, "adopt role "+name, err)
 			}
 		}
 		return nil
 	})
 	if err != nil {
-		return b.fail(t.primary.host, "adopt role "+name, err)
+		return err
 	}
 	failpoint.Hit("postgres/adopted-marked")
 	dbs, err := b.databases(ctx, t.primary)
 	if err != nil {
 		return err
 	}
-	for _, db := range dbs {
-		if err := b.reassign(ctx, t.primary.host, db, group, name); err != nil {
-			return err
+	return b.fenced(ctx, t.primary, "hand what "+name+" owns to "+group, func(pgx.Tx) error {
+		for _, db := range dbs {
+			if err := b.reassign(ctx, t.primary.host, db, group, name); err != nil {
+				return err
+			}
 		}
-	}
-	return nil
+		return nil
+	})
 }
 
 // release hands a role back without this set's mark, and changes nothing
@@ -127,11 +126,10 @@ func (b *Backend) release(ctx context.Context, t *topology, name string) error {
 	if err != nil || !r.exists || !b.owned(r) {
 		return err
 	}
-	if err := b.fence(ctx); err != nil {
-		return err
-	}
-	if _, err := t.primary.conn.Exec(ctx, "COMMENT ON ROLE "+ident(name)+" IS NULL"); err != nil {
-		return b.fail(t.primary.host, "release role "+name, err)
-	}
-	return nil
+	return b.fenced(ctx, t.primary, "release role "+name, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, "COMMENT ON ROLE "+ident(name)+" IS NULL"); err != nil {
+			return b.fail(t.primary.host, "release role "+name, err)
+		}
+		return nil
+	})
 }

@@ -47,6 +47,10 @@ type Backend struct {
 	// Fence, if set, is asked before every statement that changes roles,
 	// and refuses once this manager is no longer the leader.
 	Fence func(ctx context.Context) error
+	// Term is this manager's leadership term (0: none): every transaction
+	// that changes the set's roles records it on them and refuses where a
+	// later one is recorded (see fence.go).
+	Term int64
 }
 
 // fence asks the Fence, if any; its refusal passes safe() unchanged.

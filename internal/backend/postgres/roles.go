@@ -35,7 +35,10 @@ func (b *Backend) lookup(ctx context.Context, s server, name string) (role, erro
 	return r, nil
 }
 
-func (b *Backend) owned(r role) bool { return r.mark == ownerMark(b.owner) }
+func (b *Backend) owned(r role) bool {
+	mark, _ := parseMark(r.mark)
+	return mark == ownerMark(b.owner)
+}
 
 func (b *Backend) notOwned(name, what string) error {
 	return &engine.Refusal{Reason: string(reason.NotOwned), Message: fmt.Sprintf(
@@ -76,7 +79,7 @@ func (b *Backend) ensureLogin(ctx context.Context, s server, group, name, passwo
 	if err != nil {
 		return err
 	}
-	mark, err := literal(ownerMark(b.owner))
+	mark, err := literal(markTerm(b.owner, b.Term))
 	if err != nil {
 		return err
 	}
@@ -92,19 +95,17 @@ func (b *Backend) ensureLogin(ctx context.Context, s server, group, name, passwo
 	// what the application creates belongs to the group and outlives
 	// the generation.
 	stmts = append(stmts, "GRANT "+gid+" TO "+id, "ALTER ROLE "+id+" SET role = "+quoteSetting(group))
-	if err := b.fence(ctx); err != nil {
-		return err
-	}
-	err = pgx.BeginFunc(ctx, s.conn, func(tx pgx.Tx) error {
+	what := "create or update role " + name
+	err = b.fenced(ctx, s, what, func(tx pgx.Tx) error {
 		for _, st := range stmts {
 			if _, err := tx.Exec(ctx, st); err != nil {
-				return err
+				return b.fail(s.host, what, err)
 			}
 		}
 		return nil
 	})
 	if err != nil {
-		return b.fail(s.host, "create or update role "+name, err)
+		return err
 	}
 	failpoint.Hit("postgres/login-ensured")
 	return nil
@@ -235,22 +236,28 @@ func (b *Backend) dropLogin(ctx context.Context, t *topology, group, name string
 	if err != nil {
 		return err
 	}
-	for _, db := range dbs {
-		if err := b.disown(ctx, t.primary.host, db, group, name); err != nil {
-			return err
+	// What the role owns is handed over database by database, each in a
+	// session of its own, while the fenced transaction holds the set's
+	// lock: no stale manager gets to disown a role either.
+	err = b.fenced(ctx, t.primary, "drop role "+name, func(tx pgx.Tx) error {
+		for _, db := range dbs {
+			if err := b.disown(ctx, t.primary.host, db, group, name); err != nil {
+				return err
+			}
 		}
-	}
-	if err := b.fence(ctx); err != nil {
+		if _, err := tx.Exec(ctx, "DROP ROLE IF EXISTS "+ident(name)); err != nil {
+			var pg *pgconn.PgError
+			if errors.As(err, &pg) && pg.Code == "2BP01" {
+				return &engine.Refusal{Reason: string(why), Message: fmt.Sprintf(
+					"role %s cannot be dropped, objects still depend on it: %s. Hand them to %s (REASSIGN OWNED BY %s TO %s in their database) and rekey goes on",
+					name, printableDetail(pg.Detail), group, ident(name), ident(group))}
+			}
+			return b.fail(t.primary.host, "drop role "+name, err)
+		}
+		return nil
+	})
+	if err != nil {
 		return err
-	}
-	if _, err := t.primary.conn.Exec(ctx, "DROP ROLE IF EXISTS "+ident(name)); err != nil {
-		var pg *pgconn.PgError
-		if errors.As(err, &pg) && pg.Code == "2BP01" {
-			return &engine.Refusal{Reason: string(why), Message: fmt.Sprintf(
-				"role %s cannot be dropped, objects still depend on it: %s. Hand them to %s (REASSIGN OWNED BY %s TO %s in their database) and rekey goes on",
-				name, printableDetail(pg.Detail), group, ident(name), ident(group))}
-		}
-		return b.fail(t.primary.host, "drop role "+name, err)
 	}
 	failpoint.Hit("postgres/login-dropped")
 	return nil
@@ -260,11 +267,14 @@ func (b *Backend) dropLogin(ctx context.Context, t *topology, group, name string
 // again, then ends its sessions on every instance: without the first step a
 // client could reconnect between the two.
 func (b *Backend) endSessions(ctx context.Context, t *topology, name string) error {
-	if err := b.fence(ctx); err != nil {
+	err := b.fenced(ctx, t.primary, "stop "+name+" from logging in", func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, "ALTER ROLE "+ident(name)+" NOLOGIN"); err != nil {
+			return b.fail(t.primary.host, "stop "+name+" from logging in", err)
+		}
+		return nil
+	})
+	if err != nil {
 		return err
-	}
-	if _, err := t.primary.conn.Exec(ctx, "ALTER ROLE "+ident(name)+" NOLOGIN"); err != nil {
-		return b.fail(t.primary.host, "stop "+name+" from logging in", err)
 	}
 	if err := b.waitReplay(ctx, t); err != nil {
 		return err
@@ -321,16 +331,14 @@ func (b *Backend) reassign(ctx context.Context, host, db, group, name string) er
 }
 
 // inDatabase runs statements about role name in database db, in one
-// transaction (REASSIGN OWNED and DROP OWNED act on one database).
+// transaction (REASSIGN OWNED and DROP OWNED act on one database). Its
+// callers run it inside a fenced transaction on the primary.
 func (b *Backend) inDatabase(ctx context.Context, host, db, group, name string, stmts ...string) error {
 	c, err := b.connect(ctx, host, b.adminUser, b.adminPassword, db)
 	if err != nil {
 		return b.fail(host, "connect to database "+db+" to hand over what "+name+" owns", err)
 	}
 	defer c.Close(ctx)
-	if err := b.fence(ctx); err != nil {
-		return err
-	}
 	err = pgx.BeginFunc(ctx, c, func(tx pgx.Tx) error {
 		for _, st := range stmts {
 			if _, err := tx.Exec(ctx, st); err != nil {
@@ -347,52 +355,4 @@ func (b *Backend) inDatabase(ctx context.Context, host, db, group, name string, 
 		return b.fail(host, "hand what "+name+" owns in database "+db+" to "+group, err)
 	}
 	return nil
-}
-
-// generations lists this set's login roles of base (named <base>_g<N>,
-// carrying its mark).
-func (b *Backend) generations(ctx context.Context, s server, base string) ([]string, error) {
-	rows, err := s.conn.Query(ctx, "SELECT rolname FROM pg_roles WHERE starts_with(rolname, $1) AND shobj_description(oid, 'pg_authid') = $2 ORDER BY rolname",
-		base+"_g", ownerMark(b.owner))
-	if err != nil {
-		return nil, b.fail(s.host, "list the login roles", err)
-	}
-	names, err := pgx.CollectRows(rows, pgx.RowTo[string])
-	if err != nil {
-		return nil, b.fail(s.host, "list the login roles", err)
-	}
-	var out []string
-	for _, n := range names {
-		if _, ok := generationOf(base, n); ok {
-			out = append(out, n)
-		}
-	}
-	return out, nil
-}
-
-// removeGenerations drops this set's roles of login l other than keep:
-// left by an interrupted rotation, nobody was ever given them.
-func (b *Backend) removeGenerations(ctx context.Context, t *topology, l login, why reason.Reason, keep ...string) error {
-	gens, err := b.generations(ctx, t.primary, l.base)
-	if err != nil {
-		return err
-	}
-	for _, g := range gens {
-		if contains(keep, g) {
-			continue
-		}
-		if err := b.dropLogin(ctx, t, l.group, g, why); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-func contains(list []string, s string) bool {
-	for _, x := range list {
-		if x == s {
-			return true
-		}
-	}
-	return false
 }

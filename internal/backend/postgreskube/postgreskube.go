@@ -89,7 +89,7 @@ func build(ctx context.Context, cs *v1.CredentialSet, k registry.Kube, o registr
 		return nil, &registry.SpecError{Msg: err.Error()}
 	}
 	b.AddressMap = o.AddressMap
-	b.Fence = k.Fence
+	b.Fence, b.Term = k.Fence, k.FenceTerm()
 	p := &registry.Plan{Backend: b, NoInstances: len(hosts) == 0}
 	if len(spec.StatefulSets) > 0 {
 		p.InstancesAdded = func(ctx context.Context) (bool, error) { return added(ctx, k, cs, hosts) }

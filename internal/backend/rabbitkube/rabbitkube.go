@@ -69,7 +69,7 @@ func build(ctx context.Context, cs *v1.CredentialSet, k registry.Kube, _ registr
 		live[string(o.UID)] = true
 	}
 	b.LiveOwner = func(uid string) bool { return live[uid] }
-	b.Fence = k.Fence
+	b.Fence, b.Term = k.Fence, k.FenceTerm()
 	p := &registry.Plan{Backend: b}
 	if !cs.DeletionTimestamp.IsZero() {
 		// Deleting only removes what the set holds: no refusal may keep

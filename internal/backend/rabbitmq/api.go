@@ -49,17 +49,24 @@ func newTransport(https bool, spec *v1.RabbitMQTLS, caPEM []byte) (http.RoundTri
 // ctxTransport gives rabbit-hole's requests, which it builds without a
 // context, the caller's: a cancelled reconcile stops waiting on the broker.
 // A request that changes the broker (anything but GET and HEAD) asks the
-// fence first, if any: a manager that lost the leadership changes nothing.
+// fence first, if any, then checks and records the leadership term, if
+// any (fence.go): a manager that lost the leadership changes nothing.
 type ctxTransport struct {
 	ctx   context.Context
 	base  http.RoundTripper
 	fence func(context.Context) error
+	term  func(context.Context) error
 }
 
 func (t ctxTransport) RoundTrip(r *http.Request) (*http.Response, error) {
-	if t.fence != nil && r.Method != http.MethodGet && r.Method != http.MethodHead {
-		if err := t.fence(t.ctx); err != nil {
-			return nil, &fencedError{err}
+	if r.Method != http.MethodGet && r.Method != http.MethodHead {
+		for _, check := range []func(context.Context) error{t.fence, t.term} {
+			if check == nil {
+				continue
+			}
+			if err := check(t.ctx); err != nil {
+				return nil, &fencedError{err}
+			}
 		}
 	}
 	return t.base.RoundTrip(r.WithContext(t.ctx))
@@ -73,7 +80,16 @@ func (e *fencedError) Unwrap() error { return e.err }
 
 // api is a management API client as the admin, bound to ctx.
 func (b *Backend) api(ctx context.Context) *rabbithole.Client {
-	c, err := rabbithole.NewTLSClient(b.endpoint, b.adminUser, b.adminPassword, ctxTransport{ctx, b.transport, b.Fence})
+	t := ctxTransport{ctx: ctx, base: b.transport, fence: b.Fence}
+	if b.Term != 0 {
+		t.term = b.checkTerm
+	}
+	return b.apiWith(ctx, t)
+}
+
+// apiWith is a management API client as the admin through t.
+func (b *Backend) apiWith(_ context.Context, t ctxTransport) *rabbithole.Client {
+	c, err := rabbithole.NewTLSClient(b.endpoint, b.adminUser, b.adminPassword, t)
 	if err != nil {
 		panic(err) // New parsed the endpoint already
 	}

@@ -46,6 +46,9 @@ type Backend struct {
 	// Fence, if set, is asked before every request that changes the broker
 	// and refuses once this manager is no longer the leader.
 	Fence func(ctx context.Context) error
+	// Term is this manager's leadership term (0: none), recorded on the
+	// broker and checked before every request that changes it (fence.go).
+	Term int64
 
 	endpoint      string // management API base URL, no trailing slash
 	adminUser     string

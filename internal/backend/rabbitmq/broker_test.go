@@ -18,6 +18,7 @@ func TestOnRealBroker(t *testing.T) {
 	t.Run("deprovision", func(t *testing.T) { t.Parallel(); testDeprovision(t, br) })
 	t.Run("release", func(t *testing.T) { t.Parallel(); testRelease(t, br) })
 	t.Run("fenced", func(t *testing.T) { t.Parallel(); testFenced(t, br) })
+	t.Run("term", func(t *testing.T) { t.Parallel(); testTermFenced(t, br) })
 	t.Run("login check", func(t *testing.T) { t.Parallel(); testLoginCheck(t, br) })
 	t.Run("version and cluster", func(t *testing.T) { t.Parallel(); testVersionAndCluster(t, br) })
 	t.Run("refusals", func(t *testing.T) { t.Parallel(); testRefusals(t, br) })

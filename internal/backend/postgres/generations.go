@@ -1,0 +1,57 @@
+package postgres
+
+import (
+	"context"
+
+	"github.com/jackc/pgx/v5"
+
+	"rekey.io/rekey/internal/reason"
+)
+
+// generations lists this set's login roles of base (named <base>_g<N>,
+// carrying its mark).
+func (b *Backend) generations(ctx context.Context, s server, base string) ([]string, error) {
+	rows, err := s.conn.Query(ctx, "SELECT rolname, COALESCE(shobj_description(oid, 'pg_authid'), '') FROM pg_roles WHERE starts_with(rolname, $1) AND starts_with(shobj_description(oid, 'pg_authid'), $2) ORDER BY rolname",
+		base+"_g", ownerMark(b.owner))
+	if err != nil {
+		return nil, b.fail(s.host, "list the login roles", err)
+	}
+	found, err := pgx.CollectRows(rows, pgx.RowToStructByPos[struct{ Name, Comment string }])
+	if err != nil {
+		return nil, b.fail(s.host, "list the login roles", err)
+	}
+	var out []string
+	for _, r := range found {
+		if _, ok := generationOf(base, r.Name); ok && b.owned(role{exists: true, mark: r.Comment}) {
+			out = append(out, r.Name)
+		}
+	}
+	return out, nil
+}
+
+// removeGenerations drops this set's roles of login l other than keep:
+// left by an interrupted rotation, nobody was ever given them.
+func (b *Backend) removeGenerations(ctx context.Context, t *topology, l login, why reason.Reason, keep ...string) error {
+	gens, err := b.generations(ctx, t.primary, l.base)
+	if err != nil {
+		return err
+	}
+	for _, g := range gens {
+		if contains(keep, g) {
+			continue
+		}
+		if err := b.dropLogin(ctx, t, l.group, g, why); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
