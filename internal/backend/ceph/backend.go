@@ -38,6 +38,9 @@ type Backend struct {
 	// Fence, if set, is asked right before every command that changes the
 	// cluster, and refuses once this manager is no longer the leader.
 	Fence func(ctx context.Context) error
+	// Term is this manager's leadership term (0: none), recorded in the
+	// cluster and checked before every command that changes it (fence.go).
+	Term int64
 	// ConnectTimeout bounds the CLI's hunt for a monitor (default 10s);
 	// CommandTimeout bounds a command after that (default 30s).
 	ConnectTimeout time.Duration

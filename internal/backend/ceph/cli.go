@@ -132,6 +132,11 @@ func (s *session) exec(ctx context.Context, entity, keyring, key string, args []
 			return nil, err
 		}
 	}
+	if b.Term != 0 && changesCluster(words) && !isTermWrite(words) {
+		if err := s.checkTerm(ctx, entity, keyring, key); err != nil {
+			return nil, err
+		}
+	}
 	// The command words come after "--": the CLI's own parser and librados'
 	// stop reading options there (checked against Tentacle's CLI in the
 	// cluster tests), so even a word that slipped past checkArgs would stay

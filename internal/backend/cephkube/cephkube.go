@@ -57,7 +57,7 @@ func build(ctx context.Context, cs *v1.CredentialSet, k registry.Kube, o registr
 	b.WorkDir = o.CephWorkDir
 	b.InitialGeneration = engine.InitialGeneration(cs.Spec.Rotation)
 	b.Owner = ceph.Owner{UID: string(cs.UID), Set: cs.Namespace + "/" + cs.Name}
-	b.Fence = k.Fence
+	b.Fence, b.Term = k.Fence, k.FenceTerm()
 	b.Report = func(why reason.Reason, msg string) {
 		typ := "Normal"
 		if why == reason.AdminRotationFailed {
