@@ -63,3 +63,13 @@ func termRefusal(term, newest int64) error {
 	return fmt.Errorf("%w: a rekey manager elected later (term %d) has already changed this set's users; this one (term %d) changes nothing",
 		leader.ErrNotLeader, newest, term)
 }
+
+// forgetTerm removes the set's term once the set let go of the broker:
+// nothing of the set is left for a manager to fence.
+func (b *Backend) forgetTerm(ctx context.Context) error {
+	err := drain(b.api(ctx).DeleteGlobalParameter(b.termName()))
+	if isNotFound(err) {
+		return nil
+	}
+	return b.apiError(ctx, "remove the set's leadership term", err)
+}

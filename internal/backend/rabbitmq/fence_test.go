@@ -82,6 +82,12 @@ func testTermFenced(t *testing.T, br *broker) {
 	if err := current.Verify(ctx, next); err != nil {
 		t.Fatal(err)
 	}
+	if err := later.Release(ctx, next); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := br.admin.GetGlobalParameter(later.termName()); !isNotFound(err) {
+		t.Fatalf("the set's term is left after its deletion: %v", err)
+	}
 }
 
 func (br *broker) wantTerm(t *testing.T, b *Backend, want string) {

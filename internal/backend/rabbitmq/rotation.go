@@ -212,9 +212,11 @@ func (b *Backend) Deprovision(ctx context.Context, cur engine.Secrets) (err erro
 		return err
 	}
 	if user := cur[KeyUsername]; user != "" && b.isAdopted(user) {
-		return b.release(ctx, "deprovision", user)
+		if err := b.release(ctx, "deprovision", user); err != nil {
+			return err
+		}
 	}
-	return nil
+	return b.forgetTerm(ctx)
 }
 
 // Release implements engine.Releaser: every other generation of this set
@@ -231,7 +233,10 @@ func (b *Backend) Release(ctx context.Context, cur engine.Secrets) (err error) {
 	if err := b.removeGenerations(ctx, "release", user); err != nil {
 		return err
 	}
-	return b.release(ctx, "release", user)
+	if err := b.release(ctx, "release", user); err != nil {
+		return err
+	}
+	return b.forgetTerm(ctx)
 }
 
 // noCurrentRefusal: without the current user, any generation may be the
