@@ -37,7 +37,7 @@ bench: env
 
 ## reliability: the MySQL and PostgreSQL fault matrix on real servers, run on a clean checkout of HEAD (edits not committed
 ## are not tested); regenerates docs/reliability.md naming that commit. The test log is kept in bin/reliability.log.
-MATRIX_RUN := ^(TestPodConsumersSeeLockouts|TestDeletion|TestDeletionCrashSafety|TestPausedLeaderIsFenced|TestPausedLeaderStaleReset|TestKilledLeaderTakeover|TestAPIConflicts|TestCrashSafety|TestSwitchoverMidRotation|TestAbortAndRecover|TestRefusalsAndHealthGate|TestPendingTampering|TestPendingAltered|TestMySQLFullCycle|TestReinitReplicaMidRotation|TestInstanceStoppedMidPhase|TestPostgresCrashSafety|TestPostgresLoginTargets)$$
+MATRIX_RUN := ^(TestPodConsumersSeeLockouts|TestDeletion|TestDeletionCrashSafety|TestPausedLeaderIsFenced|TestPausedLeaderStaleReset|TestPausedLeaderMySQLApply|TestPausedLeaderPostgres|TestPausedLeaderRabbitMQ|TestKilledLeaderTakeover|TestAPIConflicts|TestCrashSafety|TestSwitchoverMidRotation|TestAbortAndRecover|TestRefusalsAndHealthGate|TestPendingTampering|TestPendingAltered|TestMySQLFullCycle|TestReinitReplicaMidRotation|TestInstanceStoppedMidPhase|TestPostgresCrashSafety|TestPostgresLoginTargets)$$
 reliability: env
 	@set -u; commit=$$(git rev-parse HEAD); subject=$$(git log -1 --format=%s HEAD); \
 	tree=$$(mktemp -d "$${TMPDIR:-/tmp}/rekey-reliability-XXXXXX"); trap 'rm -rf "$$tree"' EXIT; \

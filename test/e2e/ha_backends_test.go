@@ -1,0 +1,288 @@
+package e2e
+
+import (
+	"context"
+	"os"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	v1 "rekey.io/rekey/api/v1alpha1"
+	"rekey.io/rekey/internal/engine"
+	"rekey.io/rekey/internal/testenv"
+)
+
+// pausedRow is one paused-leader scenario on one backend: the leader
+// stops itself at failpoint while it rotates (r1) or discards (r1), and is
+// cut off from the API server. The other replica takes over, completes r1
+// and applies r2. The old one then wakes up with what it read before and
+// goes on where it stopped, with only the backend's own fence between it
+// and the servers (REKEY_TEST_UNFENCED=lease: its Lease is not asked).
+type pausedRow struct {
+	name      string
+	failpoint string
+	// inDiscard: the pause falls in r1's discard, not its rotation.
+	inDiscard bool
+	// set is the set named name, DiscardManual, not yet created.
+	set func(t *testing.T, ns, name string) *v1.CredentialSet
+	// probe logs in with what the distribution Secret holds, throughout
+	// (nil: no prober; an in-place Ceph key dies before it is distributed,
+	// which consumers' live tickets bridge, so only refused is checked).
+	probe func(t *testing.T, ns, name string) *prober
+	// flags are the managers' extra flags.
+	flags []string
+	// refused lists the logins of what the source Secret holds (current
+	// and pending) that the servers refuse.
+	refused func(t *testing.T, data map[string][]byte) []string
+	// reach: the woken leader must be refused by the backend's term (its
+	// log says so), not just find nothing left to do.
+	reach bool
+	// lost, when set, recognises a log where the paused session had lost
+	// its connection when the leader woke (a long pause on a loaded
+	// machine): it failed before the fence was asked, changing nothing.
+	lost func(log string) bool
+}
+
+// runPausedRow runs r and checks: no login of the prober refused, nothing
+// consumers hold taken away when the old leader woke, status not moved
+// back, and (reach) the old leader refused at the backend.
+func runPausedRow(t *testing.T, r pausedRow) {
+	ns := newNamespace(t)
+	name := r.name
+	env := []string{"REKEY_TEST_UNFENCED=lease"}
+	api := startAPIPartition(t)
+	flags := append(append([]string{}, leaderFlags...), r.flags...)
+	a := startManagerProcessEnv(t, append(env, "KUBECONFIG="+api.kubeconfig), r.failpoint+":pause", flags...)
+	if err := k8s.Create(ctxT(t), r.set(t, ns, name)); err != nil {
+		t.Fatal(err)
+	}
+	waitPhase(t, ns, name, v1.PhaseIdle, 1) // a leads: it is the only one
+	b := startManagerProcessEnv(t, env, "", flags...)
+	defer b.stop()
+	step := "rotation"
+	if r.inDiscard {
+		step = "discard"
+	}
+	var (
+		p  *prober
+		mk *scenarioMark
+	)
+	if r.probe != nil {
+		p = r.probe(t, ns, name)
+		mk = proberMark(t, p, "leader paused at "+r.failpoint+" in a "+step+" and cut off from the API server, wakes after the new leader completed it and applied the next rotation (fence: server side only)")
+	}
+
+	started := time.Now()
+	rotate(t, ns, name, "r1")
+	if r.inDiscard {
+		waitPhase(t, ns, name, v1.PhaseDistributed, 1)
+		discard(t, ns, name, "r1")
+	}
+	waitPaused(t, a, r.failpoint)
+	api.partition()
+	paused := time.Now()
+	if !r.inDiscard {
+		waitPhase(t, ns, name, v1.PhaseDistributed, 1)
+		discard(t, ns, name, "r1")
+	}
+	waitPhase(t, ns, name, v1.PhaseIdle, 2)
+	t.Logf("takeover: the new leader completed r1 %s after the old one stopped (lease duration 3s)", time.Since(paused).Round(10*time.Millisecond))
+	rotate(t, ns, name, "r2")
+	cs := waitPhase(t, ns, name, v1.PhaseDistributed, 2)
+	if bad := r.refused(t, sourceData(t, cs)); len(bad) > 0 {
+		t.Fatalf("r2 distributed by the new leader, refused: %v", bad)
+	}
+
+	if err := syscall.Kill(a.cmd.Process.Pid, syscall.SIGCONT); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-a.exited: // its elector finds the Lease lost
+	case <-time.After(2 * time.Minute):
+		t.Fatal("the old leader did not exit within two minutes of waking up")
+	}
+	log, _ := os.ReadFile(a.log)
+	if !strings.Contains(string(log), "resumed") {
+		t.Fatalf("the old leader never resumed past %s:\n%s", r.failpoint, tail(string(log), 2000))
+	}
+	if bad := r.refused(t, sourceData(t, cs)); len(bad) > 0 {
+		t.Fatalf("after the old leader woke up, refused: %v\n%s", bad, tail(string(log), 3000))
+	}
+	after := getSet(t, ns, name)
+	if after.Status.Phase != v1.PhaseDistributed || after.Status.RotationID != "r2" || after.Status.KeyGeneration != cs.Status.KeyGeneration {
+		t.Fatalf("status moved after the old leader woke up: %s", stateOf(after))
+	}
+	switch {
+	case strings.Contains(string(log), "elected later"):
+		observed(t, "the woken leader was refused by the leadership term the backend records")
+	case r.lost != nil && r.lost(string(log)):
+		observed(t, "the old leader's paused session had lost its connection when it woke; the fence was not reached")
+	case r.reach:
+		t.Fatalf("the old leader was not refused by the term the backend records:\n%s", tail(string(log), 3000))
+	default:
+		observed(t, "the woken leader found nothing left to change (what it would have changed was gone)")
+	}
+
+	discard(t, ns, name, "r2")
+	cs = waitPhase(t, ns, name, v1.PhaseIdle, 3)
+	if bad := r.refused(t, sourceData(t, cs)); len(bad) > 0 {
+		t.Fatalf("r2 completed by the new leader, refused: %v", bad)
+	}
+	if p != nil {
+		mk.done(t, "the woken leader changes nothing and exits; the new leader completes both rotations; no login refused")
+		p.assertNoGap(t)
+	}
+	t.Logf("row %s took %s", r.failpoint, time.Since(started).Round(time.Second))
+}
+
+// TestPausedLeaderPostgres: the paused-leader scenario at PostgreSQL's
+// mutating steps, on a real primary and replica. Apply: paused right
+// after it stored r1's new password, the old leader wakes to create or
+// alter r1's login and drop every other generation — r2's among them,
+// which consumers are moving to; the term recorded on the roles refuses
+// it. Retire: paused as it starts r1's discard, it wakes to drop r1's old
+// login, which the new leader dropped already.
+func TestPausedLeaderPostgres(t *testing.T) {
+	p := pgMatrixCluster(t)
+	if err := p.Exec(p.Primary, "CREATE ROLE ha_owner NOLOGIN", "GRANT CREATE ON SCHEMA public TO ha_owner"); err != nil {
+		t.Fatal(err)
+	}
+	set := func(t *testing.T, ns, name string) *v1.CredentialSet {
+		createSecret(t, ns, name+"-admin", map[string]string{"username": p.AdminUser, "password": p.AdminPassword})
+		createSecret(t, ns, name+"-ca", map[string]string{"ca.crt": string(p.CAPEM)})
+		return &v1.CredentialSet{
+			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+			Spec: v1.CredentialSetSpec{
+				Postgres: &v1.PostgresSpec{
+					Hosts:          []string{p.Primary.Addr(), p.Replica.Addr()},
+					Admin:          v1.PostgresAdmin{SecretRef: v1.LocalSecretRef{Name: name + "-admin"}},
+					TLSCASecretRef: &v1.SecretKeyRef{Name: name + "-ca", Key: "ca.crt"},
+					Login:          v1.PostgresLogin{Base: name, Group: "ha_owner"},
+				},
+				Distribution: []v1.SecretTarget{{Namespace: ns, Name: name + "-db"}},
+				Rotation:     v1.RotationSpec{DiscardPolicy: v1.DiscardManual},
+			},
+		}
+	}
+	refused := func(t *testing.T, data map[string][]byte) []string {
+		var bad []string
+		for _, sfx := range []string{"", engine.PendingSuffix} {
+			user, pw := string(data["username"+sfx]), string(data["password"+sfx])
+			if user == "" {
+				continue
+			}
+			for _, i := range []*testenv.PostgresInstance{p.Primary, p.Replica} {
+				if err := p.CanLogin(i, user, pw); err != nil {
+					bad = append(bad, user+" on "+i.Name+": "+err.Error())
+				}
+			}
+		}
+		return bad
+	}
+	probe := func(t *testing.T, ns, name string) *prober { return pgProber(t, p, ns, name+"-db") }
+	for _, r := range []pausedRow{
+		{name: "hapgapply", failpoint: "rotate/pending-stored", reach: true},
+		{name: "hapgretire", failpoint: "discard/discard-started", inDiscard: true},
+	} {
+		r.set, r.refused, r.probe = set, refused, probe
+		t.Run(r.failpoint, func(t *testing.T) { runPausedRow(t, r) })
+	}
+}
+
+// rabbitProber logs in, again and again, as the user the distribution
+// Secret holds now.
+func rabbitProber(t testing.TB, m *testenv.RabbitMQ, ns, secret string) *prober {
+	pr := &prober{stop: make(chan struct{}), done: make(chan struct{})}
+	go func() {
+		defer close(pr.done)
+		for {
+			select {
+			case <-pr.stop:
+				return
+			case <-time.After(20 * time.Millisecond):
+			}
+			s := &corev1.Secret{}
+			if err := k8s.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: secret}, s); err != nil {
+				continue
+			}
+			user := string(s.Data["username"])
+			pr.record(user, "broker", m.CanAuthenticate(user, string(s.Data["password"])), nil)
+		}
+	}()
+	t.Cleanup(pr.halt)
+	return pr
+}
+
+// TestPausedLeaderRabbitMQ: the paused-leader scenario at RabbitMQ's
+// mutating steps, on a real broker. Apply: paused right after it put r1's
+// new user, the old leader wakes to put it again and delete every other
+// generation — r2's among them; the term the broker keeps refuses it.
+// Retire: paused right after it deleted r1's old user, it wakes to go on
+// with r1's discard, which the new leader completed.
+func TestPausedLeaderRabbitMQ(t *testing.T) {
+	m := testenv.RabbitMQForTest(t)
+	set := func(t *testing.T, ns, name string) *v1.CredentialSet {
+		cs := rabbitSet(t, ns, name, m)
+		cs.Spec.Rotation = v1.RotationSpec{DiscardPolicy: v1.DiscardManual}
+		return cs
+	}
+	refused := func(t *testing.T, data map[string][]byte) []string {
+		var bad []string
+		for _, sfx := range []string{"", engine.PendingSuffix} {
+			user := string(data["username"+sfx])
+			if user == "" {
+				continue
+			}
+			if err := m.CanAuthenticate(user, string(data["password"+sfx])); err != nil {
+				bad = append(bad, user+": "+err.Error())
+			}
+		}
+		return bad
+	}
+	probe := func(t *testing.T, ns, name string) *prober { return rabbitProber(t, m, ns, name+"-transport") }
+	for _, r := range []pausedRow{
+		{name: "harbapply", failpoint: "rotate/rabbitmq-user-put", reach: true},
+		{name: "harbretire", failpoint: "discard/rabbitmq-user-deleted", inDiscard: true},
+	} {
+		r.set, r.refused, r.probe = set, refused, probe
+		t.Run(r.failpoint, func(t *testing.T) { runPausedRow(t, r) })
+	}
+}
+
+// TestPausedLeaderMySQLApply: the paused-leader scenario at MySQL's apply,
+// on a real primary and two replicas: the old leader stops with a session
+// open on an instance, about to apply r1 (ALTER USER … RETAIN CURRENT
+// PASSWORD); when it wakes, the new leader has completed r1 and applied
+// r2, so a RETAIN now would make r2's new password the retained one and
+// r1's the current: the term MySQL records on the users refuses it.
+func TestPausedLeaderMySQLApply(t *testing.T) {
+	c := testenv.MySQLClusterForTest(t, testenv.MySQLOptions{})
+	prepareAdmin(t, c.Instances(), "ops-admin", "ops-admin-password-for-tests")
+	const name = "haapply"
+	keys := map[string]string{strings.ToUpper(name) + "_PASSWORD": name}
+	runPausedRow(t, pausedRow{
+		name: name, failpoint: "rotate/session-opened", reach: true, lost: sessionLost,
+		set: func(t *testing.T, ns, name string) *v1.CredentialSet { return preparedAdminSet(t, ns, name, c) },
+		probe: func(t *testing.T, ns, name string) *prober {
+			return startProber(t, c.Instances(), ns, name+"-db", keys)
+		},
+		refused: func(t *testing.T, data map[string][]byte) []string {
+			var bad []string
+			for _, sfx := range []string{"", engine.PendingSuffix} {
+				for user, pw := range userPasswords(data, keys, sfx) {
+					for _, i := range c.Instances() {
+						if err := i.CanLogin(user, pw); err != nil {
+							bad = append(bad, user+sfx+" on "+i.Name+": "+err.Error())
+						}
+					}
+				}
+			}
+			return bad
+		},
+	})
+}
