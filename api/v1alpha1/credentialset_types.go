@@ -67,7 +67,9 @@ type CredentialSetSpec struct {
 	Distribution []SecretTarget `json:"distribution,omitempty"`
 
 	// Consumers are the workloads restarted when new credentials are
-	// distributed; discard waits until every one has rolled out.
+	// distributed; discard waits until every one has rolled out. A CronJob
+	// is not restarted: its Jobs read the credentials when they start, and
+	// it has moved once no Job it started before the change still runs.
 	// +optional
 	// +kubebuilder:validation:MaxItems=64
 	Consumers []ConsumerRef `json:"consumers,omitempty"`
@@ -157,13 +159,21 @@ const (
 	KindStatefulSet ConsumerKind = "StatefulSet"
 	KindDeployment  ConsumerKind = "Deployment"
 	KindDaemonSet   ConsumerKind = "DaemonSet"
+	// KindCronJob: nothing restarts; the CronJob's job template is marked
+	// so that its next Jobs are known to read the new credentials, and it
+	// has moved once no Job it controls from before the mark still runs.
+	KindCronJob ConsumerKind = "CronJob"
 	// KindGroup marks a consumer group in status (never in spec.consumers).
 	KindGroup ConsumerKind = "Group"
 )
 
 // ConsumerRef names a workload that reads the distributed credentials.
+// An Argo Rollout is refused with what to do instead: rekey cannot watch
+// its rollout (docs/concepts.md, Consumers).
+// +kubebuilder:validation:XValidation:rule="self.kind in ['StatefulSet', 'Deployment', 'DaemonSet', 'CronJob']",messageExpression="self.kind == 'Rollout' ? 'kind Rollout: rekey does not restart Argo Rollouts or watch their rollout; declare the Rollout in spec.consumerGroups, restart it with kubectl argo rollouts restart once rekey rotated, and acknowledge it with kubectl rekey ack when it has rolled out' : 'kind ' + self.kind + ': rekey restarts StatefulSet, Deployment, DaemonSet and CronJob consumers; for any other workload declare a consumerGroup and acknowledge it with kubectl rekey ack'"
 type ConsumerRef struct {
-	// +kubebuilder:validation:Enum=StatefulSet;Deployment;DaemonSet
+	// Kind is StatefulSet, Deployment, DaemonSet or CronJob.
+	// +kubebuilder:validation:MaxLength=63
 	Kind ConsumerKind `json:"kind"`
 	// Namespace defaults to the CredentialSet's namespace.
 	// +optional

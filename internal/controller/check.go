@@ -2,7 +2,6 @@ package controller
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"strings"
 
@@ -150,9 +149,7 @@ func (r *Reconciler) patchable(ctx context.Context, cs *v1.CredentialSet, obj cl
 	if value == "" {
 		value = "check"
 	}
-	body, _ := json.Marshal(map[string]any{"spec": map[string]any{"template": map[string]any{
-		"metadata": map[string]any{"annotations": map[string]string{key: value}}}}})
-	err := r.Client.Patch(ctx, obj.DeepCopyObject().(client.Object), client.RawPatch(types.MergePatchType, body), client.DryRunAll)
+	err := r.Client.Patch(ctx, obj.DeepCopyObject().(client.Object), client.RawPatch(types.MergePatchType, templatePatch(obj, key, value)), client.DryRunAll)
 	switch {
 	case err == nil:
 		f.OK, f.Message = true, "exists, and rekey may restart it"

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
+	batchv1 "k8s.io/api/batch/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -41,6 +42,8 @@ func newWorkload(kind v1.ConsumerKind) client.Object {
 		return &appsv1.StatefulSet{}
 	case v1.KindDeployment:
 		return &appsv1.Deployment{}
+	case v1.KindCronJob:
+		return &batchv1.CronJob{}
 	default:
 		return &appsv1.DaemonSet{}
 	}
@@ -54,6 +57,8 @@ func templateAnnotations(obj client.Object) map[string]string {
 		return w.Spec.Template.Annotations
 	case *appsv1.DaemonSet:
 		return w.Spec.Template.Annotations
+	case *batchv1.CronJob:
+		return w.Spec.JobTemplate.Spec.Template.Annotations
 	}
 	return nil
 }
@@ -77,6 +82,9 @@ func rolloutOf(obj client.Object) engine.RolloutState {
 // MySQLCluster. recheck > 0: the judgement turns by time alone after
 // that long, with nothing watched changing.
 func (r *Reconciler) rollout(ctx context.Context, cs *v1.CredentialSet, obj client.Object) (ro engine.RolloutState, recheck time.Duration) {
+	if cj, ok := obj.(*batchv1.CronJob); ok {
+		return r.cronJobRollout(ctx, cs, cj)
+	}
 	ro = rolloutOf(obj)
 	sts, ok := obj.(*appsv1.StatefulSet)
 	if !ok || ro.Done {
@@ -191,7 +199,7 @@ func (r *Reconciler) syncConsumers(ctx context.Context, t *turn) (bool, error) {
 			if err := r.patchTemplate(ctx, obj, key, want); err != nil {
 				return false, fmt.Errorf("restart %s %s/%s: %w", c.Kind, ns, c.Name, err)
 			}
-			r.event(cs, "Normal", reason.ConsumerRestarted, "Restart", "restarting %s %s/%s to pick up the new credentials", c.Kind, ns, c.Name)
+			r.event(cs, "Normal", reason.ConsumerRestarted, "Restart", restartWords(c.Kind), c.Kind, ns, c.Name)
 			st.Message = "restart requested"
 		default:
 			ro, recheck := r.rollout(ctx, cs, obj)
@@ -219,9 +227,19 @@ func (r *Reconciler) syncCoverage(ctx context.Context, t *turn) (bool, error) {
 }
 
 func (r *Reconciler) patchTemplate(ctx context.Context, obj client.Object, key, value string) error {
-	body, _ := json.Marshal(map[string]any{"spec": map[string]any{"template": map[string]any{
-		"metadata": map[string]any{"annotations": map[string]string{key: value}}}}})
-	return r.Client.Patch(ctx, obj, client.RawPatch(types.MergePatchType, body))
+	return r.Client.Patch(ctx, obj, client.RawPatch(types.MergePatchType, templatePatch(obj, key, value)))
+}
+
+// templatePatch is the merge patch that sets annotation key on obj's pod
+// template (a CronJob's: its job template's).
+func templatePatch(obj client.Object, key, value string) []byte {
+	tmpl := map[string]any{"metadata": map[string]any{"annotations": map[string]string{key: value}}}
+	spec := map[string]any{"template": tmpl}
+	if _, ok := obj.(*batchv1.CronJob); ok {
+		spec = map[string]any{"jobTemplate": map[string]any{"spec": spec}}
+	}
+	body, _ := json.Marshal(map[string]any{"spec": spec})
+	return body
 }
 
 func countRolledOut(cs []v1.ConsumerStatus) string {

@@ -4,14 +4,15 @@ import (
 	"strings"
 
 	appsv1 "k8s.io/api/apps/v1"
+	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"rekey.io/rekey/internal/naming"
 )
 
-// trimWorkload is the cache transform of StatefulSets, Deployments and
-// DaemonSets. rekey watches every workload of the cluster (a consumer may
+// trimWorkload is the cache transform of StatefulSets, Deployments,
+// DaemonSets and CronJobs. rekey watches every workload of the cluster (a consumer may
 // be any of them) but reads of each only its name, generation, replicas,
 // update strategy, paused flag, status, and its own restart annotation on
 // the pod template (consumers.go, engine's rollout gate). The pod spec,
@@ -35,6 +36,13 @@ func trimWorkload(obj any) (any, error) {
 		trimMeta(&w.ObjectMeta)
 		trimTemplate(&w.Spec.Template)
 		w.Spec.Selector = nil
+	case *batchv1.CronJob:
+		// Its Jobs are read live (cronJobRollout); the cache keeps the
+		// job template's rekey annotations and status.active.
+		trimMeta(&w.ObjectMeta)
+		trimTemplate(&w.Spec.JobTemplate.Spec.Template)
+		w.Spec.JobTemplate.Spec.Selector = nil
+		w.Spec.JobTemplate.ObjectMeta = metav1.ObjectMeta{}
 	}
 	return obj, nil
 }

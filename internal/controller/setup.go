@@ -6,6 +6,7 @@ import (
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
+	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
@@ -44,7 +45,7 @@ func clientKey(cs *v1.CredentialSet) types.NamespacedName {
 // (trimWorkload).
 func CacheByObject(namespaces ...string) map[client.Object]cache.ByObject {
 	by := secretCache(namespaces...)
-	for _, w := range []client.Object{&appsv1.StatefulSet{}, &appsv1.Deployment{}, &appsv1.DaemonSet{}} {
+	for _, w := range []client.Object{&appsv1.StatefulSet{}, &appsv1.Deployment{}, &appsv1.DaemonSet{}, &batchv1.CronJob{}} {
 		by[w] = cache.ByObject{Transform: trimWorkload}
 	}
 	return by
@@ -137,6 +138,8 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		Watches(&appsv1.StatefulSet{}, mapFor(v1.KindStatefulSet)).
 		Watches(&appsv1.Deployment{}, mapFor(v1.KindDeployment)).
 		Watches(&appsv1.DaemonSet{}, mapFor(v1.KindDaemonSet)).
+		// A CronJob's status.active changes when a Job it made ends.
+		Watches(&batchv1.CronJob{}, mapFor(v1.KindCronJob)).
 		Watches(&corev1.Secret{}, handler.EnqueueRequestsFromMapFunc(setOfSecret(mgr.GetClient())),
 			builder.WithPredicates(r.notOwnWrite())).
 		// The keyed lock wakes a set waiting for its backend through the

@@ -7,6 +7,7 @@ import (
 	"text/tabwriter"
 
 	appsv1 "k8s.io/api/apps/v1"
+	batchv1 "k8s.io/api/batch/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -126,6 +127,8 @@ func (s *session) describeConsumer(ctx context.Context, cs *v1.CredentialSet, c 
 		obj = &appsv1.StatefulSet{}
 	case v1.KindDeployment:
 		obj = &appsv1.Deployment{}
+	case v1.KindCronJob:
+		obj = &batchv1.CronJob{}
 	default:
 		obj = &appsv1.DaemonSet{}
 	}

@@ -44,8 +44,11 @@ func TestAdmissionRejectsMalformedSpecs(t *testing.T) {
 			cs.Spec.Rotation = v1.RotationSpec{DiscardPolicy: v1.DiscardManual, GracePeriod: &metav1.Duration{}}
 		}, "gracePeriod applies only to discardPolicy AfterRollout"},
 		{"unknown consumer kind", func(cs *v1.CredentialSet) {
-			cs.Spec.Consumers = []v1.ConsumerRef{{Kind: "CronJob", Name: "x"}}
-		}, `supported values: "StatefulSet", "Deployment", "DaemonSet"`},
+			cs.Spec.Consumers = []v1.ConsumerRef{{Kind: "ReplicaSet", Name: "x"}}
+		}, "kind ReplicaSet: rekey restarts StatefulSet, Deployment, DaemonSet and CronJob consumers; for any other workload declare a consumerGroup"},
+		{"Argo Rollout consumer", func(cs *v1.CredentialSet) {
+			cs.Spec.Consumers = []v1.ConsumerRef{{Kind: "Deployment", Name: "web"}, {Kind: "Rollout", Name: "x"}}
+		}, "spec.consumers[1]: Invalid value: kind Rollout: rekey does not restart Argo Rollouts or watch their rollout; declare the Rollout in spec.consumerGroups"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -63,5 +66,10 @@ func TestAdmissionRejectsMalformedSpecs(t *testing.T) {
 	// The well-formed spec is admitted: the cases above fail for their reason only.
 	if err := k8s.Create(ctxT(t), good()); err != nil {
 		t.Fatalf("well-formed spec rejected: %v", err)
+	}
+	withCronJob := good()
+	withCronJob.Spec.Consumers = []v1.ConsumerRef{{Kind: v1.KindCronJob, Name: "report"}}
+	if err := k8s.Create(ctxT(t), withCronJob); err != nil {
+		t.Fatalf("a CronJob consumer rejected: %v", err)
 	}
 }

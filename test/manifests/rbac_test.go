@@ -176,6 +176,10 @@ func needed(operatorNS string, secretNamespaces []string, leaderElection bool, w
 		// Consumers and instance StatefulSets: cached (list, watch), the
 		// instance StatefulSet read live (get), restart annotation patched.
 		add(ns, "apps", []string{"statefulsets", "deployments", "daemonsets"}, "get", "list", "watch", "patch")
+		// CronJob consumers: cached, job template marked; their Jobs
+		// listed live.
+		add(ns, "batch", []string{"cronjobs"}, "get", "list", "watch", "patch")
+		add(ns, "batch", []string{"jobs"}, "list")
 	}
 	// A target namespace's consent annotation, read live.
 	add("", "", []string{"namespaces"}, "get")

@@ -67,4 +67,10 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version }}
 - apiGroups: ["apps"]
   resources: ["statefulsets", "deployments", "daemonsets"]
   verbs: ["get", "list", "watch", "patch"]
+- apiGroups: ["batch"]
+  resources: ["cronjobs"]
+  verbs: ["get", "list", "watch", "patch"]
+- apiGroups: ["batch"]
+  resources: ["jobs"]
+  verbs: ["list"]
 {{- end -}}
