@@ -121,6 +121,17 @@ type Repairer interface {
 	RepairPending(ctx context.Context, cur, pending Secrets) error
 }
 
+// IdleRepairer is implemented by backends whose instances can leave and
+// return with what they held then (a StatefulSet scaled in, then out, from
+// its old volumes), or rebuilt empty, while no rotation runs. RepairIdle
+// sets such an instance back to cur wherever the backend's own records
+// say it missed what the set did since, and reports what it cannot tell
+// from a person's change; the controller calls it on every reconcile of an
+// Idle set. It must write nothing when nothing is wrong.
+type IdleRepairer interface {
+	RepairIdle(ctx context.Context, cur Secrets) error
+}
+
 // Releaser is implemented by backends that keep more than the current
 // secrets while no rotation is in flight (prior generations), or that mark
 // what they manage. Release runs when a set with deletionPolicy Discard is

@@ -60,6 +60,11 @@ type Backend struct {
 	// adopted the keys whose users are never marked (SetOwner, owner.go).
 	owner   string
 	adopted map[string]bool
+	// Gen is the set's current generation (status.keyGeneration, or the
+	// one provisioning mints) and Target the one its rotation produces:
+	// what the users are marked with (generation.go). 0: unknown, nothing
+	// marked and nothing taken for stale.
+	Gen, Target int64
 }
 
 var _ engine.Backend = (*Backend)(nil)
@@ -221,8 +226,19 @@ func (b *Backend) Provision(ctx context.Context, cur engine.Secrets) (engine.Pro
 			return &engine.Refusal{Reason: string(reason.ProvisionFailed), Message: fmt.Sprintf(
 				"%s refuses the password rekey holds for each of these existing users: %s. Put each one's password in the adoptSecretRef Secret under its key and delete that key from the source Secret (or drop the user), and rekey adopts it", s.inst.Name, strings.Join(refused, ", "))}
 		}
-		_, other := refusedOrNot(logins, errs, "")
-		return other // says nothing about the passwords
+		if _, other := refusedOrNot(logins, errs, ""); other != nil {
+			return other // says nothing about the passwords
+		}
+		// Adopted users are marked as the generation provisioned, so that
+		// an instance that leaves and returns after a rotation is known
+		// stale (generation.go).
+		var unmarked []User
+		for _, u := range b.Users {
+			if a := of(accts, u); a.exists && !a.dual && a.mark == nil {
+				unmarked = append(unmarked, u)
+			}
+		}
+		return s.markUsers(ctx, unmarked, s.gen)
 	})
 }
 
@@ -298,11 +314,21 @@ func (b *Backend) Precheck(ctx context.Context, cur engine.Secrets) error {
 // A second RETAIN would evict the original password, so MySQL is asked
 // first, every time. A user missing on an instance (re-initialised) is
 // created there accepting cur, then gets pending retained like the others.
-func (b *Backend) Apply(ctx context.Context, cur, pending engine.Secrets, _ int64) (engine.Secrets, error) {
+func (b *Backend) Apply(ctx context.Context, cur, pending engine.Secrets, gen int64) (engine.Secrets, error) {
 	return pending, b.eachInstance(ctx, "rotate/instance-applied", b.adminPasswords(cur, pending), merge(cur, pending), func(s *session) error {
 		accts, err := s.ensureUsers(ctx, b.Users, cur)
 		if err != nil {
 			return err
+		}
+		// A user that missed what the set did since (an instance back
+		// from a scale-in) holds cur again first: a RETAIN would keep its
+		// retired password valid and leave cur refused.
+		if reset, err := s.resetStale(ctx, b.Users, accts, cur); err != nil {
+			return err
+		} else if reset {
+			if accts, err = s.accounts(ctx, b.Users); err != nil {
+				return err
+			}
 		}
 		var retain []alteration
 		for _, u := range b.Users {
@@ -310,7 +336,7 @@ func (b *Backend) Apply(ctx context.Context, cur, pending engine.Secrets, _ int6
 				retain = append(retain, alteration{u, "IDENTIFIED BY " + quote(pending[u.Key]) + " RETAIN CURRENT PASSWORD"})
 			}
 		}
-		return s.alterAll(ctx, retain, "")
+		return s.alterAll(ctx, retain, attributeTail(markPatch(gen, true)))
 	})
 }
 
@@ -339,7 +365,7 @@ func (b *Backend) Reset(ctx context.Context, cur engine.Secrets) error {
 		// there is nothing left to swap. Two statements, as before for
 		// each user: a crash between them leaves cur primary and the
 		// secondary it had, which a re-run discards.
-		if err := s.alterAll(ctx, identify, "ATTRIBUTE "+createdAttribute); err != nil {
+		if err := s.alterAll(ctx, identify, attributeTail(createdPatch(), markPatch(s.gen, false))); err != nil {
 			return err
 		}
 		return s.alterAll(ctx, discard, "")
@@ -351,6 +377,7 @@ func (b *Backend) Reset(ctx context.Context, cur engine.Secrets) error {
 func (b *Backend) bind(s *session, secrets engine.Secrets) {
 	s.secrets = append(s.secrets, values(secrets)...)
 	s.owner, s.adopted = b.owner, b.adopted
+	s.gen, s.target = b.Gen, b.Target
 }
 
 // unreachable holds the phase until inst answers. The controller quotes

@@ -48,7 +48,8 @@ func (s *session) accounts(ctx context.Context, users []User) (map[string]accoun
 	rows, err := s.conn.QueryContext(ctx,
 		"SELECT User, Host, JSON_CONTAINS_PATH(COALESCE(User_attributes, '{}'), 'one', '$.additional_password'), "+
 			"JSON_UNQUOTE(JSON_EXTRACT(COALESCE(User_attributes, '{}'), '$.metadata.rekey')), "+
-			"JSON_UNQUOTE(JSON_EXTRACT(COALESCE(User_attributes, '{}'), "+ownerPath+")), Repl_slave_priv FROM mysql.user WHERE (User, Host) IN ("+accountList(users)+")")
+			"JSON_UNQUOTE(JSON_EXTRACT(COALESCE(User_attributes, '{}'), "+ownerPath+")), "+
+			"JSON_EXTRACT(COALESCE(User_attributes, '{}'), "+appliedPath+"), Repl_slave_priv FROM mysql.user WHERE (User, Host) IN ("+accountList(users)+")")
 	if err != nil {
 		return nil, s.wrap("read mysql.user", err)
 	}
@@ -56,11 +57,11 @@ func (s *session) accounts(ctx context.Context, users []User) (map[string]accoun
 	for rows.Next() {
 		var name, host string
 		var dual sql.NullInt64
-		var mark, owner, repl sql.NullString
-		if err := rows.Scan(&name, &host, &dual, &mark, &owner, &repl); err != nil {
+		var mark, owner, applied, repl sql.NullString
+		if err := rows.Scan(&name, &host, &dual, &mark, &owner, &applied, &repl); err != nil {
 			return nil, s.wrap("read mysql.user", err)
 		}
-		out[accountKey(name, host)] = account{exists: true, dual: dual.Int64 == 1, creating: mark.String == "creating", swapping: mark.String == "swapping", owner: owner.String, replication: repl.String == "Y"}
+		out[accountKey(name, host)] = account{exists: true, dual: dual.Int64 == 1, creating: mark.String == "creating", swapping: mark.String == "swapping", owner: owner.String, replication: repl.String == "Y", mark: parseMark(applied.String)}
 	}
 	if err := rows.Err(); err != nil {
 		return nil, s.wrap("read mysql.user", err)
@@ -83,7 +84,7 @@ func (s *session) ensureUsers(ctx context.Context, users []User, passwords map[s
 	}
 	for _, u := range users {
 		if of(accts, u).needsCreate() {
-			if err := s.createUser(ctx, u, passwords[u.Key]); err != nil {
+			if err := s.createUser(ctx, u, passwords[u.Key], s.gen); err != nil {
 				return nil, err
 			}
 		}

@@ -296,7 +296,7 @@ func adminLoginMessage(lf *loginFailure, rotated bool, ref *v1.SecretKeyRef) str
 	case lf.kind == failLocked:
 		fix = fmt.Sprintf("while it is locked MySQL refuses every login as %s, the right password too, so this does not clear by itself: make sure %s is right, then unlock the account on the server (ALTER USER ... ACCOUNT UNLOCK for user %s) or let its PASSWORD_LOCK_TIME pass", lf.user, where, lf.user)
 	case rotated:
-		fix = fmt.Sprintf("%s was refused: if %s was re-initialised, the cluster's bootstrap must recreate the admin account %s there with that password (kubectl rekey show prints it) before rekey can repair the rotated users; if the password was changed outside rekey, set it back", where, lf.inst, lf.user)
+		fix = fmt.Sprintf("%s was refused: if %s was re-initialised, the cluster's bootstrap must recreate the admin account %s there with that password (kubectl rekey show prints it) before rekey can repair the rotated users; if it returned from a scale-in with a volume older than a rotation, or the password was changed outside rekey, set that account's password there to it (or rebuild the instance)", where, lf.inst, lf.user)
 	default:
 		fix = fmt.Sprintf("%s is wrong or the account cannot log in from rekey's host: put the admin's working password there (or fix the account on the server)", where)
 	}

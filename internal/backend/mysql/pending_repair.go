@@ -97,6 +97,9 @@ const (
 	repairFinishSwap
 	// repairUnknown: accepts neither; nothing is safe, it is reported.
 	repairUnknown
+	// repairStale: rekey's mark says it missed a rotation before this one
+	// (its instance was away): set back to cur, then pending retained.
+	repairStale
 )
 
 // needsLogin: whether deciding about a user takes a login attempt, i.e.
@@ -137,9 +140,13 @@ func (b *Backend) repairSteps(ctx context.Context, s *session, cur, pending engi
 	}
 	// Logins in two rounds, each concurrent (loginAll): cur for every
 	// user mysql.user does not decide, then pending for those refusing cur.
+	// A user that missed what the set did before this rotation (marked
+	// stale: generation.go) needs no login: it is set back to cur, then
+	// gets pending retained.
+	stale := func(a account) bool { return a.exists && !a.creating && !a.swapping && staleMark(a.mark, s.gen) }
 	var first []login
 	for _, u := range b.Users {
-		if needsLogin(of(accts, u), u.loginCheckable()) {
+		if a := of(accts, u); !stale(a) && needsLogin(a, u.loginCheckable()) {
 			first = append(first, login{u, cur[u.Key]})
 		}
 	}
@@ -159,7 +166,11 @@ func (b *Backend) repairSteps(ctx context.Context, s *session, cur, pending engi
 	}
 	var out []userStep
 	for _, u := range b.Users {
-		if st := decideRepair(of(accts, u), u.loginCheckable(), curOK[u.Key], pendingOK[u.Key]); st != repairNone {
+		st := decideRepair(of(accts, u), u.loginCheckable(), curOK[u.Key], pendingOK[u.Key])
+		if stale(of(accts, u)) {
+			st = repairStale
+		}
+		if st != repairNone {
 			out = append(out, userStep{u, st})
 		}
 	}
@@ -188,27 +199,36 @@ func (s *session) repair(ctx context.Context, steps []userStep, cur, pending eng
 	var unknown []string
 	for _, st := range steps {
 		u := st.u
-		retain := func(pw, attr string) error {
+		retain := func(pw, tail string) error {
 			stmt := "ALTER USER " + u.Account() + " IDENTIFIED BY " + quote(pw) + " RETAIN CURRENT PASSWORD"
-			if attr != "" {
-				stmt += " ATTRIBUTE " + attr
+			if tail != "" {
+				stmt += " " + tail
 			}
 			return s.exec(ctx, stmt)
 		}
+		applied := attributeTail(createdPatch(), markPatch(s.target, true))
 		var err error
 		switch st.step {
 		case repairCreate:
-			if err = s.createUser(ctx, u, cur[u.Key]); err == nil {
-				err = retain(pending[u.Key], "")
+			if err = s.createUser(ctx, u, cur[u.Key], s.gen); err == nil {
+				err = retain(pending[u.Key], applied)
 			}
 		case repairRetain:
-			err = retain(pending[u.Key], "")
+			err = retain(pending[u.Key], applied)
+		case repairStale:
+			// The stale mark stays until the retain: a crash in between
+			// runs all three again.
+			if err = s.exec(ctx, "ALTER USER "+u.Account()+" IDENTIFIED BY "+quote(cur[u.Key])); err == nil {
+				if err = s.exec(ctx, "ALTER USER "+u.Account()+" DISCARD OLD PASSWORD"); err == nil {
+					err = retain(pending[u.Key], applied)
+				}
+			}
 		case repairSwap:
-			if err = retain(cur[u.Key], swappingAttribute); err == nil {
-				err = retain(pending[u.Key], createdAttribute)
+			if err = retain(cur[u.Key], "ATTRIBUTE "+swappingAttribute); err == nil {
+				err = retain(pending[u.Key], applied)
 			}
 		case repairFinishSwap:
-			err = retain(pending[u.Key], createdAttribute)
+			err = retain(pending[u.Key], applied)
 		case repairUnknown:
 			unknown = append(unknown, u.String()+" on "+s.inst.Name)
 		}

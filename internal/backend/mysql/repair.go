@@ -50,6 +50,9 @@ type account struct {
 	// owner is the UID of the set rekey created the user for ("" when
 	// none: adopted, or created by a rekey that did not mark).
 	owner string
+	// mark: the generation rekey last applied to it (nil: none recorded;
+	// generation.go).
+	mark *genMark
 }
 
 // needsCreate: the user is missing or its creation was interrupted.
@@ -57,8 +60,9 @@ func (a account) needsCreate() bool { return !a.exists || a.creating }
 
 // createUser creates u accepting password, with its grants, or finishes a
 // creation a crash interrupted (the user then keeps the password it was
-// created with). Every statement is idempotent.
-func (s *session) createUser(ctx context.Context, u User, password string) error {
+// created with), marked as holding generation gen. Every statement is
+// idempotent.
+func (s *session) createUser(ctx context.Context, u User, password string, gen int64) error {
 	mark := creatingAttributeFor(s.owner)
 	if s.adopted[u.Key] {
 		mark = creatingAttribute
@@ -75,7 +79,7 @@ func (s *session) createUser(ctx context.Context, u User, password string) error
 			return err
 		}
 	}
-	return s.exec(ctx, "ALTER USER "+u.Account()+" ATTRIBUTE "+createdAttribute)
+	return s.exec(ctx, "ALTER USER "+u.Account()+" "+attributeTail(createdPatch(), markPatch(gen, false)))
 }
 
 // acceptedElsewhere reports whether an instance other than inst accepts

@@ -29,6 +29,16 @@ func (b *Backend) Retire(ctx context.Context, cur, pending engine.Secrets) error
 		if err != nil {
 			return err
 		}
+		// A user that missed what the set did before this rotation (an
+		// instance back from a scale-in) holds cur again first; the plan
+		// below then takes it for one that missed phase 1.
+		if reset, err := s.resetStale(ctx, b.Users, accts, cur); err != nil {
+			return err
+		} else if reset {
+			if accts, err = s.accounts(ctx, b.Users); err != nil {
+				return err
+			}
+		}
 		for _, u := range b.Users {
 			if !of(accts, u).exists && u.loginCheckable() && !b.acceptedElsewhere(ctx, s.inst, u, pending[u.Key]) {
 				return &engine.Refusal{Reason: string(reason.DiscardRefused), Message: missingRefusal(s.inst, u)}
@@ -47,7 +57,7 @@ func (b *Backend) Retire(ctx context.Context, cur, pending engine.Secrets) error
 			return err
 		}
 		for _, u := range plan.create {
-			if err := s.createUser(ctx, u, pending[u.Key]); err != nil {
+			if err := s.createUser(ctx, u, pending[u.Key], s.target); err != nil {
 				return err
 			}
 		}
@@ -63,10 +73,10 @@ func (b *Backend) Retire(ctx context.Context, cur, pending engine.Secrets) error
 			discards = append(discards, alteration{u, "DISCARD OLD PASSWORD"})
 		}
 		// ATTRIBUTE clears a swap's mark in the same statement.
-		if err := s.alterAll(ctx, retains, "ATTRIBUTE "+createdAttribute); err != nil {
+		if err := s.alterAll(ctx, retains, attributeTail(createdPatch(), markPatch(s.target, true))); err != nil {
 			return err
 		}
-		return s.alterAll(ctx, discards, "")
+		return s.alterAll(ctx, discards, attributeTail(markPatch(s.target, false)))
 	})
 }
 

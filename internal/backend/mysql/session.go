@@ -47,6 +47,9 @@ type session struct {
 	// source Secret key is adopted (owner.go); "" marks none.
 	owner   string
 	adopted map[string]bool
+	// gen and target: the set's current generation and the one its
+	// rotation produces, recorded on the users (generation.go); 0: unknown.
+	gen, target int64
 	// fence: a session that changes accounts locks the set and checks
 	// and records the leadership term first (fence.go); nil: none.
 	fence *fencing

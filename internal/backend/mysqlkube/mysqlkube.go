@@ -97,6 +97,12 @@ func build(ctx context.Context, cs *v1.CredentialSet, k registry.Kube, o registr
 		return nil, &registry.SpecError{Msg: err.Error()}
 	}
 	b.Concurrency = o.InstanceConcurrency
+	// What the users are marked with, so that an instance back from a
+	// scale-in is known stale (mysql's generation.go).
+	b.Gen, b.Target = cs.Status.KeyGeneration, engine.TargetGeneration(cs.Spec.Rotation, cs.Status)
+	if b.Gen == 0 {
+		b.Gen = engine.InitialGeneration(cs.Spec.Rotation)
+	}
 	adopt := engine.Secrets{}
 	if ref := spec.AdoptSecretRef; ref != nil && provisioning {
 		s, err := k.Secret(ctx, ref.Name)
