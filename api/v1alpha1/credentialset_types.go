@@ -169,7 +169,7 @@ const (
 
 // ConsumerRef names a workload that reads the distributed credentials.
 // An Argo Rollout is refused with what to do instead: rekey cannot watch
-// its rollout (docs/concepts.md, Consumers).
+// its rollout (docs/concepts.md, "Argo Rollouts and other workloads").
 // +kubebuilder:validation:XValidation:rule="self.kind in ['StatefulSet', 'Deployment', 'DaemonSet', 'CronJob']",messageExpression="self.kind == 'Rollout' ? 'kind Rollout: rekey does not restart Argo Rollouts or watch their rollout; declare the Rollout in spec.consumerGroups, restart it with kubectl argo rollouts restart once rekey rotated, and acknowledge it with kubectl rekey ack when it has rolled out' : 'kind ' + self.kind + ': rekey restarts StatefulSet, Deployment, DaemonSet and CronJob consumers; for any other workload declare a consumerGroup and acknowledge it with kubectl rekey ack'"
 type ConsumerRef struct {
 	// Kind is StatefulSet, Deployment, DaemonSet or CronJob.
