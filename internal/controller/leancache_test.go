@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	appsv1 "k8s.io/api/apps/v1"
+	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -52,6 +53,14 @@ func TestTrimWorkload(t *testing.T) {
 			Selector: sel, Template: fatTemplate(),
 			UpdateStrategy: appsv1.DaemonSetUpdateStrategy{Type: appsv1.OnDeleteDaemonSetStrategyType}},
 			Status: appsv1.DaemonSetStatus{ObservedGeneration: 3, DesiredNumberScheduled: 4, UpdatedNumberScheduled: 1}}},
+		// cronJobRollout reads the UID (its Jobs' owner), the namespace and
+		// the job template's restart annotation; status.active changing is
+		// what wakes a set.
+		{"CronJob", &batchv1.CronJob{ObjectMeta: func() metav1.ObjectMeta { m := fatMeta(); m.UID = "cj-uid"; return m }(),
+			Spec: batchv1.CronJobSpec{Schedule: "* * * * *", JobTemplate: batchv1.JobTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"app": "w"}},
+				Spec:       batchv1.JobSpec{Selector: sel, Template: fatTemplate()}}},
+			Status: batchv1.CronJobStatus{Active: []corev1.ObjectReference{{Name: "w-1"}}}}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -100,6 +109,11 @@ func templateOf(o any) corev1.PodTemplateSpec {
 		return w.Spec.Template
 	case *appsv1.DaemonSet:
 		return w.Spec.Template
+	case *batchv1.CronJob:
+		if w.UID != "cj-uid" || len(w.Status.Active) != 1 || w.Spec.JobTemplate.Spec.Selector != nil {
+			return corev1.PodTemplateSpec{} // fails the comparison
+		}
+		return w.Spec.JobTemplate.Spec.Template
 	}
 	return corev1.PodTemplateSpec{}
 }
