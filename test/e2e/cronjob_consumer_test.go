@@ -150,8 +150,9 @@ func TestCronJobConsumer(t *testing.T) {
 	if err := kc.Get(ctxT(t), client.ObjectKeyFromObject(cj), resume); err != nil {
 		t.Fatal(err)
 	}
+	patch := client.MergeFrom(resume.DeepCopy())
 	resume.Spec.Suspend = ptr.To(false)
-	if err := kc.Update(ctxT(t), resume); err != nil {
+	if err := kc.Patch(ctxT(t), resume, patch); err != nil {
 		t.Fatal(err)
 	}
 	eventually(t, 3*time.Minute, "the CronJob controller's next Job", func() (bool, string) {
