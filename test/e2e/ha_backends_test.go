@@ -91,7 +91,7 @@ func runPausedRow(t *testing.T, r pausedRow) {
 		discard(t, ns, name, "r1")
 	}
 	waitPhase(t, ns, name, v1.PhaseIdle, 2)
-	t.Logf("takeover: the new leader completed r1 %s after the old one stopped (lease duration 3s)", time.Since(paused).Round(10*time.Millisecond))
+	t.Logf("takeover: the new leader completed r1 %s after the old one stopped", time.Since(paused).Round(10*time.Millisecond))
 	rotate(t, ns, name, "r2")
 	cs := waitPhase(t, ns, name, v1.PhaseDistributed, 2)
 	if bad := r.refused(t, sourceData(t, cs)); len(bad) > 0 {

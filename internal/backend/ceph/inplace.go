@@ -121,6 +121,7 @@ func (b *Backend) rotateEntity(ctx context.Context, s *session, entity string) (
 	if entity == b.admin {
 		return b.rotateAdmin(ctx, s)
 	}
+	failpoint.Hit("ceph/entity-rotating")
 	entry, err := s.rotate(ctx, entity)
 	if err != nil {
 		return "", err

@@ -1,0 +1,68 @@
+package e2e
+
+import (
+	"strings"
+	"testing"
+
+	v1 "rekey.io/rekey/api/v1alpha1"
+	"rekey.io/rekey/internal/engine"
+	"rekey.io/rekey/internal/testenv"
+)
+
+// TestPausedLeaderCeph: the paused-leader scenario at Ceph's mutating
+// steps, on a real mon. In-place rotate: the old leader stops right
+// before `ceph auth rotate`; when it wakes, the new leader has rotated the
+// key twice (r1, r2) and distributed it, so a third rotate would kill the
+// key consumers were just given: the term kept in config-key refuses it.
+// Admin rotation: the old leader stops before the rotator rotates the
+// admin's key (step 3); the new leader recovers that rotation, completes
+// r1 and rotates again in r2, deleting the rotator each time.
+func TestPausedLeaderCeph(t *testing.T) {
+	c := testenv.CephForTest(t)
+	// A longer lease than leaderFlags': the ceph CLI is slow on a loaded
+	// machine, and a new leader that misses its renew deadline there
+	// exits, leaving the set with no manager at all.
+	flags := []string{"--ceph-work-dir", c.Dir.Host, "--ceph-cli", c.CLIPath,
+		"--leader-elect-lease-duration=10s", "--leader-elect-renew-deadline=8s"}
+	// What the source Secret holds that the mon must accept: each
+	// entity's pending key while there is one (in place, the current one
+	// died when it rotated), else its current key.
+	refused := func(t *testing.T, data map[string][]byte) []string {
+		var bad []string
+		for k, v := range data {
+			if strings.HasSuffix(k, engine.PendingSuffix) || !strings.Contains(k, ".") {
+				continue
+			}
+			if pv, ok := data[k+engine.PendingSuffix]; ok {
+				v = pv
+			}
+			entity, key := keyOf(t, v)
+			if !cephAuthenticates(t, c, entity, key) {
+				bad = append(bad, entity)
+			}
+		}
+		return bad
+	}
+	rows := []pausedRow{
+		{name: "hacephip", failpoint: "ceph/entity-rotating", reach: true,
+			set: func(t *testing.T, ns, name string) *v1.CredentialSet {
+				return cephSet(t, c, ns, name, v1.CephInPlace, v1.CephEntity{Name: "client." + name, Caps: v1.CephCaps{Mon: "allow r"}})
+			}},
+		{name: "hacephadmin", failpoint: "ceph-admin/step-3",
+			set: func(t *testing.T, ns, name string) *v1.CredentialSet {
+				return cephSet(t, c, ns, name, v1.CephInPlace,
+					v1.CephEntity{Name: cephAdminEntity, Caps: adminCaps},
+					v1.CephEntity{Name: "client." + name, Caps: v1.CephCaps{Mon: "allow r"}})
+			}},
+	}
+	for _, r := range rows {
+		set := r.set
+		r.set = func(t *testing.T, ns, name string) *v1.CredentialSet {
+			cs := set(t, ns, name)
+			cs.Spec.Rotation = v1.RotationSpec{DiscardPolicy: v1.DiscardManual}
+			return cs
+		}
+		r.refused, r.flags = refused, flags
+		t.Run(r.failpoint, func(t *testing.T) { runPausedRow(t, r) })
+	}
+}
