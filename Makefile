@@ -7,7 +7,7 @@ GOTESTFLAGS ?= -count=1 -timeout 80m
 # tag makes kubectl-rekey 59.7 MB instead of 77.6 MB.
 BUILDTAGS ?= kustomize_disable_go_plugin_support
 
-.PHONY: all build test env demo bench reliability generate manifests vet fmt clean explore
+.PHONY: all build test env demo bench reliability generate manifests vet fmt clean explore release release-lock
 
 all: build
 
@@ -122,3 +122,22 @@ image:
 	$(GO) run ./hack/image -root $(IMAGE_ROOT) -manager bin/rekey-image-manager -out bin/rekey-image.tar \
 	  -ref $(IMAGE_REF) -packages $(IMAGE_PACKAGES) -exclude $(IMAGE_EXCLUDE) -files /usr/bin/ceph,/lib64/ld-linux-x86-64.so.2 \
 	  -list bin/rekey-image.packages
+
+## release: what a release publishes, into bin/release/ (see docs/image.md): the manager image for linux/amd64 and
+## linux/arm64 as one OCI image index (layout directory and oci-archive, built with go-containerregistry) with an
+## SPDX SBOM per image, the chart packaged with that index as its default image, the kubectl-rekey archives and
+## their krew manifest, SHA256SUMS. Built from a clean checkout of HEAD (edits not committed are not in it) with
+## SOURCE_DATE_EPOCH the commit's time, so two runs give the same bytes. Needs no root, registry or container
+## engine; the Debian packages are the ones pinned in hack/release/debian.lock (downloaded once to ~/.cache/rekey/debs).
+RELEASE_VERSION ?=
+release:
+	@set -eu; commit=$$(git rev-parse HEAD); \
+	tree=$$(mktemp -d "$${TMPDIR:-/tmp}/rekey-release-XXXXXX"); trap 'rm -rf "$$tree"' EXIT; \
+	git archive "$$commit" | tar -x -C "$$tree"; \
+	cd "$$tree/hack/release" && $(GO) run . -src "$$tree" -out "$(CURDIR)/bin/release" -revision "$$commit" \
+	  -epoch "$$(git -C "$(CURDIR)" log -1 --format=%ct "$$commit")" \
+	  $(if $(RELEASE_VERSION),-version $(RELEASE_VERSION)) $(if $(SID_MIRROR),-mirror $(SID_MIRROR))
+
+## release-lock: resolve the image's Debian packages again from the mirror's signed index (hack/release/debian.lock)
+release-lock:
+	cd hack/release && $(GO) run . -update-lock -lock "$(CURDIR)/hack/release/debian.lock" $(if $(SID_MIRROR),-mirror $(SID_MIRROR))
