@@ -16,13 +16,16 @@ import (
 // repaired while Distributed is tried again, as the health gate polls.
 const repairRecheck = 10 * time.Second
 
-// repairDue: the rotation is Distributed, both passwords are meant to be
+// repairDue: phase 1 was recorded as applied (Distributed, or Rotating
+// with RotateApplied: an instance rebuilt before the secrets were
+// distributed would otherwise refuse Verify, and consumers, until the
+// rotation is rolled back), both passwords are meant to be
 // valid on every instance, the discard has not started (from then on
 // Retire repairs instead, with pending only), and there is an instance to
 // repair (with none, e.g. scaled to 0, nothing can refuse anyone, and a
 // repair would only report "no instances" every 10 s with nobody asking).
 func repairDue(st v1.CredentialSetStatus, pending engine.PendingState, noInstances bool) bool {
-	return st.Phase == v1.PhaseDistributed && st.RotateApplied && !st.DiscardStarted && !st.DiscardApplied &&
+	return (st.Phase == v1.PhaseDistributed || st.Phase == v1.PhaseRotating) && st.RotateApplied && !st.DiscardStarted && !st.DiscardApplied &&
 		pending == engine.PendingMatch && !noInstances
 }
 
@@ -35,6 +38,9 @@ func repairDue(st v1.CredentialSetStatus, pending engine.PendingState, noInstanc
 // phase 1 made (rebuilt from an empty data directory): nothing else
 // re-applies it before the discard, and consumers reach every instance.
 func (r *Reconciler) repairPending(ctx context.Context, t *turn) (*problem, error) {
+	if idleDue(t.cs, t.pending, t.p.noInstances) {
+		return r.idleUpkeep(ctx, t)
+	}
 	rp, ok := t.p.backend.(engine.Repairer)
 	if !ok || !repairDue(t.cs.Status, t.pending, t.p.noInstances) {
 		return nil, nil
@@ -45,6 +51,13 @@ func (r *Reconciler) repairPending(ctx context.Context, t *turn) (*problem, erro
 	// repair from a stale read (a discard done since) would make the
 	// discarded password valid again.
 	err := rp.RepairPending(withStatusConfirmed(ctx), t.cur, engine.Pending(t.src.Data, t.p.backend.Keys()))
+	return upkeepProblem(ctx, err, "accepts both the old and the new passwords of the rotation")
+}
+
+// upkeepProblem is what a repair's failure reports: an instance that does
+// not answer, a refusal, a login refused; or err itself when this manager
+// stands down or lost a race. checks says what the repair checks.
+func upkeepProblem(ctx context.Context, err error, checks string) (*problem, error) {
 	if err == nil {
 		return nil, nil
 	}
@@ -53,7 +66,7 @@ func (r *Reconciler) repairPending(ctx context.Context, t *turn) (*problem, erro
 	}
 	if u, ok := engine.AsUnreachable(err); ok {
 		return &problem{reason.InstanceUnreachable, fmt.Sprintf(
-			"instance %s is unreachable, so rekey cannot check that it accepts both the old and the new passwords of the rotation; nothing is lost and it resumes by itself: rekey checks again every 10 s and repairs the instance once it answers: %v", u.Instance, u.Err)}, nil
+			"instance %s is unreachable, so rekey cannot check that it %s; nothing is lost and it resumes by itself: rekey checks again every 10 s and repairs the instance once it answers: %v", u.Instance, checks, u.Err)}, nil
 	}
 	if prob := classify(err); prob != nil {
 		return prob, nil

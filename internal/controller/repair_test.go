@@ -14,6 +14,7 @@ func TestRepairDue(t *testing.T) {
 	applied := started
 	applied.DiscardApplied = true
 	rotating := v1.CredentialSetStatus{Phase: v1.PhaseRotating}
+	rotatingApplied := v1.CredentialSetStatus{Phase: v1.PhaseRotating, RotateApplied: true}
 	for _, tc := range []struct {
 		name    string
 		st      v1.CredentialSetStatus
@@ -24,6 +25,7 @@ func TestRepairDue(t *testing.T) {
 		{"discard started: Retire repairs, with pending only", started, engine.PendingMatch, false},
 		{"discard applied", applied, engine.PendingMatch, false},
 		{"Rotating: Apply does it", rotating, engine.PendingMatch, false},
+		{"Rotating, phase 1 recorded: an instance rebuilt since would refuse Verify", rotatingApplied, engine.PendingMatch, true},
 		{"Idle", v1.CredentialSetStatus{Phase: v1.PhaseIdle}, engine.PendingNone, false},
 		{"pending of another rotation: never applied", dist, engine.PendingStale, false},
 		{"pending missing", dist, engine.PendingNone, false},

@@ -29,6 +29,33 @@ type Account struct {
 	// before rekey (adopted) carries no mark. Release removes the mark;
 	// Deprovision drops what carries it.
 	Marked bool `json:"m,omitempty"`
+	// Gen and DualMark: the generation mark rekey writes with its own
+	// statements (the MySQL backend's rekey.io/applied attribute): the
+	// generation it last applied, and whether that left two passwords. A
+	// person's ALTER USER leaves it as it is. Gen 0: none.
+	Gen      int64 `json:"g,omitempty"`
+	DualMark bool  `json:"dm,omitempty"`
+}
+
+// mark records what rekey applied (gen 0: unknown, nothing recorded).
+func (a *Account) mark(gen int64, dual bool) {
+	if gen > 0 {
+		a.Gen, a.DualMark = gen, dual
+	}
+}
+
+// stale: the mark says the user missed what the set did since, whose
+// current generation is gen (the MySQL backend's staleMark).
+func (a Account) stale(gen int64) bool {
+	return a.Exists && a.Gen > 0 && gen > 0 && (a.Gen < gen || a.Gen == gen && a.DualMark)
+}
+
+// resetToCur is what the MySQL backend's resetStale does to a stale user:
+// IDENTIFIED BY cur, then DISCARD OLD PASSWORD marked current.
+func (a *Account) resetToCur(cur string, gen int64) {
+	a.identifiedBy(cur, false)
+	a.discard()
+	a.mark(gen, false)
 }
 
 // Accepts: MySQL logs the user in with pw.
@@ -79,6 +106,16 @@ type Instance struct {
 	// Down: it does not answer (stopped, partitioned); nobody reaches it,
 	// neither rekey nor consumers.
 	Down bool `json:"down,omitempty"`
+	// Returned: it came back to the cluster (with its volume, or rebuilt)
+	// and no reconcile has finished since. What it holds then is a fault
+	// outside rekey: no lockout holds it to the rule only from the set's
+	// next reconcile on.
+	Returned bool `json:"ret,omitempty"`
+	// Stranded: it returned with its volume holding an admin password the
+	// source Secret no longer holds (it was away while a rotation of the
+	// admin completed): rekey cannot log in there, and says so, until a
+	// person sets the admin's password there or rebuilds it.
+	Stranded bool `json:"str,omitempty"`
 }
 
 // errDown is what connecting to an instance that does not answer gives.

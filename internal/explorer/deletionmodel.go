@@ -22,7 +22,7 @@ func (b *modelBackend) Release(_ context.Context, cur engine.Secrets) error {
 // does not answer changes nothing.
 func (b *modelBackend) Deprovision(_ context.Context, cur engine.Secrets) error {
 	drop := map[string]bool{}
-	for _, k := range modelKeys {
+	for _, k := range b.Keys() {
 		exists, mine := false, true
 		for _, in := range b.w.present() {
 			if a := in.acct(k); a.Exists {
@@ -35,7 +35,7 @@ func (b *modelBackend) Deprovision(_ context.Context, cur engine.Secrets) error 
 }
 
 func (b *modelBackend) deleteOwned(step string, cur engine.Secrets, drop map[string]bool) error {
-	if cur[AdminKey] == "" {
+	if cur[AdminKey] == "" && !b.w.FixedAdmin {
 		return nil
 	}
 	for _, in := range b.w.present() {
@@ -47,7 +47,7 @@ func (b *modelBackend) deleteOwned(step string, cur engine.Secrets, drop map[str
 		}
 	}
 	return b.each(step, []string{cur[AdminKey]}, func(in *Instance) error {
-		for _, k := range modelKeys {
+		for _, k := range b.Keys() {
 			a := in.acct(k)
 			switch {
 			case !a.Marked:

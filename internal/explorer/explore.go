@@ -15,6 +15,7 @@ import (
 func Start(o Options) (*World, error) {
 	w := NewWorld(o.Instances...)
 	w.Set.Spec.DeletionPolicy = o.Policy
+	w.FixedAdmin = o.FixedAdmin
 	if o.Schedule {
 		w.Set.Spec.Rotation = scheduled(w.Set.Spec.Rotation)
 	}

@@ -189,6 +189,10 @@ func (w *World) reconcile(crashAt string, stale *v1.CredentialSet) (hit []string
 				panic(p)
 			}
 			err = errCrashed
+		} else {
+			for _, in := range w.Instances {
+				in.Returned = false // the set's next reconcile after the return has run
+			}
 		}
 		w.read(kc)
 		w.Warnings = rec.warnings

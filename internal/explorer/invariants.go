@@ -31,11 +31,14 @@ func Invariants() []Invariant {
 }
 
 // noLockout: every instance accepts what the consumer's pod holds, except
-// a user a person changed by hand (their doing, not rekey's).
+// a user a person changed by hand (their doing, not rekey's). An instance
+// that returned to the cluster (scaled back in with an old volume, or
+// rebuilt empty) holds what it held, which no rule of rekey's can prevent:
+// it is held to the rule from the set's next reconcile after its return on.
 func noLockout(w *World) string {
 	for _, in := range w.present() {
-		if in.Down {
-			continue // nobody reaches it
+		if in.Down || in.Returned || in.Stranded {
+			continue // nobody reaches it; not yet reconciled since it returned; or rekey cannot log in there
 		}
 		for k, pw := range w.Pod.Creds {
 			if a := in.acct(k); !a.Hand && !a.Accepts(pw) {
@@ -50,12 +53,12 @@ func noLockout(w *World) string {
 // source Secret holds (current or pending), unless a restore from backup
 // dropped the one it has.
 func adminAccepted(w *World) string {
-	if w.Source == nil || w.Set.Status.KeyGeneration == 0 || woundDown(w) {
+	if w.Source == nil || w.Set.Status.KeyGeneration == 0 || woundDown(w) || w.FixedAdmin {
 		return ""
 	}
 	cur, pending := string(w.Source.Data[AdminKey]), string(w.Source.Data[engine.PendingKey(AdminKey)])
 	for _, in := range w.present() {
-		if in.Down {
+		if in.Down || in.Returned || in.Stranded {
 			continue
 		}
 		a := in.acct(AdminKey)
@@ -92,8 +95,14 @@ func recoverable(w *World) string {
 		}
 	}
 	for _, in := range w.Instances {
+		if !in.Present || in.Returned || in.Stranded {
+			// Away, its passwords do not count until it returns: rekey sets
+			// a user that missed what the set did since back to the
+			// current password at its next reconcile then.
+			continue
+		}
 		for k, a := range in.Users {
-			if a.Hand || !a.Exists {
+			if a.Hand || !a.Exists || w.FixedAdmin && k == AdminKey {
 				continue
 			}
 			for _, pw := range []string{a.Primary, a.Secondary} {
@@ -275,6 +284,12 @@ func drainStep(c *World, recovers *int) string {
 		if in.Down {
 			in.Down = false
 			return in.Name + " answers again (what an unreachable instance's refusal waits for)"
+		}
+	}
+	for _, in := range c.present() {
+		if in.Stranded && c.Source != nil {
+			unstrand(c, in)
+			return "DBA sets the admin's password on " + in.Name + " to the current one, as the refusal says"
 		}
 	}
 	for _, in := range c.present() {

@@ -31,6 +31,7 @@ var _ engine.Repairer = (*modelBackend)(nil)
 var _ engine.DiscardGate = (*modelBackend)(nil)
 var _ engine.Releaser = (*modelBackend)(nil)
 var _ engine.Deprovisioner = (*modelBackend)(nil)
+var _ engine.IdleRepairer = (*modelBackend)(nil)
 
 // Annotation selects the model backend for a set.
 const Annotation = "explorer.rekey.io/world"
@@ -47,7 +48,7 @@ func init() {
 		Build: func(_ context.Context, cs *v1.CredentialSet, k registry.Kube, _ registry.Options) (*registry.Plan, error) {
 			w := active
 			adopt := engine.Secrets{}
-			for _, k := range modelKeys {
+			for _, k := range w.keys() {
 				adopt[k] = initial(k)
 			}
 			return &registry.Plan{Backend: &modelBackend{w: w, cs: cs, fence: k.Fence}, NoInstances: len(w.present()) == 0, Adopt: adopt}, nil
@@ -56,7 +57,7 @@ func init() {
 	})
 }
 
-func (b *modelBackend) Keys() []string        { return modelKeys }
+func (b *modelBackend) Keys() []string        { return b.w.keys() }
 func (b *modelBackend) Traits() engine.Traits { return engine.Traits{Overlap: true} }
 
 // NewSecrets is deterministic, so that equal histories give equal states:
@@ -67,7 +68,7 @@ func (b *modelBackend) NewSecrets(gen int64) (engine.Secrets, error) {
 		id = fmt.Sprintf("g%d", gen)
 	}
 	out := engine.Secrets{}
-	for _, k := range modelKeys {
+	for _, k := range b.Keys() {
 		out[k] = strings.TrimSuffix(k, "_PASSWORD") + "-" + id
 	}
 	return out, nil
@@ -124,6 +125,9 @@ func (b *modelBackend) each(step string, passwords []string, fn func(in *Instanc
 }
 
 func (b *modelBackend) admin(in *Instance, passwords []string) error {
+	if b.w.FixedAdmin {
+		passwords = []string{fixedAdminPassword}
+	}
 	a := in.acct(AdminKey)
 	for _, pw := range passwords {
 		if a.Accepts(pw) {
@@ -136,10 +140,11 @@ func (b *modelBackend) admin(in *Instance, passwords []string) error {
 func (b *modelBackend) Provision(_ context.Context, cur engine.Secrets) (engine.Provisioned, error) {
 	err := b.each("model/provision", []string{cur[AdminKey]}, func(in *Instance) error {
 		var refused []string
-		for _, k := range modelKeys {
+		for _, k := range b.Keys() {
 			a := in.acct(k)
 			if !a.Exists {
 				a.make(cur[k])
+				a.mark(b.gen(), false)
 				in.set(k, a)
 			} else if !a.Accepts(cur[k]) {
 				refused = append(refused, k)
@@ -147,6 +152,12 @@ func (b *modelBackend) Provision(_ context.Context, cur engine.Secrets) (engine.
 		}
 		if len(refused) > 0 {
 			return &engine.Refusal{Reason: string(reason.ProvisionFailed), Message: in.Name + " refuses " + strings.Join(refused, ", ")}
+		}
+		for _, k := range b.Keys() {
+			if a := in.acct(k); !a.Dual() && a.Gen == 0 {
+				a.mark(b.gen(), false) // adopted users marked as provisioned
+				in.set(k, a)
+			}
 		}
 		return nil
 	})
@@ -156,7 +167,7 @@ func (b *modelBackend) Provision(_ context.Context, cur engine.Secrets) (engine.
 func (b *modelBackend) Precheck(_ context.Context, cur engine.Secrets) error {
 	var found []string
 	err := b.each("model/precheck", []string{cur[AdminKey]}, func(in *Instance) error {
-		for _, k := range modelKeys {
+		for _, k := range b.Keys() {
 			if in.acct(k).Dual() {
 				found = append(found, k+" on "+in.Name)
 			}
@@ -175,15 +186,20 @@ func (b *modelBackend) Precheck(_ context.Context, cur engine.Secrets) error {
 
 // Apply: create a missing user accepting cur, then RETAIN pending for
 // every user without a secondary (asked first, never twice).
-func (b *modelBackend) Apply(_ context.Context, cur, pending engine.Secrets, _ int64) (engine.Secrets, error) {
+func (b *modelBackend) Apply(_ context.Context, cur, pending engine.Secrets, gen int64) (engine.Secrets, error) {
 	return pending, b.each("model/applied", []string{cur[AdminKey], pending[AdminKey]}, func(in *Instance) error {
-		for _, k := range modelKeys {
+		for _, k := range b.Keys() {
 			a := in.acct(k)
 			if !a.Exists {
 				a.make(cur[k])
+				a.mark(b.gen(), false)
+			}
+			if a.stale(b.gen()) {
+				a.resetToCur(cur[k], b.gen())
 			}
 			if !a.Dual() {
 				a.identifiedBy(pending[k], true)
+				a.mark(gen, true)
 			}
 			in.set(k, a)
 		}
@@ -198,14 +214,15 @@ func (b *modelBackend) Retire(ctx context.Context, cur, pending engine.Secrets) 
 		return err
 	}
 	return b.each("model/retired", []string{pending[AdminKey], cur[AdminKey]}, func(in *Instance) error {
-		for _, k := range modelKeys {
+		b.resetStale(in, cur)
+		for _, k := range b.Keys() {
 			if !in.acct(k).Exists && !b.acceptedElsewhere(in, k, pending[k]) {
 				return &engine.Refusal{Reason: string(reason.DiscardRefused), Message: fmt.Sprintf(
 					"user %s does not exist on %s and no other instance accepts the new password; nothing was created or discarded there. The discard began, so the rotation can only complete (abort and recover are refused): create the user there by hand with the new password", k, in.Name)}
 			}
 		}
 		var refused, create, retain, discard []string
-		for _, k := range modelKeys {
+		for _, k := range b.Keys() {
 			a := in.acct(k)
 			switch {
 			case !a.Exists:
@@ -229,16 +246,19 @@ func (b *modelBackend) Retire(ctx context.Context, cur, pending engine.Secrets) 
 		for _, k := range create {
 			a := Account{}
 			a.make(pending[k])
+			a.mark(b.target(), false)
 			in.set(k, a)
 		}
 		for _, k := range retain {
 			a := in.acct(k)
 			a.identifiedBy(pending[k], true)
+			a.mark(b.target(), true)
 			in.set(k, a)
 		}
 		for _, k := range discard {
 			a := in.acct(k)
 			a.discard()
+			a.mark(b.target(), false)
 			in.set(k, a)
 		}
 		return nil
@@ -257,13 +277,14 @@ func (b *modelBackend) acceptedElsewhere(inst *Instance, key, pw string) bool {
 // Reset: IDENTIFIED BY cur keeps the secondary, so DISCARD follows.
 func (b *modelBackend) Reset(_ context.Context, cur engine.Secrets) error {
 	return b.each("model/reset", []string{cur[AdminKey]}, func(in *Instance) error {
-		for _, k := range modelKeys {
+		for _, k := range b.Keys() {
 			a := in.acct(k)
 			if !a.Exists {
 				a.make(cur[k])
 			}
 			a.identifiedBy(cur[k], false)
 			a.discard()
+			a.mark(b.gen(), false)
 			a.Hand, a.Fixed = false, false // reset to what the source Secret holds
 			in.set(k, a)
 		}
@@ -282,7 +303,7 @@ func (b *modelBackend) Verify(_ context.Context, s engine.Secrets) error {
 			}
 			continue
 		}
-		for _, k := range modelKeys {
+		for _, k := range b.Keys() {
 			if !in.acct(k).Accepts(s[k]) {
 				refused = append(refused, k+" on "+in.Name)
 			}
@@ -302,17 +323,20 @@ func (b *modelBackend) Verify(_ context.Context, s engine.Secrets) error {
 func (b *modelBackend) RepairPending(ctx context.Context, cur, pending engine.Secrets) error {
 	var unknown []string
 	err := b.each("model/repaired", []string{pending[AdminKey], cur[AdminKey]}, func(in *Instance) error {
-		if b.fence != nil && repairNeeded(in, cur, pending) {
+		if b.fence != nil && repairNeeded(in, cur, pending, b.gen()) {
 			// As the MySQL backend, before the session that repairs.
 			if err := b.fence(ctx); err != nil {
 				return err
 			}
 		}
-		for _, k := range modelKeys {
+		for _, k := range b.Keys() {
 			a := in.acct(k)
 			switch {
 			case !a.Exists:
 				a.make(cur[k])
+				a.identifiedBy(pending[k], true)
+			case a.stale(b.gen()):
+				a.resetToCur(cur[k], b.gen())
 				a.identifiedBy(pending[k], true)
 			case a.Dual():
 				continue
@@ -325,6 +349,7 @@ func (b *modelBackend) RepairPending(ctx context.Context, cur, pending engine.Se
 				unknown = append(unknown, k+" on "+in.Name)
 				continue
 			}
+			a.mark(b.target(), true)
 			in.set(k, a)
 		}
 		return nil
@@ -341,9 +366,9 @@ func (b *modelBackend) RepairPending(ctx context.Context, cur, pending engine.Se
 }
 
 // repairNeeded: RepairPending would change a user on in.
-func repairNeeded(in *Instance, cur, pending engine.Secrets) bool {
-	for _, k := range modelKeys {
-		if a := in.acct(k); !a.Exists || (!a.Dual() && (a.Accepts(cur[k]) || a.Accepts(pending[k]))) {
+func repairNeeded(in *Instance, cur, pending engine.Secrets, gen int64) bool {
+	for k := range cur {
+		if a := in.acct(k); !a.Exists || a.stale(gen) || (!a.Dual() && (a.Accepts(cur[k]) || a.Accepts(pending[k]))) {
 			return true
 		}
 	}

@@ -1,5 +1,7 @@
 package explorer
 
+import "rekey.io/rekey/internal/engine"
+
 // The instances' comings and goings (Options.Scaling).
 
 // scaleIn: the instance leaves the cluster with its volume.
@@ -21,9 +23,26 @@ func returns(name string) func(*World) bool {
 		if in == nil || in.Present {
 			return false
 		}
-		in.Present = true
+		in.Present, in.Returned = true, true
+		in.Stranded = w.Source != nil && !w.FixedAdmin && !adminHeld(w, in.acct(AdminKey))
 		return true
 	}
+}
+
+// adminHeld: a accepts an admin password the source Secret holds.
+func adminHeld(w *World, a Account) bool {
+	return a.Accepts(string(w.Source.Data[AdminKey])) || a.Accepts(string(w.Source.Data[engine.PendingKey(AdminKey)]))
+}
+
+// unstrand: a person sets the admin's password on a stranded instance to
+// the source Secret's current one, as rekey's refusal says (the other
+// users keep what they hold: rekey repairs them at its next reconcile).
+func unstrand(w *World, in *Instance) {
+	a := in.acct(AdminKey)
+	a.identifiedBy(string(w.Source.Data[AdminKey]), false)
+	a.discard()
+	in.set(AdminKey, a)
+	in.Stranded, in.Returned = false, true
 }
 
 // rebuilt: the instance comes back from an empty data directory; its
@@ -35,8 +54,15 @@ func rebuilt(name string) func(*World) bool {
 		if in == nil || in.Present || w.Dist == nil {
 			return false
 		}
-		in.Present = true
-		in.Users = map[string]Account{AdminKey: {Exists: true, Primary: string(w.Dist.Data[AdminKey])}}
+		in.Present, in.Returned = true, true
+		admin := string(w.Dist.Data[AdminKey])
+		if w.FixedAdmin {
+			admin = fixedAdminPassword
+		}
+		in.Users = map[string]Account{AdminKey: {Exists: true, Primary: admin}}
+		// The distribution Secret may hold an admin password the source
+		// Secret no longer does (a restore from backup dropped it).
+		in.Stranded = w.Source != nil && !w.FixedAdmin && !adminHeld(w, in.acct(AdminKey))
 		return true
 	}
 }

@@ -65,6 +65,9 @@ type Options struct {
 	// Checks: the user asks for the set's checks (kubectl rekey check),
 	// with a fresh request ID and again with one already answered.
 	Checks bool
+	// FixedAdmin: the admin rekey connects as is not rotated by the set
+	// (World.FixedAdmin).
+	FixedAdmin bool
 	// AppMade: the application user does not exist before rekey, so
 	// provisioning creates it, marked for the set (deletionPolicy Delete
 	// drops it); otherwise every user is adopted.
@@ -90,11 +93,10 @@ func (o Options) keeps(name string) bool {
 	return false
 }
 
-// DefaultOptions is what `go test` explores. Some transitions are
-// explored only on request: REKEY_EXPLORE_SCALING=1 adds instance scaling
-// (a path not fixed yet: an instance returning with the passwords of a
-// generation since retired refuses the consumers until something repairs
-// it, and nothing does while Idle), and REKEY_EXPLORE_STALE=1 adds
+// DefaultOptions is what `go test` explores. Instances scale in and
+// return (with their volume, or rebuilt) by default; REKEY_EXPLORE_SCALING=0
+// leaves that out. Some transitions are explored only on request:
+// REKEY_EXPLORE_STALE=1 adds
 // reconciles from a stale read of the set (TestPathStaleReads explores
 // them by default among the transitions they need; across all of them
 // they also reach the deletion path below).
@@ -103,7 +105,7 @@ func (o Options) keeps(name string) bool {
 func DefaultOptions() Options {
 	return Options{Instances: []string{"i0", "i1"}, Crashes: true, HandChanges: true, Backups: true, Outages: true, Deletion: true,
 		PolicyEdits: true,
-		Scaling:     os.Getenv("REKEY_EXPLORE_SCALING") == "1",
+		Scaling:     os.Getenv("REKEY_EXPLORE_SCALING") != "0",
 		StaleReads:  os.Getenv("REKEY_EXPLORE_STALE") == "1"}
 }
 
@@ -114,7 +116,7 @@ var crashPoints = map[string]bool{
 	"rotate/pending-distributed": true, "rotate/phase-distributed": true,
 	"discard/discard-started": true, "discard/discard-applied": true, "discard/confirmed": true, "discard/phase-idle": true,
 	"abort/phase-idle": true, "reset/backend-reset": true, "provision/source-stored": true,
-	"model/applied": true, "model/retired": true, "model/reset": true, "model/repaired": true,
+	"model/applied": true, "model/retired": true, "model/reset": true, "model/repaired": true, "model/upkeep": true,
 }
 
 // annotate makes a user request; false when it is already there.
@@ -281,7 +283,7 @@ func restoreBackup(w *World) bool {
 func handChange(name string, discard bool) func(*World) bool {
 	return func(w *World) bool {
 		in := w.instance(name)
-		if in == nil || !in.Present || (in.acct(AppKey).Hand && !in.acct(AppKey).Fixed) || w.Gone {
+		if in == nil || !in.Present || !in.acct(AppKey).Exists || (in.acct(AppKey).Hand && !in.acct(AppKey).Fixed) || w.Gone {
 			return false
 		}
 		a := in.acct(AppKey)
@@ -303,7 +305,8 @@ func handFix(name string) func(*World) bool {
 		if in == nil || !in.Present || !in.acct(AppKey).Hand || in.acct(AppKey).Fixed || w.Source == nil || w.Gone {
 			return false
 		}
-		in.set(AppKey, Account{Exists: true, Primary: string(w.Source.Data[AppKey]), Hand: true, Fixed: true, Marked: in.acct(AppKey).Marked})
+		a := in.acct(AppKey)
+		in.set(AppKey, Account{Exists: true, Primary: string(w.Source.Data[AppKey]), Hand: true, Fixed: true, Marked: a.Marked, Gen: a.Gen, DualMark: a.DualMark})
 		return true
 	}
 }

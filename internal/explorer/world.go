@@ -86,6 +86,11 @@ type World struct {
 	// Warnings are the Warning Events of the step that made this state
 	// ("Reason: message"); not part of its identity.
 	Warnings []string `json:"-"`
+	// FixedAdmin: the admin rekey connects as is not one of the set's
+	// users (its password, fixedAdminPassword, comes from
+	// admin.passwordSecretRef and never changes), as a plain StatefulSet's
+	// root often is; otherwise it is rotated with the set (MOCO's preset).
+	FixedAdmin bool `json:"fa,omitempty"`
 	// Waiting are the messages of the step's DeletionWaiting events (a
 	// Normal event that names a next step).
 	Waiting []string `json:"-"`
@@ -286,3 +291,14 @@ func NewWorld(instances ...string) *World {
 // initial is key's password before rekey: the source Secret is given it
 // (adopted), as a user moving an existing cluster under rekey does.
 func initial(key string) string { return strings.TrimSuffix(key, "_PASSWORD") + "-0" }
+
+// fixedAdminPassword is the admin's password when FixedAdmin.
+var fixedAdminPassword = initial(AdminKey)
+
+// keys are the source Secret keys the set rotates.
+func (w *World) keys() []string {
+	if w.FixedAdmin {
+		return []string{AppKey}
+	}
+	return modelKeys
+}
