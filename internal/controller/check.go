@@ -117,8 +117,8 @@ func backendFindings(ctx context.Context, cs *v1.CredentialSet, p *plan, in engi
 }
 
 // consumerFindings check that each declared consumer workload exists and
-// that rekey may restart it (a server-side dry run of the patch it
-// makes, which changes nothing).
+// that rekey may restart it, or mark a CronJob's job template (a
+// server-side dry run of the patch it makes, which changes nothing).
 func (r *Reconciler) consumerFindings(ctx context.Context, cs *v1.CredentialSet) []engine.Finding {
 	var fs []engine.Finding
 	for _, c := range cs.Spec.Consumers {
@@ -152,9 +152,9 @@ func (r *Reconciler) patchable(ctx context.Context, cs *v1.CredentialSet, obj cl
 	err := r.Client.Patch(ctx, obj.DeepCopyObject().(client.Object), client.RawPatch(types.MergePatchType, templatePatch(obj, key, value)), client.DryRunAll)
 	switch {
 	case err == nil:
-		f.OK, f.Message = true, "exists, and rekey may restart it"
+		f.OK, f.Message = true, engine.ConsumerPatchMessage(kind, true)
 	case apierrors.IsForbidden(err):
-		f.Message = "exists, but rekey's manager may not patch it, so it cannot restart it after a rotation"
+		f.Message = engine.ConsumerPatchMessage(kind, false)
 		f.Fix = fmt.Sprintf("grant rekey's manager patch on %ss in namespace %s", strings.ToLower(string(kind)), obj.GetNamespace())
 	default:
 		f.Message = "exists, but a restart patch was refused: " + apiReason(err)

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+
+	v1 "rekey.io/rekey/api/v1alpha1"
 )
 
 // CheckAnnotation carries a check request: a fresh ID, answered in
@@ -124,4 +126,22 @@ func plural(n int, one, many string) string {
 		return one
 	}
 	return many
+}
+
+// ConsumerPatchMessage is what the check of a consumer of kind says once
+// it exists: whether rekey may patch it (allowed), and what that patch
+// does after a rotation. Nothing restarts a CronJob: rekey marks its job
+// template, and it has moved once every Job it controls carries the mark
+// or has finished.
+func ConsumerPatchMessage(kind v1.ConsumerKind, allowed bool) string {
+	if kind == v1.KindCronJob {
+		if allowed {
+			return "exists, and rekey may mark its job template (nothing restarts a CronJob: after a rotation it counts as rolled out once every Job it controls carries the mark or has finished)"
+		}
+		return "exists, but rekey's manager may not patch it, so it cannot mark its job template after a rotation"
+	}
+	if allowed {
+		return "exists, and rekey may restart it"
+	}
+	return "exists, but rekey's manager may not patch it, so it cannot restart it after a rotation"
 }

@@ -3,6 +3,8 @@ package engine
 import (
 	"strings"
 	"testing"
+
+	v1 "rekey.io/rekey/api/v1alpha1"
 )
 
 func TestPreflightMessage(t *testing.T) {
@@ -56,5 +58,31 @@ func TestBlockingAndSort(t *testing.T) {
 	}
 	if got := strings.Join(order, ""); got != "bcad" {
 		t.Fatalf("sorted %s, want failed first in their order: bcad", got)
+	}
+}
+
+func TestConsumerPatchMessage(t *testing.T) {
+	for _, tc := range []struct {
+		kind    v1.ConsumerKind
+		allowed bool
+		want    []string
+		not     []string
+	}{
+		{v1.KindDeployment, true, []string{"rekey may restart it"}, []string{"job template"}},
+		{v1.KindStatefulSet, false, []string{"may not patch it", "cannot restart it"}, []string{"job template"}},
+		{v1.KindCronJob, true, []string{"may mark its job template", "nothing restarts a CronJob", "every Job it controls carries the mark or has finished"}, []string{"may restart it"}},
+		{v1.KindCronJob, false, []string{"may not patch it", "cannot mark its job template"}, []string{"restart it"}},
+	} {
+		got := ConsumerPatchMessage(tc.kind, tc.allowed)
+		for _, w := range tc.want {
+			if !strings.Contains(got, w) {
+				t.Errorf("%s allowed=%v: %q lacks %q", tc.kind, tc.allowed, got, w)
+			}
+		}
+		for _, n := range tc.not {
+			if strings.Contains(got, n) {
+				t.Errorf("%s allowed=%v: %q holds %q", tc.kind, tc.allowed, got, n)
+			}
+		}
 	}
 }

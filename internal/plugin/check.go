@@ -35,7 +35,9 @@ monitor, whether it answers, whether its TLS certificate verifies as the
 spec asks, its version, whether the admin has what rekey's commands need
 (for MySQL, the GRANT that adds a missing privilege), and whether each
 user is there or can be adopted; per consumer workload, whether it exists
-and rekey may restart it.
+and rekey may restart it (a CronJob is not restarted: rekey marks its
+job template, and it counts as rolled out once every Job it controls
+carries the mark or has finished).
 
 The operator runs them, not this command: it holds the set's credentials
 and reaches the servers. check annotates the set as
