@@ -69,6 +69,13 @@ func (r *Reconciler) rotationEvent(cs *v1.CredentialSet, id, typ string, why rea
 	r.Recorder.Eventf(cs, related, typ, string(why), action, "%s", EventNote(fmt.Sprintf(msg, args...)))
 }
 
+// stepEvent is rotationEvent for the Normal Event a step ends with: its note
+// ends with the step the set is in now, as status.step says, so the Events
+// of a set read as its way through the step table.
+func (r *Reconciler) stepEvent(cs *v1.CredentialSet, id string, why reason.Reason, action, msg string, args ...any) {
+	r.rotationEvent(cs, id, "Normal", why, action, msg+" (step %s)", append(args, engine.StepOf(cs.Status))...)
+}
+
 // noteWaiting emits WaitingForRollout once per rotation (not on every
 // 15 s requeue): the first time the discard waits for the consumers. st
 // is the set's status as this reconcile knows it.
@@ -98,8 +105,8 @@ func (r *Reconciler) noteWaiting(cs *v1.CredentialSet, st v1.CredentialSetStatus
 		if recovery {
 			of = "recovery " + resetID
 		}
-		r.rotationEvent(cs, id, "Normal", reason.WaitingForRollout, "Reset", "%s: waiting for %s to roll out the current credentials again; every instance is reset gracePeriod (%s) after they did", of, what, r.gracePeriod(cs))
+		r.stepEvent(cs, id, reason.WaitingForRollout, "Reset", "%s: waiting for %s to roll out the current credentials again; every instance is reset gracePeriod (%s) after they did", of, what, r.gracePeriod(cs))
 		return
 	}
-	r.rotationEvent(cs, id, "Normal", reason.WaitingForRollout, "Discard", "rotation %s: waiting for %s to roll out the new credentials before the old ones are discarded (checked every %s; status.consumers says what each waits for)", id, what, d.Requeue)
+	r.stepEvent(cs, id, reason.WaitingForRollout, "Discard", "rotation %s: waiting for %s to roll out the new credentials before the old ones are discarded (checked every %s; status.consumers says what each waits for)", id, what, d.Requeue)
 }

@@ -99,7 +99,7 @@ func (r *Reconciler) provision(ctx context.Context, cs *v1.CredentialSet, p *pla
 	}); err != nil {
 		return err
 	}
-	r.event(cs, "Normal", reason.Provisioned, "Provision", "generation %d provisioned for %d identities and distributed to %d Secrets", cs.Status.KeyGeneration, len(keys), distributionCount(cs, p))
+	r.event(cs, "Normal", reason.Provisioned, "Provision", "generation %d provisioned for %d identities and distributed to %d Secrets (step %s)", cs.Status.KeyGeneration, len(keys), distributionCount(cs, p), engine.StepOf(cs.Status))
 	return nil
 }
 

@@ -94,7 +94,14 @@ type Input struct {
 
 // Decision is the outcome of Decide.
 type Decision struct {
-	Action        Action
+	Action Action
+	// Step is the step the controller runs for this decision: the step
+	// the action performs, or for a decision that performs none (Wait,
+	// Refuse, None, dropping a served request) the step the set stays in.
+	Step v1.RotationStep
+	// Then is the step run right after Step in the same pass once Step
+	// completed (Then's), "" when the pass ends with Step.
+	Then          v1.RotationStep
 	RotationID    string // for StartRotation
 	RecoverID     string // for Rollback and Recover started by a recover request
 	Reason        reason.Reason
@@ -117,9 +124,28 @@ func RotationInFlight(st v1.CredentialSetStatus) bool {
 }
 
 // Decide is the rotation state machine (Idle → Rotating → Distributed →
-// Idle, with rollback) as a pure function.
-// Phase 1 work always wins: rotate and discard never run in one reconcile.
+// Idle, with rollback) as a pure function: what runs next, in which step,
+// and why. Phase 1 work always wins: rotate and discard never run in one
+// reconcile.
 func Decide(in Input) Decision {
+	d := decide(in)
+	d.Step = RunsStep(d.Action, in.Status)
+	switch d.Action {
+	case ContinueRotation, Discard, Rollback, Recover, Reset:
+		d.Then = Then(d.Step)
+	case StartRotation:
+		// Recording the rotation is the first half of Applying; the
+		// second (staging and applying the secrets) follows in the same
+		// pass unless the source Secret holds another rotation's pending
+		// secrets, which the next pass refuses from the recorded status.
+		if in.Pending == PendingNone {
+			d.Then = StepApplying
+		}
+	}
+	return d
+}
+
+func decide(in Input) Decision {
 	if d, ok := decideRollback(in); ok {
 		return d
 	}

@@ -255,7 +255,9 @@ func (m *RabbitMQ) Ctl(args ...string) error {
 	if err != nil {
 		return err
 	}
-	return m.run(3*time.Minute, []string{
+	// The timeout only stops a CLI that hangs: at load 40 on 2 cores one
+	// call took over 3 minutes (an Erlang VM booting to run one command).
+	return m.run(15*time.Minute, []string{
 		"RABBITMQ_CTL_DIST_PORT_MIN=" + strconv.Itoa(port),
 		"RABBITMQ_CTL_DIST_PORT_MAX=" + strconv.Itoa(port),
 	}, rabbitmqBin+"/rabbitmqctl", append([]string{"-n", m.NodeName}, args...)...)

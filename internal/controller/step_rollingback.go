@@ -57,7 +57,7 @@ func (r *Reconciler) rollback(ctx context.Context, t *turn, recoverID string) (c
 	if recoverID != "" {
 		why = "to recover (kubectl rekey recover)"
 	}
-	r.rotationEvent(cs, id, "Normal", reason.RotationAborted, "Abort", "rotation %s rolled back %s: consumers return to the current secrets, then every instance is reset to them", id, why)
+	r.stepEvent(cs, id, reason.RotationAborted, "Abort", "rotation %s rolled back %s: consumers return to the current secrets, then every instance is reset to them", id, why)
 	// The next reconcile distributes the current secrets, restarts the
 	// consumers, and resets the backend once they rolled out and the grace
 	// period passed.
@@ -78,43 +78,6 @@ func (r *Reconciler) recover(ctx context.Context, t *turn, id string) (ctrl.Resu
 	}); err != nil {
 		return ctrl.Result{}, nil, err
 	}
-	r.rotationEvent(cs, id, "Normal", reason.RecoveryStarted, "Recover", "recovery %s: consumers restart onto the current secrets of the source Secret, then every instance is reset to them", id)
+	r.stepEvent(cs, id, reason.RecoveryStarted, "Recover", "recovery %s: consumers restart onto the current secrets of the source Secret, then every instance is reset to them", id)
 	return ctrl.Result{RequeueAfter: time.Second}, nil, nil
-}
-
-// reset finishes a rollback. Once every consumer rolled out the current
-// secrets, the backend is reset to accept only them, and only then does the
-// source Secret drop the pending data: a secret the backend still accepts is
-// never missing from it (stored before applied). Each step is idempotent.
-func (r *Reconciler) reset(ctx context.Context, t *turn) (ctrl.Result, *problem, error) {
-	cs, p, src := t.cs, t.p, t.src
-	keys := p.backend.Keys()
-	cur, _ := engine.Current(src.Data, keys)
-	if err := r.distribute(ctx, cs, p, cur, cs.Status.KeyGeneration); err != nil {
-		prob, err := distributionProblem(ctx, err)
-		return ctrl.Result{}, prob, err
-	}
-	rolledOut, err := r.syncConsumers(ctx, t)
-	if err != nil {
-		return ctrl.Result{}, nil, err
-	}
-	if !rolledOut {
-		return ctrl.Result{RequeueAfter: engine.RequeueRollout}, nil, nil
-	}
-	if err := r.fence(ctx); err != nil {
-		return ctrl.Result{}, nil, err
-	}
-	if err := p.backend.Reset(ctx, cur); err != nil {
-		return ctrl.Result{}, nil, err
-	}
-	failpoint.Hit("reset/backend-reset")
-	if _, err := r.writeSourceSecret(ctx, cs, src, engine.WithoutPending(src.Data, keys)); err != nil {
-		return ctrl.Result{}, nil, err
-	}
-	if err := r.writeStatus(ctx, t, func(st *v1.CredentialSetStatus) { st.ResetPending, st.RolledOutAt = false, nil }); err != nil {
-		return ctrl.Result{}, nil, err
-	}
-	r.event(cs, "Normal", reason.ResetApplied, "Reset", "every instance accepts only the current secrets again (generation %d)", cs.Status.KeyGeneration)
-	r.dropAnnotations(ctx, cs, engine.AbortAnnotation, engine.RecoverAnnotation)
-	return ctrl.Result{}, nil, nil
 }
