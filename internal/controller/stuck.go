@@ -7,6 +7,7 @@ import (
 
 	v1 "rekey.io/rekey/api/v1alpha1"
 	"rekey.io/rekey/internal/engine"
+	"rekey.io/rekey/internal/reason"
 )
 
 // stuckInfo is the RotationStuck signal of one reconcile.
@@ -57,6 +58,12 @@ func waitsFor(cs *v1.CredentialSet, st v1.CredentialSetStatus, prob *problem) st
 	}
 	if cs.Spec.Rotation.DiscardPolicy != v1.DiscardAfterRollout {
 		return fmt.Sprintf("a discard request (discardPolicy Manual): once every client uses the new credentials, run kubectl rekey discard %s -n %s", cs.Name, cs.Namespace)
+	}
+	if !engine.AutoDiscards(cs.Spec.Rotation.DiscardPolicy, engine.DeclaredConsumers(cs.Spec)) {
+		// Said from the spec, not from this reconcile's problem: a
+		// reconcile that ended in an error has none, and the signal
+		// must not promise a discard that never comes by itself.
+		return fmt.Sprintf("a discard request (%s: discardPolicy AfterRollout retires nothing by itself in a set that declares no consumers): once every client uses the new credentials, run kubectl rekey discard %s -n %s", reason.AutoDiscardHeld, cs.Name, cs.Namespace)
 	}
 	return "the grace period after the rollout (rotation.gracePeriod), or a discard request (kubectl rekey discard)"
 }
