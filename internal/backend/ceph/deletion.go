@@ -2,6 +2,7 @@ package ceph
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"maps"
 	"slices"
@@ -85,6 +86,11 @@ func (b *Backend) wind(ctx context.Context, cur engine.Secrets, deprovision bool
 		if err := b.release(ctx, s, o, e); err != nil {
 			return fmt.Errorf("remove the record of %s: %w", e, err)
 		}
+	}
+	// Last, the set's leadership term (fence.go): nothing of the set is
+	// left for a manager to fence.
+	if _, err := s.run(ctx, "config-key", "rm", b.termKey()); err != nil && !errors.Is(err, ErrNotFound) {
+		return fmt.Errorf("remove the set's leadership term: %w", err)
 	}
 	b.reportDeletion(plan, deprovision)
 	return nil

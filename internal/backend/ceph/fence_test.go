@@ -132,6 +132,12 @@ func TestTermFencingOnTheRealMon(t *testing.T) {
 		t.Fatalf("deletion by the leader before the later one: %v, want the term's refusal", err)
 	}
 	cur.mustAuth(t, keyringIn(t, next, base), true)
+	if err := later.b.Deprovision(ctx, next); err != nil {
+		t.Fatal(err)
+	}
+	if got := later.termOf(t); got != "" {
+		t.Fatalf("the set's term %q is left after its deletion", got)
+	}
 }
 
 // termOf is the term recorded for f's set, "" when none.
@@ -139,6 +145,9 @@ func (f *fixture) termOf(t *testing.T) string {
 	t.Helper()
 	out, err := f.c.CLI(ctxFor(t), "config-key", "get", f.b.termKey())
 	if err != nil {
+		if strings.Contains(err.Error(), "ENOENT") || strings.Contains(err.Error(), "exit status 2") {
+			return ""
+		}
 		t.Fatal(err)
 	}
 	return strings.TrimSpace(string(out))
