@@ -3,6 +3,7 @@ package main
 import (
 	"archive/tar"
 	"bytes"
+	"compress/gzip"
 	"fmt"
 	"io"
 	"io/fs"
@@ -49,7 +50,7 @@ func buildImage(c config, arch string, debLayer, appLayer layerFiles) (v1.Image,
 		}
 		layer, err := tarball.LayerFromOpener(func() (io.ReadCloser, error) {
 			return io.NopCloser(bytes.NewReader(tb)), nil
-		}, tarball.WithMediaType(types.OCILayer), tarball.WithCompressedCaching)
+		}, tarball.WithMediaType(types.OCILayer), tarball.WithCompressionLevel(gzip.DefaultCompression), tarball.WithCompressedCaching)
 		if err != nil {
 			return nil, sz, err
 		}

@@ -33,7 +33,7 @@ type layerFiles map[string]*fileEntry
 // documentation, or only p.Files. Paths under a merged-/usr alias move to
 // /usr; setuid and setgid bits are dropped.
 func (lf layerFiles) addDeb(p debPkg, data []byte) error {
-	only := map[string]bool{}
+	only, found := map[string]bool{}, map[string]bool{}
 	for _, f := range p.Files {
 		only[canonical(f)] = true
 	}
@@ -67,10 +67,12 @@ func (lf layerFiles) addDeb(p debPkg, data []byte) error {
 		if _, ok := lf[name]; !ok {
 			lf[name] = e
 		}
-		delete(only, name)
+		found[name] = true
 	}
 	for f := range only {
-		return fmt.Errorf("%s %s ships no %s", p.Name, p.Version, f)
+		if !found[f] {
+			return fmt.Errorf("%s %s ships no %s", p.Name, p.Version, f)
+		}
 	}
 	return nil
 }
@@ -112,16 +114,16 @@ func (lf layerFiles) finish() error {
 		}
 		e.hdr.Typeflag, e.hdr.Linkname, e.data = tar.TypeReg, "", t.data
 	}
-	for _, a := range usrAliases {
-		if e, ok := lf["usr/"+a]; ok && e.hdr.Typeflag == tar.TypeDir {
-			lf[a] = &fileEntry{hdr: tar.Header{Name: a, Typeflag: tar.TypeSymlink, Linkname: "usr/" + a, Mode: 0o777}}
-		}
-	}
 	for name := range lf {
 		for d := path.Dir(name); d != "."; d = path.Dir(d) {
 			if _, ok := lf[d]; !ok {
 				lf[d] = &fileEntry{hdr: tar.Header{Name: d, Typeflag: tar.TypeDir, Mode: 0o755}}
 			}
+		}
+	}
+	for _, a := range usrAliases {
+		if e, ok := lf["usr/"+a]; ok && e.hdr.Typeflag == tar.TypeDir {
+			lf[a] = &fileEntry{hdr: tar.Header{Name: a, Typeflag: tar.TypeSymlink, Linkname: "usr/" + a, Mode: 0o777}}
 		}
 	}
 	return nil

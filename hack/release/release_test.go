@@ -1,8 +1,11 @@
 package main
 
 import (
+	"archive/tar"
+	"bytes"
 	"os"
 	"path/filepath"
+	"sort"
 	"strings"
 	"testing"
 	"time"
@@ -113,4 +116,39 @@ func must(t *testing.T, err error) {
 	if err != nil {
 		t.Fatal(err)
 	}
+}
+
+func TestAddDebOnlyFiles(t *testing.T) {
+	var buf bytes.Buffer
+	tw := tar.NewWriter(&buf)
+	for _, n := range []string{"./usr/bin/ceph", "./usr/bin/rbd", "./lib/x/libc.so", "./usr/share/doc/ceph/copyright"} {
+		must(t, tw.WriteHeader(&tar.Header{Name: n, Typeflag: tar.TypeReg, Mode: 0o4755, Size: 1}))
+		_, err := tw.Write([]byte("x"))
+		must(t, err)
+	}
+	must(t, tw.Close())
+	only := layerFiles{}
+	must(t, only.addDeb(debPkg{Name: "ceph-common", Files: []string{"/usr/bin/ceph"}}, buf.Bytes()))
+	must(t, only.finish())
+	if got := strings.Join(keys(only), " "); got != "bin usr usr/bin usr/bin/ceph" || only["usr/bin/ceph"].hdr.Mode != 0o755 {
+		t.Errorf("files=/usr/bin/ceph gave %s (want usr/bin/ceph without setuid, its parents and the bin link)", got)
+	}
+	all := layerFiles{}
+	must(t, all.addDeb(debPkg{Name: "libc6"}, buf.Bytes()))
+	must(t, all.finish())
+	if _, ok := all["usr/lib/x/libc.so"]; !ok || all["lib"].hdr.Linkname != "usr/lib" || all["usr/share/doc/ceph/copyright"] != nil {
+		t.Errorf("a whole package gave %v (want /lib moved to /usr/lib with a lib link, no docs)", keys(all))
+	}
+	if err := (layerFiles{}).addDeb(debPkg{Name: "ceph-common", Files: []string{"/usr/bin/nope"}}, buf.Bytes()); err == nil {
+		t.Error("a pinned file the package lacks is not refused")
+	}
+}
+
+func keys(lf layerFiles) []string {
+	var r []string
+	for k := range lf {
+		r = append(r, k)
+	}
+	sort.Strings(r)
+	return r
 }
