@@ -3,7 +3,6 @@ package controller
 import (
 	"context"
 	"fmt"
-	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -11,6 +10,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1 "rekey.io/rekey/api/v1alpha1"
+	"rekey.io/rekey/internal/backend/registry"
 	"rekey.io/rekey/internal/engine"
 	"rekey.io/rekey/internal/naming"
 	"rekey.io/rekey/internal/reason"
@@ -75,7 +75,7 @@ func (r *Reconciler) namespaceDeletionTimeout() time.Duration {
 // backend, for the DeletionIncomplete Warning. Nothing of it is secret:
 // identities are named, credentials never.
 func leftValid(cs *v1.CredentialSet, policy v1.DeletionPolicy) string {
-	ids := identitiesOf(&cs.Spec)
+	ids := identitiesOf(cs)
 	var what string
 	switch {
 	case engine.RotationInFlight(cs.Status):
@@ -88,36 +88,11 @@ func leftValid(cs *v1.CredentialSet, policy v1.DeletionPolicy) string {
 	return fmt.Sprintf("%s; the source Secret keeps the credentials, so that whoever cleans up knows them", what)
 }
 
-// identitiesOf names what a set's spec makes rekey manage on its backend.
-func identitiesOf(s *v1.CredentialSetSpec) string {
-	switch {
-	case s.MySQL != nil:
-		var users []string
-		for _, u := range s.MySQL.Users {
-			users = append(users, u.Name)
-		}
-		if len(users) == 0 {
-			return "the set's MySQL users"
-		}
-		return "MySQL users " + summarize(users, "users", "the set's spec")
-	case s.Ceph != nil:
-		var ents []string
-		for _, e := range s.Ceph.Entities {
-			ents = append(ents, e.Name)
-		}
-		gens := ""
-		if s.Ceph.RotationStrategy() == v1.CephOverlapping {
-			gens = " (and their generations <entity>.<N>)"
-		}
-		return "Ceph entities " + summarize(ents, "entities", "the set's spec") + gens
-	case s.RabbitMQ != nil:
-		return fmt.Sprintf("RabbitMQ users %s-g<N>", s.RabbitMQ.User.Base)
-	case s.Postgres != nil:
-		var bases []string
-		for _, l := range s.Postgres.RotatingLogins() {
-			bases = append(bases, l.Base+"_g<N>")
-		}
-		return "PostgreSQL logins " + strings.Join(bases, ", ")
+// identitiesOf names what a set's spec makes rekey manage on its backend;
+// the backend's registration words it.
+func identitiesOf(cs *v1.CredentialSet) string {
+	if e, ok := registry.For(cs); ok && e.Identities != nil {
+		return e.Identities(cs)
 	}
 	return "the set's backend identities"
 }

@@ -93,7 +93,7 @@ func (r *Reconciler) finalize(ctx context.Context, cs *v1.CredentialSet, giveUp 
 		if len(inUse) > 0 && overdue {
 			slices.Sort(inUse)
 			r.incomplete(cs, "its namespace is being deleted, and %s after the deletion began the set still declared consumers that may use its identities (%s), so it was wound down as with deletionPolicy Discard instead of Delete: the current credentials stay valid for them; delete %s by hand once nothing uses them",
-				r.namespaceDeletionTimeout(), summarize(inUse, "consumers", "spec.consumers"), identitiesOf(&cs.Spec))
+				r.namespaceDeletionTimeout(), summarize(inUse, "consumers", "spec.consumers"), identitiesOf(cs))
 			policy, inUse = v1.DeletionDiscard, nil
 		}
 	}

@@ -38,7 +38,22 @@ var Entry = registry.Entry{
 		}
 		return keys
 	},
-	Describe: describe,
+	Describe:   describe,
+	Identities: identities,
+}
+
+// identities are the entities of the spec, and their generations under
+// Overlapping rotation, for messages.
+func identities(cs *v1.CredentialSet) string {
+	var ents []string
+	for _, e := range cs.Spec.Ceph.Entities {
+		ents = append(ents, e.Name)
+	}
+	gens := ""
+	if cs.Spec.Ceph.RotationStrategy() == v1.CephOverlapping {
+		gens = " (and their generations <entity>.<N>)"
+	}
+	return "Ceph entities " + registry.Summarize(ents, "entities", "the set's spec") + gens
 }
 
 // build makes the Ceph backend. Before any other Ceph command it resolves

@@ -40,7 +40,20 @@ var Entry = registry.Entry{
 		}
 		return nil
 	},
-	Describe: describe,
+	Describe:   describe,
+	Identities: identities,
+}
+
+// identities are the users of the spec, for messages.
+func identities(cs *v1.CredentialSet) string {
+	var users []string
+	for _, u := range cs.Spec.MySQL.Users {
+		users = append(users, u.Name)
+	}
+	if len(users) == 0 {
+		return "the set's MySQL users"
+	}
+	return "MySQL users " + registry.Summarize(users, "users", "the set's spec")
 }
 
 func build(ctx context.Context, cs *v1.CredentialSet, k registry.Kube, o registry.Options) (*registry.Plan, error) {

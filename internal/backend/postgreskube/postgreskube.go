@@ -30,6 +30,16 @@ var Entry = registry.Entry{
 	StatefulSets: statefulSetNames,
 	Describe:     describe,
 	Target:       target,
+	Identities:   identities,
+}
+
+// identities are the logins of every base the set rotates, for messages.
+func identities(cs *v1.CredentialSet) string {
+	var bases []string
+	for _, l := range cs.Spec.Postgres.RotatingLogins() {
+		bases = append(bases, l.Base+"_g<N>")
+	}
+	return "PostgreSQL logins " + strings.Join(bases, ", ")
 }
 
 // lockKeys are the instances, "postgres:<host>:<port>", and a

@@ -30,6 +30,10 @@ var Entry = registry.Entry{
 		return []string{"rabbitmq:" + endpointHost(cs.Spec.RabbitMQ.Endpoint)}
 	},
 	Describe: describe,
+	// One user per generation, named after the base.
+	Identities: func(cs *v1.CredentialSet) string {
+		return "RabbitMQ users " + cs.Spec.RabbitMQ.User.Base + "-g<N>"
+	},
 }
 
 // build makes the RabbitMQ backend from the admin Secret.

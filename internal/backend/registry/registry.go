@@ -48,6 +48,10 @@ type Entry struct {
 	// Target serves distribution targets that carry one identity of the
 	// set (distribution[].login). Nil: every target holds all of them.
 	Target *TargetHook
+	// Identities names what the spec makes rekey manage on the backend,
+	// for messages about what a set left behind ("MySQL users app,
+	// report"). It names identities, never credentials.
+	Identities func(cs *v1.CredentialSet) string
 }
 
 // Plan is the backend built for one reconcile.
@@ -249,6 +253,16 @@ func oneOf(s []string) string {
 		return strings.Join(s, "")
 	}
 	return strings.Join(s[:len(s)-1], ", ") + " or " + s[len(s)-1]
+}
+
+// Summarize lists items in a message: all of them up to three, else how
+// many (noun) and the first three, and where the full list is.
+func Summarize(items []string, noun, where string) string {
+	const shown = 3
+	if len(items) <= shown {
+		return strings.Join(items, ", ")
+	}
+	return fmt.Sprintf("%d %s (first: %s; %s lists them all)", len(items), noun, strings.Join(items[:shown], ", "), where)
 }
 
 // OtherSet names, in a message to cs's readers, another set that holds
