@@ -18,16 +18,25 @@ import (
 )
 
 // pausedRow is one paused-leader scenario on one backend: the leader
-// stops itself at failpoint while it rotates (r1) or discards (r1), and is
-// cut off from the API server. The other replica takes over, completes r1
-// and applies r2. The old one then wakes up with what it read before and
-// goes on where it stopped, with only the backend's own fence between it
-// and the servers (REKEY_TEST_UNFENCED=lease: its Lease is not asked).
+// stops itself at failpoint while it rotates (r1), discards r1 or resets
+// the backend after r1 was aborted, and is cut off from the API server.
+// The other replica takes over, completes r1 (or the reset) and applies
+// r2. The old one then wakes up with what it read before and goes on
+// where it stopped, with only the backend's own fence between it and the
+// servers (REKEY_TEST_UNFENCED=lease: its Lease is not asked).
 type pausedRow struct {
 	name      string
 	failpoint string
 	// inDiscard: the pause falls in r1's discard, not its rotation.
 	inDiscard bool
+	// inAbort: r1 is aborted once distributed; the pause falls in the
+	// backend reset that ends the rollback.
+	inAbort bool
+	// unfenced makes the row the control: no fence at all
+	// (REKEY_TEST_UNFENCED=1), and the woken leader's stale change must
+	// take away something the source Secret holds, or the row no longer
+	// reaches the hazard the fence guards against.
+	unfenced bool
 	// set is the set named name, DiscardManual, not yet created.
 	set func(t *testing.T, ns, name string) *v1.CredentialSet
 	// probe logs in with what the distribution Secret holds, throughout
@@ -48,6 +57,14 @@ type pausedRow struct {
 	lost func(log string) bool
 }
 
+// label names r's subtest: its failpoint, and whether it is the control.
+func (r pausedRow) label() string {
+	if r.unfenced {
+		return r.failpoint + "-unfenced"
+	}
+	return r.failpoint
+}
+
 // runPausedRow runs r and checks: no login of the prober refused, nothing
 // consumers hold taken away when the old leader woke, status not moved
 // back, and (reach) the old leader refused at the backend.
@@ -57,7 +74,17 @@ func runPausedRow(t *testing.T, r pausedRow) {
 	env := []string{"REKEY_TEST_UNFENCED=lease"}
 	api := startAPIPartition(t)
 	flags := append(append([]string{}, leaderFlags...), r.flags...)
-	a := startManagerProcessEnv(t, append(env, "KUBECONFIG="+api.kubeconfig), r.failpoint+":pause", flags...)
+	aFlags := flags
+	if r.unfenced {
+		env = []string{"REKEY_TEST_UNFENCED=1"}
+		// The woken leader's elector ends the process once it fails to
+		// renew for the renew deadline: long enough here for its stale
+		// step to land (the control shows what it does, not how fast it
+		// exits), and few renewals, so that the pause rarely falls in one.
+		aFlags = append(append([]string{}, flags...), "--leader-elect-lease-duration=20s",
+			"--leader-elect-renew-deadline=18s", "--leader-elect-retry-period=5s")
+	}
+	a := startManagerProcessEnv(t, append(env, "KUBECONFIG="+api.kubeconfig), r.failpoint+":pause", aFlags...)
 	if err := k8s.Create(ctxT(t), r.set(t, ns, name)); err != nil {
 		t.Fatal(err)
 	}
@@ -65,39 +92,58 @@ func runPausedRow(t *testing.T, r pausedRow) {
 	b := startManagerProcessEnv(t, env, "", flags...)
 	defer b.stop()
 	step := "rotation"
-	if r.inDiscard {
+	switch {
+	case r.inDiscard:
 		step = "discard"
+	case r.inAbort:
+		step = "reset after an abort"
 	}
 	var (
 		p  *prober
 		mk *scenarioMark
 	)
-	if r.probe != nil {
+	if r.probe != nil && !r.unfenced { // the control locks out on purpose
 		p = r.probe(t, ns, name)
 		mk = proberMark(t, p, "leader paused at "+r.failpoint+" in a "+step+" and cut off from the API server, wakes after the new leader completed it and applied the next rotation (fence: server side only)")
 	}
 
 	started := time.Now()
 	rotate(t, ns, name, "r1")
-	if r.inDiscard {
+	switch {
+	case r.inDiscard:
 		waitPhase(t, ns, name, v1.PhaseDistributed, 1)
 		discard(t, ns, name, "r1")
+	case r.inAbort:
+		waitPhase(t, ns, name, v1.PhaseDistributed, 1)
+		annotate(t, ns, name, engine.AbortAnnotation, "r1")
 	}
 	waitPaused(t, a, r.failpoint)
 	api.partition()
 	paused := time.Now()
-	if !r.inDiscard {
+	gen := int64(2) // once the new leader completed what the old one was doing
+	switch {
+	case r.inAbort:
+		gen = 1
+		waitReset(t, ns, name, gen)
+	case r.inDiscard:
+		waitPhase(t, ns, name, v1.PhaseIdle, gen)
+	default:
 		waitPhase(t, ns, name, v1.PhaseDistributed, 1)
 		discard(t, ns, name, "r1")
+		waitPhase(t, ns, name, v1.PhaseIdle, gen)
 	}
-	waitPhase(t, ns, name, v1.PhaseIdle, 2)
-	t.Logf("takeover: the new leader completed r1 %s after the old one stopped", time.Since(paused).Round(10*time.Millisecond))
+	t.Logf("takeover: the new leader completed the %s of r1 %s after the old one stopped", step, time.Since(paused).Round(10*time.Millisecond))
 	rotate(t, ns, name, "r2")
-	cs := waitPhase(t, ns, name, v1.PhaseDistributed, 2)
+	cs := waitPhase(t, ns, name, v1.PhaseDistributed, gen)
 	if bad := r.refused(t, sourceData(t, cs)); len(bad) > 0 {
 		t.Fatalf("r2 distributed by the new leader, refused: %v", bad)
 	}
 
+	if r.unfenced {
+		// What the woken leader takes away is read with nobody to put it
+		// back: the new leader stops (a later repair would hide it).
+		b.stop()
+	}
 	if err := syscall.Kill(a.cmd.Process.Pid, syscall.SIGCONT); err != nil {
 		t.Fatal(err)
 	}
@@ -110,7 +156,15 @@ func runPausedRow(t *testing.T, r pausedRow) {
 	if !strings.Contains(string(log), "resumed") {
 		t.Fatalf("the old leader never resumed past %s:\n%s", r.failpoint, tail(string(log), 2000))
 	}
-	if bad := r.refused(t, sourceData(t, cs)); len(bad) > 0 {
+	bad := r.refused(t, sourceData(t, cs))
+	switch {
+	case r.unfenced && len(bad) == 0:
+		t.Fatalf("without a fence the woken leader's stale %s should have taken away something the source Secret holds; the row no longer reaches the hazard:\n%s", step, tail(string(log), 3000))
+	case r.unfenced:
+		t.Logf("control: without a fence, the woken leader's stale %s took away %s (row took %s)",
+			step, strings.Join(bad, "; "), time.Since(started).Round(time.Second))
+		return
+	case len(bad) > 0:
 		t.Fatalf("after the old leader woke up, refused: %v\n%s", bad, tail(string(log), 3000))
 	}
 	after := getSet(t, ns, name)
@@ -129,7 +183,7 @@ func runPausedRow(t *testing.T, r pausedRow) {
 	}
 
 	discard(t, ns, name, "r2")
-	cs = waitPhase(t, ns, name, v1.PhaseIdle, 3)
+	cs = waitPhase(t, ns, name, v1.PhaseIdle, gen+1)
 	if bad := r.refused(t, sourceData(t, cs)); len(bad) > 0 {
 		t.Fatalf("r2 completed by the new leader, refused: %v", bad)
 	}
@@ -146,7 +200,11 @@ func runPausedRow(t *testing.T, r pausedRow) {
 // alter r1's login and drop every other generation — r2's among them,
 // which consumers are moving to; the term recorded on the roles refuses
 // it. Retire: paused as it starts r1's discard, it wakes to drop r1's old
-// login, which the new leader dropped already.
+// login, which the new leader dropped already. Abort: r1 is aborted; paused
+// in the reset, right after it repaired the current login, the old leader
+// wakes to drop every other generation — r2's among them, which the new
+// leader made after completing the reset; the term refuses it. The
+// control (-unfenced) runs that row with no fence: r2's login is dropped.
 func TestPausedLeaderPostgres(t *testing.T) {
 	p := pgMatrixCluster(t)
 	if err := p.Exec(p.Primary, "CREATE ROLE ha_owner NOLOGIN", "GRANT CREATE ON SCHEMA public TO ha_owner"); err != nil {
@@ -188,9 +246,11 @@ func TestPausedLeaderPostgres(t *testing.T) {
 	for _, r := range []pausedRow{
 		{name: "hapgapply", failpoint: "rotate/pending-stored", reach: true},
 		{name: "hapgretire", failpoint: "discard/discard-started", inDiscard: true},
+		{name: "hapgabort", failpoint: "reset/postgres-login-ensured", inAbort: true, reach: true},
+		{name: "hapgctl", failpoint: "reset/postgres-login-ensured", inAbort: true, unfenced: true},
 	} {
 		r.set, r.refused, r.probe = set, refused, probe
-		t.Run(r.failpoint, func(t *testing.T) { runPausedRow(t, r) })
+		t.Run(r.label(), func(t *testing.T) { runPausedRow(t, r) })
 	}
 }
 
@@ -223,7 +283,11 @@ func rabbitProber(t testing.TB, m *testenv.RabbitMQ, ns, secret string) *prober 
 // new user, the old leader wakes to put it again and delete every other
 // generation — r2's among them; the term the broker keeps refuses it.
 // Retire: paused right after it deleted r1's old user, it wakes to go on
-// with r1's discard, which the new leader completed.
+// with r1's discard, which the new leader completed. Abort: r1 is aborted;
+// paused in the reset, right after it put the current user back, the old
+// leader wakes to delete every other generation — r2's user among them;
+// the term refuses it. The control (-unfenced) runs that row with no
+// fence: r2's user is deleted.
 func TestPausedLeaderRabbitMQ(t *testing.T) {
 	m := testenv.RabbitMQForTest(t)
 	set := func(t *testing.T, ns, name string) *v1.CredentialSet {
@@ -248,9 +312,11 @@ func TestPausedLeaderRabbitMQ(t *testing.T) {
 	for _, r := range []pausedRow{
 		{name: "harbapply", failpoint: "rotate/rabbitmq-user-put", reach: true},
 		{name: "harbretire", failpoint: "discard/rabbitmq-user-deleted", inDiscard: true},
+		{name: "harbabort", failpoint: "reset/rabbitmq-user-put", inAbort: true, reach: true},
+		{name: "harbctl", failpoint: "reset/rabbitmq-user-put", inAbort: true, unfenced: true},
 	} {
 		r.set, r.refused, r.probe = set, refused, probe
-		t.Run(r.failpoint, func(t *testing.T) { runPausedRow(t, r) })
+		t.Run(r.label(), func(t *testing.T) { runPausedRow(t, r) })
 	}
 }
 

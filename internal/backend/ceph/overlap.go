@@ -196,6 +196,7 @@ func (b *Backend) resetOverlapping(ctx context.Context, s *session, cur engine.S
 			}
 		}
 	}
+	failpoint.Hit("reset/ceph-generations-doomed")
 	for _, name := range doomed {
 		if err := b.removeOwned(ctx, s, o, name, "delete"); err != nil {
 			return err

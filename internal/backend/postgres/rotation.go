@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"rekey.io/rekey/internal/engine"
+	"rekey.io/rekey/internal/failpoint"
 	"rekey.io/rekey/internal/reason"
 )
 
@@ -254,6 +255,7 @@ func (b *Backend) Reset(ctx context.Context, cur engine.Secrets) (err error) {
 	if err := b.apply(ctx, t, ids); err != nil {
 		return err
 	}
+	failpoint.Hit("reset/postgres-login-ensured")
 	for _, id := range ids {
 		if err := b.removeGenerations(ctx, t, id.login, reason.AbortSkipped, id.user); err != nil {
 			return err
