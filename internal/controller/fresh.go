@@ -44,6 +44,13 @@ type freshReads struct {
 	// successful write of it, kept after the cache caught up: the watch
 	// event of that very version is rekey hearing itself (ownWrite).
 	own map[freshKey]string
+	// copies holds, per set, the object the server returned for this
+	// manager's last write of it (at the resourceVersion written records):
+	// the server's state at that version, as good as a cache that holds
+	// it, so a read while the cache is still behind the write needs no
+	// request. Anyone else's later change reaches the cache as an event
+	// that wakes the set again, exactly as when a live read had missed it.
+	copies map[freshKey]client.Object
 }
 
 // readLive marks an object whose server state this manager cannot vouch for.
@@ -92,6 +99,10 @@ func (f *freshReads) Get(ctx context.Context, key client.ObjectKey, obj client.O
 			reflect.ValueOf(obj).Elem().Set(reflect.ValueOf(cached).Elem())
 			return nil
 		}
+		if c := f.copyAt(k, want); c != nil {
+			reflect.ValueOf(obj).Elem().Set(reflect.ValueOf(c).Elem())
+			return nil
+		}
 	}
 	return f.live.Get(ctx, key, obj)
 }
@@ -105,8 +116,24 @@ func (f *freshReads) caughtUp(k freshKey, want string) {
 	f.mu.Lock()
 	if f.written[k] == want {
 		delete(f.written, k)
+		delete(f.copies, k)
 	}
 	f.mu.Unlock()
+}
+
+// copyAt is a copy of the server's answer to this manager's last write of
+// k, if that write is the one at resourceVersion want; nil otherwise.
+func (f *freshReads) copyAt(k freshKey, want string) client.Object {
+	if want == "" || want == readLive {
+		return nil
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	c, ok := f.copies[k]
+	if !ok || c.GetResourceVersion() != want {
+		return nil
+	}
+	return c.DeepCopyObject().(client.Object)
 }
 
 // wrote records the outcome of a write of obj.
@@ -125,16 +152,42 @@ func (f *freshReads) wrote(obj client.Object, err error, deleted bool) {
 	}
 	f.mu.Lock()
 	if f.written == nil {
-		f.written, f.own = map[freshKey]string{}, map[freshKey]string{}
+		f.written, f.own, f.copies = map[freshKey]string{}, map[freshKey]string{}, map[freshKey]client.Object{}
 	}
 	k := keyOf(obj)
 	f.written[k] = rv
+	if _, set := obj.(*v1.CredentialSet); set && rv != readLive {
+		f.copies[k] = obj.DeepCopyObject().(client.Object)
+	} else {
+		delete(f.copies, k)
+	}
 	if _, secret := obj.(*corev1.Secret); secret && rv != readLive {
 		f.own[k] = rv
 	} else {
 		delete(f.own, k)
 	}
 	f.mu.Unlock()
+}
+
+// wokenLater: cs, a version of the set the watch delivers, is older than
+// this manager's last write of it, and that write's own event, still to
+// come, wakes the set in any case (setUpdateWakes from cs to it): waking
+// for cs too would only run one more reconcile, on a copy the pass that
+// wrote since has already moved past. A pass writes a set several times
+// (each step's status, a request annotation removed); without this each
+// write's event that arrived after the pass ended queued another one. The
+// write's event is still to come while its copy is kept (dropped only once
+// a read found the cache holding it); a change by anyone else between the
+// two is read by the reconcile that the later event wakes.
+func (f *freshReads) wokenLater(cs *v1.CredentialSet) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	c, ok := f.copies[keyOf(cs)].(*v1.CredentialSet)
+	if !ok {
+		return false
+	}
+	newer, err := resourceversion.CompareResourceVersion(c.ResourceVersion, cs.ResourceVersion)
+	return err == nil && newer > 0 && setUpdateWakes(cs, c)
 }
 
 // ownWrite: obj is a Secret exactly as this manager's last write of it

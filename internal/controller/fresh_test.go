@@ -12,6 +12,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	fakeclient "sigs.k8s.io/controller-runtime/pkg/client/fake"
 	"sigs.k8s.io/controller-runtime/pkg/event"
+
+	v1 "rekey.io/rekey/api/v1alpha1"
 )
 
 func TestCacheCurrent(t *testing.T) {
@@ -192,5 +194,165 @@ func TestNotOwnWrite(t *testing.T) {
 	// wakes the set.
 	if !(&Reconciler{}).notOwnWrite().Create(event.CreateEvent{Object: s.DeepCopy()}) {
 		t.Error("reading live: an event was filtered")
+	}
+}
+
+// setCache is a cache that holds one set as it was when last copied in.
+type setCache struct{ cs *v1.CredentialSet }
+
+func (c setCache) Get(_ context.Context, key client.ObjectKey, obj client.Object, _ ...client.GetOption) error {
+	if key != client.ObjectKeyFromObject(c.cs) {
+		return apierrors.NewNotFound(v1.GroupVersion.WithResource("credentialsets").GroupResource(), key.Name)
+	}
+	c.cs.DeepCopyInto(obj.(*v1.CredentialSet))
+	return nil
+}
+
+func (setCache) List(context.Context, client.ObjectList, ...client.ListOption) error { return nil }
+
+// TestFreshReadsOwnSetWrite: while the cache is behind rekey's last write
+// of a set, a read gets the server's answer to that write without asking
+// the server again; after a failed write it asks; once the cache holds the
+// write, the copy is dropped and the cache answers.
+func TestFreshReadsOwnSetWrite(t *testing.T) {
+	ctx := context.Background()
+	s := scheme(t)
+	if err := v1.AddToScheme(s); err != nil {
+		t.Fatal(err)
+	}
+	cs := &v1.CredentialSet{ObjectMeta: metav1.ObjectMeta{Namespace: "app", Name: "db"}}
+	server := fakeclient.NewClientBuilder().WithScheme(s).WithObjects(cs).WithStatusSubresource(cs).Build()
+	key := client.ObjectKeyFromObject(cs)
+	cache := setCache{&v1.CredentialSet{}}
+	if err := server.Get(ctx, key, cache.cs); err != nil {
+		t.Fatal(err)
+	}
+	live := &liveCount{Reader: server}
+	f := &freshReads{cache: cache, live: live}
+	c := recordingClient{server, f}
+	read := func() *v1.CredentialSet {
+		t.Helper()
+		got := &v1.CredentialSet{}
+		if err := f.Get(ctx, key, got); err != nil {
+			t.Fatal(err)
+		}
+		return got
+	}
+
+	w := read()
+	w.Status.Phase, w.Status.RotationID = v1.PhaseRotating, "r1"
+	if err := c.Status().Update(ctx, w); err != nil {
+		t.Fatal(err)
+	}
+	got := read()
+	if got.Status.RotationID != "r1" || got.ResourceVersion != w.ResourceVersion || live.n != 0 {
+		t.Fatalf("cache behind rekey's write: want the write's answer (r1 at %s) with no live read, got %q at %s with %d live reads",
+			w.ResourceVersion, got.Status.RotationID, got.ResourceVersion, live.n)
+	}
+	// What the caller does with its copy stays its own.
+	got.Status.RotationID = "changed by the caller"
+	if again := read(); again.Status.RotationID != "r1" {
+		t.Fatalf("a caller's edit leaked into the kept copy: %q", again.Status.RotationID)
+	}
+
+	// A write that fails: rekey cannot vouch for any version, so the server answers.
+	stale := w.DeepCopy()
+	stale.ResourceVersion = "1"
+	if err := c.Status().Update(ctx, stale); !apierrors.IsConflict(err) {
+		t.Fatalf("want a conflict, got %v", err)
+	}
+	if got := read(); got.Status.RotationID != "r1" || live.n != 1 {
+		t.Fatalf("after a failed write: want r1 read live, got %q with %d live reads", got.Status.RotationID, live.n)
+	}
+
+	// Written again, then the cache catches up: the cache answers and the copy goes.
+	w = read()
+	w.Status.Phase = v1.PhaseDistributed
+	if err := c.Status().Update(ctx, w); err != nil {
+		t.Fatal(err)
+	}
+	if err := server.Get(ctx, key, cache.cs); err != nil {
+		t.Fatal(err)
+	}
+	if got := read(); got.Status.Phase != v1.PhaseDistributed || live.n != 2 {
+		t.Fatalf("cache caught up: want Distributed from it, got %q with %d live reads", got.Status.Phase, live.n)
+	}
+	if len(f.written) != 0 || len(f.copies) != 0 {
+		t.Fatalf("record kept once the cache holds the write: %v, %d copies", f.written, len(f.copies))
+	}
+}
+
+// TestWokenLater: the watch event of a set version older than rekey's last
+// write of it is dropped only when that write's own event wakes the set
+// anyway; the write's own event, and any change the write does not move
+// past, still wake it.
+func TestWokenLater(t *testing.T) {
+	ctx := context.Background()
+	s := scheme(t)
+	if err := v1.AddToScheme(s); err != nil {
+		t.Fatal(err)
+	}
+	cs := &v1.CredentialSet{ObjectMeta: metav1.ObjectMeta{Namespace: "app", Name: "db"}}
+	server := fakeclient.NewClientBuilder().WithScheme(s).WithObjects(cs).WithStatusSubresource(cs).Build()
+	f := &freshReads{live: server, cache: setCache{&v1.CredentialSet{}}}
+	c := recordingClient{server, f}
+	r := &Reconciler{fresh: f}
+	wakes := func(old, cur *v1.CredentialSet) bool {
+		return r.setWakes().Update(event.UpdateEvent{ObjectOld: old.DeepCopy(), ObjectNew: cur.DeepCopy()})
+	}
+	write := func(mutate func(*v1.CredentialSet)) *v1.CredentialSet {
+		t.Helper()
+		w := &v1.CredentialSet{}
+		if err := server.Get(ctx, client.ObjectKeyFromObject(cs), w); err != nil {
+			t.Fatal(err)
+		}
+		mutate(w)
+		if err := c.Status().Update(ctx, w); err != nil {
+			t.Fatal(err)
+		}
+		return w.DeepCopy()
+	}
+	v0 := &v1.CredentialSet{}
+	if err := server.Get(ctx, client.ObjectKeyFromObject(cs), v0); err != nil {
+		t.Fatal(err)
+	}
+	rotating := write(func(w *v1.CredentialSet) { w.Status.Phase, w.Status.RotationID = v1.PhaseRotating, "r1" })
+	applied := write(func(w *v1.CredentialSet) { w.Status.RotateApplied = true })
+	distributed := write(func(w *v1.CredentialSet) { w.Status.Phase = v1.PhaseDistributed })
+
+	if wakes(v0, rotating) || wakes(rotating, applied) {
+		t.Error("an event of a version a later write of rekey's moved past woke the set")
+	}
+	if !wakes(applied, distributed) {
+		t.Error("the event of rekey's last write did not wake the set")
+	}
+	// A later write that restates only what the set reports (conditions):
+	// its event does not wake, so the earlier change must.
+	reported := write(func(w *v1.CredentialSet) {
+		w.Status.Conditions = []metav1.Condition{{Type: "Ready", Status: "True", Reason: "Idle", LastTransitionTime: metav1.Now()}}
+	})
+	if !wakes(applied, distributed) {
+		t.Error("a change no later event wakes for was dropped")
+	}
+	if wakes(distributed, reported) {
+		t.Error("a conditions-only write woke the set")
+	}
+	// Someone else's change after rekey's last write wakes.
+	edited := reported.DeepCopy()
+	edited.Annotations = map[string]string{"rekey.io/discard": "r1"}
+	if err := server.Update(ctx, edited); err != nil {
+		t.Fatal(err)
+	}
+	if !wakes(reported, edited) {
+		t.Error("an annotation set by a person did not wake the set")
+	}
+	// No write kept (a failed one): every change wakes.
+	stale := reported.DeepCopy()
+	stale.ResourceVersion = "1"
+	if err := c.Status().Update(ctx, stale); !apierrors.IsConflict(err) {
+		t.Fatalf("want a conflict, got %v", err)
+	}
+	if !wakes(v0, rotating) {
+		t.Error("after a failed write, an older change was dropped")
 	}
 }

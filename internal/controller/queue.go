@@ -35,12 +35,16 @@ func progressOf(st v1.CredentialSetStatus) v1.CredentialSetStatus {
 	return st
 }
 
-// setWakes is setUpdateWakes as the predicate of the set's own watch.
-func setWakes() predicate.Predicate {
+// setWakes is setUpdateWakes as the predicate of the set's own watch,
+// less the changes a later write of this manager's supersedes (wokenLater).
+func (r *Reconciler) setWakes() predicate.Predicate {
 	return predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) bool {
 		old, ok1 := e.ObjectOld.(*v1.CredentialSet)
 		cur, ok2 := e.ObjectNew.(*v1.CredentialSet)
-		return !ok1 || !ok2 || setUpdateWakes(old, cur)
+		if !ok1 || !ok2 {
+			return true
+		}
+		return setUpdateWakes(old, cur) && !(r.fresh != nil && r.fresh.wokenLater(cur))
 	}}
 }
 

@@ -134,7 +134,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	return ctrl.NewControllerManagedBy(mgr).
 		// A set's own status writes that only restate what it reports do
 		// not wake it (setWakes); backedOff holds a failing one to its backoff.
-		For(&v1.CredentialSet{}, builder.WithPredicates(setWakes())).
+		For(&v1.CredentialSet{}, builder.WithPredicates(r.setWakes())).
 		Watches(&appsv1.StatefulSet{}, mapFor(v1.KindStatefulSet)).
 		Watches(&appsv1.Deployment{}, mapFor(v1.KindDeployment)).
 		Watches(&appsv1.DaemonSet{}, mapFor(v1.KindDaemonSet)).
