@@ -3,13 +3,11 @@ package ceph
 import (
 	"crypto/rand"
 	"encoding/hex"
-	"errors"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 )
 
 // Work folders are named rekey-ceph-<pid>-<token>-<random>. A process that
@@ -63,9 +61,4 @@ func sweepWorkDir(dir string) {
 		}
 		os.RemoveAll(filepath.Join(dir, e.Name()))
 	}
-}
-
-func alive(pid int) bool {
-	err := syscall.Kill(pid, 0)
-	return err == nil || errors.Is(err, syscall.EPERM)
 }
