@@ -27,7 +27,6 @@ type summary struct {
 	Chart      string               `json:"chart"`
 	Krew       string               `json:"krew"`
 	Archives   map[string]string    `json:"archives"`
-	Seconds    map[string]float64   `json:"seconds"`
 }
 
 type archImage struct {
@@ -61,9 +60,11 @@ func build(c config) error {
 	}
 	defer os.RemoveAll(work)
 	s := summary{Version: c.version, Revision: c.revision, Epoch: c.epoch.Unix(), Repository: c.repo,
-		Images: map[string]archImage{}, Archives: map[string]string{}, Seconds: map[string]float64{}}
+		Images: map[string]archImage{}, Archives: map[string]string{}}
+	// How long each step took is printed, not written into the release:
+	// release.json must be the same bytes in every build.
 	timed := func(what string, start time.Time) {
-		s.Seconds[what] = time.Since(start).Round(100 * time.Millisecond).Seconds()
+		fmt.Printf("%s: %.1f s\n", what, time.Since(start).Seconds())
 	}
 
 	idx := mutate.IndexMediaType(empty.Index, types.OCIImageIndex)
@@ -136,11 +137,13 @@ func build(c config) error {
 	}
 	s.Index = d.String()
 
+	start = time.Now()
 	chart, err := packageChart(c, filepath.Join(c.src, "charts/rekey"), c.out, s.Index)
 	if err != nil {
 		return err
 	}
 	s.Chart = filepath.Base(chart)
+	timed("chart", start)
 
 	start = time.Now()
 	manifest, err := os.ReadFile(filepath.Join(c.src, "hack/krew/rekey.yaml"))
@@ -152,8 +155,13 @@ func build(c config) error {
 		return err
 	}
 	for _, p := range platforms {
+		one := time.Now()
 		bin := filepath.Join(work, p.os+"-"+p.arch, p.bin)
-		if err := goBuild(c, p.os, p.arch, "./cmd/kubectl-rekey", bin, "-X rekey.io/rekey/internal/plugin.version="+c.version); err != nil {
+		stamp := "-X rekey.io/rekey/internal/plugin.version=" + c.version
+		if c.revision != "" {
+			stamp += " -X rekey.io/rekey/internal/plugin.commit=" + c.revision
+		}
+		if err := goBuild(c, p.os, p.arch, "./cmd/kubectl-rekey", bin, stamp); err != nil {
 			return err
 		}
 		file, err := pluginArchive(c, p, bin, c.out)
@@ -163,6 +171,7 @@ func build(c config) error {
 		if s.Archives[p.archive], err = fileSHA256(file); err != nil {
 			return err
 		}
+		timed("plugin "+p.os+"/"+p.arch, one)
 	}
 	filled, err := fillKrew(c, manifest, s.Archives)
 	if err != nil {

@@ -84,23 +84,37 @@ func fillKrew(c config, manifest []byte, sums map[string]string) ([]byte, error)
 	return []byte(strings.Join(out, "\n")), nil
 }
 
-// pluginArchive packs the built binary as the manifest's archive: a
-// gzipped tar, or a zip for .zip, the one file at the top, every time the
+// pluginArchive packs the built binary as the manifest's archive, with
+// the repository's LICENSE beside it (krew-index asks for one in each): a
+// gzipped tar, or a zip for .zip, both files at the top, every time the
 // epoch.
 func pluginArchive(c config, p krewPlatform, binFile, dir string) (string, error) {
-	data, err := os.ReadFile(binFile)
+	bin, err := os.ReadFile(binFile)
 	if err != nil {
 		return "", err
 	}
+	license, err := os.ReadFile(filepath.Join(c.src, "LICENSE"))
+	if err != nil {
+		return "", err
+	}
+	files := []struct {
+		name string
+		mode int64
+		data []byte
+	}{{p.bin, 0o755, bin}, {"LICENSE", 0o644, license}}
 	var buf bytes.Buffer
 	if strings.HasSuffix(p.archive, ".zip") {
 		zw := zip.NewWriter(&buf)
-		w, err := zw.CreateHeader(&zip.FileHeader{Name: p.bin, Method: zip.Deflate, Modified: c.epoch})
-		if err != nil {
-			return "", err
-		}
-		if _, err := w.Write(data); err != nil {
-			return "", err
+		for _, f := range files {
+			h := &zip.FileHeader{Name: f.name, Method: zip.Deflate, Modified: c.epoch}
+			h.SetMode(os.FileMode(f.mode))
+			w, err := zw.CreateHeader(h)
+			if err != nil {
+				return "", err
+			}
+			if _, err := w.Write(f.data); err != nil {
+				return "", err
+			}
 		}
 		if err := zw.Close(); err != nil {
 			return "", err
@@ -108,12 +122,14 @@ func pluginArchive(c config, p krewPlatform, binFile, dir string) (string, error
 	} else {
 		gz := gzip.NewWriter(&buf)
 		tw := tar.NewWriter(gz)
-		h := &tar.Header{Name: p.bin, Typeflag: tar.TypeReg, Mode: 0o755, Size: int64(len(data)), ModTime: c.epoch, Format: tar.FormatPAX}
-		if err := tw.WriteHeader(h); err != nil {
-			return "", err
-		}
-		if _, err := tw.Write(data); err != nil {
-			return "", err
+		for _, f := range files {
+			h := &tar.Header{Name: f.name, Typeflag: tar.TypeReg, Mode: f.mode, Size: int64(len(f.data)), ModTime: c.epoch, Format: tar.FormatPAX}
+			if err := tw.WriteHeader(h); err != nil {
+				return "", err
+			}
+			if _, err := tw.Write(f.data); err != nil {
+				return "", err
+			}
 		}
 		if err := tw.Close(); err != nil {
 			return "", err

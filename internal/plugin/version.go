@@ -16,6 +16,11 @@ import (
 // stamps a pseudo-version from the git checkout), else "(devel)".
 var version = ""
 
+// commit is the commit a release was built from (-X ...plugin.commit=): a
+// release builds with -buildvcs=false from an exported tree, so the build
+// info carries no VCS stamp to read it from.
+var commit = ""
+
 // buildInfo is what version prints: the version, the commit built and
 // whether the tree was modified, the Go toolchain and platform.
 type buildInfo struct {
@@ -24,7 +29,7 @@ type buildInfo struct {
 }
 
 func readBuildInfo() buildInfo {
-	b := buildInfo{Version: version, GoVersion: runtime.Version(), Platform: runtime.GOOS + "/" + runtime.GOARCH}
+	b := buildInfo{Version: version, Commit: commit, GoVersion: runtime.Version(), Platform: runtime.GOOS + "/" + runtime.GOARCH}
 	info, ok := debug.ReadBuildInfo()
 	if ok {
 		if b.Version == "" && info.Main.Version != "" {
@@ -33,7 +38,9 @@ func readBuildInfo() buildInfo {
 		for _, s := range info.Settings {
 			switch s.Key {
 			case "vcs.revision":
-				b.Commit = s.Value
+				if b.Commit == "" {
+					b.Commit = s.Value
+				}
 			case "vcs.modified":
 				b.Modified = s.Value == "true"
 			}
