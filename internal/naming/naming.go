@@ -1,15 +1,15 @@
 // Package naming holds the names rekey gives what other programs and
-// people see: the Secrets it keeps, the labels, annotations and
-// finalizers it sets, the keys of the Secrets it renders and the
-// identities each generation gets. The controller and the backends write
-// them, the plugin reads them; both take them from here, so the two can
-// never drift apart. It imports nothing of rekey but the API types.
+// people see, whatever the backend: the Secrets it keeps, the labels,
+// annotations and finalizers it sets. The controller and the backends
+// write them, the plugin reads them; both take them from here, so the two
+// can never drift apart. Names only one backend gives (the keys of its
+// rendered Secrets, the identity of each generation) are in that
+// backend's package. It imports nothing of rekey but the API types.
 package naming
 
 import (
 	"crypto/sha256"
 	"encoding/hex"
-	"strconv"
 	"strings"
 
 	v1 "rekey.io/rekey/api/v1alpha1"
@@ -68,60 +68,3 @@ func ConsumerFinalizer(kind v1.ConsumerKind, namespace, name string) string {
 	}
 	return ConsumerFinalizerPrefix + strings.TrimRight(short, "-.") + "-" + hex.EncodeToString(sum[:])[:8]
 }
-
-// Ceph: the temporary admin that rotates the admin's own key, the Secret
-// that keeps its keyring meanwhile, and what each entity is rendered as.
-const (
-	// CephRotatorEntity is the temporary admin that rotates the admin's
-	// key: the admin cannot rotate its own key and store the result
-	// atomically, so the rotator, stored first, stays able to finish the
-	// job whatever happens in between.
-	CephRotatorEntity = "client.admin-rotator"
-	// RotatorKeyringKey holds the rotator's keyring in its Secret.
-	RotatorKeyringKey = "keyring"
-)
-
-// RotatorSecretName is where the temporary rotator's keyring lives while
-// the admin key rotates: next to the admin keyring Secret.
-func RotatorSecretName(adminSecret string) string { return adminSecret + "-rotator" }
-
-// Keys a Ceph set's distribution Secrets hold for entity e (a name of
-// spec.ceph.entities): the keyring file, the bare key, the full name of
-// the generation served (client.csi.3) and its id (csi.3, what --id and
-// ceph-csi's userID take).
-func CephKeyringKey(e string) string { return e + ".keyring" }
-func CephKeyKey(e string) string     { return e + ".key" }
-func CephNameKey(e string) string    { return e + ".name" }
-func CephIDKey(e string) string      { return e + ".id" }
-
-// CephGenerationEntity names generation gen of entity base under
-// Overlapping rotation: base itself is generation 0 (a key that existed
-// before rekey), base.N is generation N.
-func CephGenerationEntity(base string, gen int64) string {
-	if gen == 0 {
-		return base
-	}
-	return base + "." + strconv.FormatInt(gen, 10)
-}
-
-// Keys of a distribution Secret in one of ceph-csi's formats, as ceph-csi
-// reads them: the id is passed to --id (the entity without "client."),
-// the key is written to a key file for --keyfile, so it is the bare
-// base64 key, not a keyring.
-const (
-	CephCSIUserID   = "userID"
-	CephCSIUserKey  = "userKey"
-	CephCSIAdminID  = "adminID"
-	CephCSIAdminKey = "adminKey"
-)
-
-// RabbitMQ: a generation is a user name and its password, both needed by
-// a consumer to log in; they are the source Secret's keys and the
-// distribution Secrets' too.
-const (
-	RabbitMQUsernameKey = "username"
-	RabbitMQPasswordKey = "password"
-)
-
-// RabbitMQUser names generation gen's user of base.
-func RabbitMQUser(base string, gen int64) string { return base + "-g" + strconv.FormatInt(gen, 10) }

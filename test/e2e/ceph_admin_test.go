@@ -16,7 +16,6 @@ import (
 
 	v1 "rekey.io/rekey/api/v1alpha1"
 	"rekey.io/rekey/internal/backend/ceph"
-	"rekey.io/rekey/internal/naming"
 	"rekey.io/rekey/internal/reason"
 	"rekey.io/rekey/internal/testenv"
 )
@@ -69,7 +68,7 @@ func TestCephAdminRotationCrash(t *testing.T) {
 		waitEvent(t, ns, name, string(reason.AdminKeyRotated))
 		keys = assertAdminRotated(t, c, ns, name, adminSecret, before)
 		// It went through the rotator: its Secret was written, then emptied.
-		rotator := client.ObjectKey{Namespace: ns, Name: naming.RotatorSecretName(adminSecret)}
+		rotator := client.ObjectKey{Namespace: ns, Name: ceph.RotatorSecretName(adminSecret)}
 		if err := k8s.Get(ctxT(t), rotator, &corev1.Secret{}); err != nil {
 			t.Fatalf("the rotator's Secret was never written: %v", err)
 		}
@@ -141,7 +140,7 @@ func storedKeyringAdministers(t testing.TB, c *testenv.Ceph, ns, adminSecret str
 			return entity
 		}
 	}
-	t.Fatalf("no stored keyring administers the cluster: neither the admin Secret %s nor %s", adminSecret, naming.RotatorSecretName(adminSecret))
+	t.Fatalf("no stored keyring administers the cluster: neither the admin Secret %s nor %s", adminSecret, ceph.RotatorSecretName(adminSecret))
 	return ""
 }
 
@@ -158,7 +157,7 @@ func administers(t testing.TB, c *testenv.Ceph, entity, key string) bool {
 func rotatorKeyring(t testing.TB, ns, adminSecret string) []byte {
 	t.Helper()
 	s := &corev1.Secret{}
-	err := k8s.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: naming.RotatorSecretName(adminSecret)}, s)
+	err := k8s.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: ceph.RotatorSecretName(adminSecret)}, s)
 	if apierrors.IsNotFound(err) {
 		return nil
 	}
@@ -208,7 +207,7 @@ func assertAdminRotated(t testing.TB, c *testenv.Ceph, ns, name, adminSecret str
 		t.Fatal("the admin keyring Secret's key does not administer the cluster")
 	}
 	if kr := rotatorKeyring(t, ns, adminSecret); len(kr) > 0 {
-		t.Fatalf("Secret %s still holds a keyring after the rotation", naming.RotatorSecretName(adminSecret))
+		t.Fatalf("Secret %s still holds a keyring after the rotation", ceph.RotatorSecretName(adminSecret))
 	}
 	return now
 }

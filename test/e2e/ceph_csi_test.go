@@ -16,6 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1 "rekey.io/rekey/api/v1alpha1"
+	"rekey.io/rekey/internal/backend/ceph"
 	"rekey.io/rekey/internal/naming"
 	"rekey.io/rekey/internal/testenv"
 )
@@ -97,10 +98,10 @@ func TestCephCSIFormat(t *testing.T) {
 
 	var consumers []*csiConsumer
 	for _, u := range rookCSIUsers {
-		k := &csiConsumer{name: u.secret, ns: ns, secret: u.secret, idField: naming.CephCSIUserID, keyField: naming.CephCSIUserKey}
+		k := &csiConsumer{name: u.secret, ns: ns, secret: u.secret, idField: ceph.CSIUserID, keyField: ceph.CSIUserKey}
 		if u.format == v1.FormatCephCSIWithAdmin {
 			// An older ceph-csi's CephFS plugin reads the admin pair.
-			k.idField, k.keyField = naming.CephCSIAdminID, naming.CephCSIAdminKey
+			k.idField, k.keyField = ceph.CSIAdminID, ceph.CSIAdminKey
 		}
 		k.start(t, c)
 		consumers = append(consumers, k)

@@ -6,12 +6,8 @@ import (
 
 	"rekey.io/rekey/internal/engine"
 	"rekey.io/rekey/internal/failpoint"
-	"rekey.io/rekey/internal/naming"
 	"rekey.io/rekey/internal/reason"
 )
-
-// RotatorEntity is the temporary admin that rotates the admin's key.
-const RotatorEntity = naming.CephRotatorEntity
 
 // rotatorCaps are the admin permissions the rotator needs to rotate the
 // admin's key and delete itself afterwards: all of them.

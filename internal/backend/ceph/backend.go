@@ -16,7 +16,6 @@ import (
 
 	v1 "rekey.io/rekey/api/v1alpha1"
 	"rekey.io/rekey/internal/engine"
-	"rekey.io/rekey/internal/naming"
 	"rekey.io/rekey/internal/reason"
 )
 
@@ -182,10 +181,10 @@ func (b *Backend) Render(s engine.Secrets) (map[string][]byte, error) {
 		if err != nil {
 			return nil, fmt.Errorf("render %s: %w", k, err)
 		}
-		out[naming.CephKeyringKey(k)] = []byte(kr.String())
-		out[naming.CephKeyKey(k)] = []byte(kr.Key)
-		out[naming.CephNameKey(k)] = []byte(kr.Entity)
-		out[naming.CephIDKey(k)] = []byte(entityID(kr.Entity))
+		out[KeyringKey(k)] = []byte(kr.String())
+		out[KeyKey(k)] = []byte(kr.Key)
+		out[NameKey(k)] = []byte(kr.Entity)
+		out[IDKey(k)] = []byte(entityID(kr.Entity))
 	}
 	return out, nil
 }

@@ -6,8 +6,6 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
-
-	"rekey.io/rekey/internal/naming"
 )
 
 // Keyring is one entity's cephx key in the keyring file format the ceph
@@ -153,6 +151,3 @@ func generationOf(base, entity string) (int64, bool) {
 	n, err := strconv.ParseInt(rest, 10, 64)
 	return n, err == nil
 }
-
-// generationEntity names generation gen of base.
-func generationEntity(base string, gen int64) string { return naming.CephGenerationEntity(base, gen) }

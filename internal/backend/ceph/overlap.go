@@ -37,14 +37,14 @@ func (b *Backend) applyOverlapping(ctx context.Context, s *session, cur engine.S
 		}
 		for _, g := range dump.generations(e.Name) {
 			if g > curGen && g != gen {
-				name := generationEntity(e.Name, g)
+				name := GenerationEntity(e.Name, g)
 				if err := b.removeOwned(ctx, s, o, name, "delete"); err != nil {
 					return nil, err
 				}
 				orphans = append(orphans, name)
 			}
 		}
-		target := generationEntity(e.Name, gen)
+		target := GenerationEntity(e.Name, gen)
 		entry, ok := dump[target]
 		if ok {
 			// Made by this rotation before a crash, or by someone else:
@@ -109,7 +109,7 @@ func (b *Backend) retirePriors(ctx context.Context, s *session, secrets engine.S
 			return err
 		}
 		for _, g := range priorsToRetire(dump.generations(e.Name), gen, b.keep) {
-			doomed = append(doomed, generationEntity(e.Name, g))
+			doomed = append(doomed, GenerationEntity(e.Name, g))
 		}
 	}
 	// Every prior is checked before any goes: a refusal leaves the
@@ -188,7 +188,7 @@ func (b *Backend) resetOverlapping(ctx context.Context, s *session, cur engine.S
 		}
 		for _, g := range dump.generations(e.Name) {
 			if g > curGen {
-				name := generationEntity(e.Name, g)
+				name := GenerationEntity(e.Name, g)
 				if err := b.mustOwn(o, name, "delete"); err != nil {
 					return err
 				}

@@ -72,7 +72,7 @@ func (b *Backend) Provision(ctx context.Context, cur engine.Secrets) (engine.Pro
 				}
 			}
 			if gens := dump.generations(e.Name); len(gens) > 0 {
-				name := generationEntity(e.Name, gens[0])
+				name := GenerationEntity(e.Name, gens[0])
 				if err := b.claim(ctx, s, o, name, "adopt"); err != nil {
 					return p, err
 				}
@@ -103,7 +103,7 @@ func (b *Backend) Provision(ctx context.Context, cur engine.Secrets) (engine.Pro
 		if b.overlap {
 			// Next to adopted generations the new entity takes theirs:
 			// the set has one generation, and rotating moves all of it.
-			name = generationEntity(e.Name, max(p.Generation, 1))
+			name = GenerationEntity(e.Name, max(p.Generation, 1))
 		}
 		if err := b.claim(ctx, s, o, name, "create"); err != nil {
 			return p, err

@@ -71,7 +71,7 @@ func TestGenerationNames(t *testing.T) {
 			t.Errorf("generationOf(%s, %s) = %d, %v", tc.base, tc.entity, gen, ok)
 		}
 	}
-	if generationEntity("client.csi", 0) != "client.csi" || generationEntity("client.csi", 4) != "client.csi.4" {
+	if GenerationEntity("client.csi", 0) != "client.csi" || GenerationEntity("client.csi", 4) != "client.csi.4" {
 		t.Fatal("generationEntity")
 	}
 	if entityID("client.csi.3") != "csi.3" || entityID("mgr.a") != "a" {

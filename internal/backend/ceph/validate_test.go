@@ -223,7 +223,7 @@ func FuzzEntityName(f *testing.F) {
 		if back, err := ParseKeyring(kr.String()); err != nil || back != kr {
 			t.Fatalf("%q does not round-trip through a keyring: %+v, %v", name, back, err)
 		}
-		if g, ok := generationOf(name, generationEntity(name, 7)); !ok || g != 7 {
+		if g, ok := generationOf(name, GenerationEntity(name, 7)); !ok || g != 7 {
 			t.Fatalf("%q: generation 7 reads back as %d, %v", name, g, ok)
 		}
 	})

@@ -8,9 +8,9 @@ import (
 	"text/tabwriter"
 
 	v1 "rekey.io/rekey/api/v1alpha1"
+	"rekey.io/rekey/internal/backend/ceph"
 	"rekey.io/rekey/internal/backend/registry"
 	"rekey.io/rekey/internal/engine"
-	"rekey.io/rekey/internal/naming"
 )
 
 // describe is how the plugin speaks of Ceph sets. Ceph mints its keys
@@ -92,7 +92,7 @@ func newEntities(cs *v1.CredentialSet) []string {
 	gen := engine.TargetGeneration(cs.Spec.Rotation, cs.Status)
 	var out []string
 	for _, e := range cs.Spec.Ceph.Entities {
-		out = append(out, naming.CephGenerationEntity(e.Name, gen))
+		out = append(out, ceph.GenerationEntity(e.Name, gen))
 	}
 	return out
 }
@@ -122,7 +122,7 @@ func plan(_ context.Context, out io.Writer, cs *v1.CredentialSet, _ registry.Rea
 			line += fmt.Sprintf("\tnew entity %s.%d\t%s", e.Name, gen, capsText(e.Caps))
 		}
 		if e.Name == cs.Spec.Ceph.AdminEntity() {
-			line += "\t(rekey connects as this entity; its key rotates through " + naming.CephRotatorEntity + ")"
+			line += "\t(rekey connects as this entity; its key rotates through " + ceph.RotatorEntity + ")"
 		}
 		fmt.Fprintln(tw, line)
 	}
@@ -147,7 +147,7 @@ func capsText(c v1.CephCaps) string {
 // renderedKeys are the keys Render writes per entity.
 func renderedKeys(*v1.CredentialSet) string {
 	const e = "E"
-	return fmt.Sprintf("%s, %s, %s and %s for each entity %s", naming.CephKeyringKey(e), naming.CephKeyKey(e), naming.CephNameKey(e), naming.CephIDKey(e), e)
+	return fmt.Sprintf("%s, %s, %s and %s for each entity %s", ceph.KeyringKey(e), ceph.KeyKey(e), ceph.NameKey(e), ceph.IDKey(e), e)
 }
 
 // moreSecrets is the admin keyring Secret when the set rotates the admin.
@@ -157,7 +157,7 @@ func moreSecrets(cs *v1.CredentialSet) []string {
 		if e.Name == admin {
 			ref := cs.Spec.Ceph.Admin.KeyringSecretRef.Name
 			return []string{fmt.Sprintf("admin keyring Secret %s/%s (%s is one of the entities; while it rotates, the temporary %s's keyring is kept in %s/%s)",
-				cs.Namespace, ref, admin, naming.CephRotatorEntity, cs.Namespace, naming.RotatorSecretName(ref))}
+				cs.Namespace, ref, admin, ceph.RotatorEntity, cs.Namespace, ceph.RotatorSecretName(ref))}
 		}
 	}
 	return nil

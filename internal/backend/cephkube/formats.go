@@ -4,8 +4,8 @@ import (
 	"fmt"
 
 	v1 "rekey.io/rekey/api/v1alpha1"
+	"rekey.io/rekey/internal/backend/ceph"
 	"rekey.io/rekey/internal/backend/registry"
-	"rekey.io/rekey/internal/naming"
 )
 
 func registerFormats() {
@@ -26,21 +26,21 @@ func renderCSI(cs *v1.CredentialSet, t v1.SecretTarget, data map[string][]byte) 
 	if err != nil {
 		return nil, err
 	}
-	id, key := data[naming.CephIDKey(entity)], data[naming.CephKeyKey(entity)]
+	id, key := data[ceph.IDKey(entity)], data[ceph.KeyKey(entity)]
 	if len(id) == 0 || len(key) == 0 {
 		return nil, fmt.Errorf("distribution target %s/%s: nothing was rendered for entity %s", t.Namespace, t.Name, entity)
 	}
-	out := map[string][]byte{naming.CephCSIUserID: id, naming.CephCSIUserKey: key}
+	out := map[string][]byte{ceph.CSIUserID: id, ceph.CSIUserKey: key}
 	if t.Format == v1.FormatCephCSIWithAdmin {
-		out[naming.CephCSIAdminID], out[naming.CephCSIAdminKey] = id, key
+		out[ceph.CSIAdminID], out[ceph.CSIAdminKey] = id, key
 	}
 	return out, nil
 }
 
-// CSIEntity is the entity a CephCSI target serves (naming.CephCSIEntity);
+// CSIEntity is the entity a CephCSI target serves (ceph.CSIEntity);
 // a target it cannot serve is a spec problem for the user to fix.
 func CSIEntity(cs *v1.CredentialSet, t v1.SecretTarget) (string, error) {
-	e, err := naming.CephCSIEntity(cs, t)
+	e, err := ceph.CSIEntity(cs, t)
 	if err != nil {
 		return "", &registry.SpecError{Msg: err.Error()}
 	}

@@ -9,8 +9,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	v1 "rekey.io/rekey/api/v1alpha1"
+	"rekey.io/rekey/internal/backend/ceph"
 	"rekey.io/rekey/internal/backend/registry"
-	"rekey.io/rekey/internal/naming"
 )
 
 // keyringStore keeps the Ceph admin keyring, and the rotator's, in Secrets
@@ -36,14 +36,14 @@ func (s *keyringStore) SaveAdmin(ctx context.Context, keyring string) error {
 }
 
 func (s *keyringStore) LoadRotator(ctx context.Context) (string, bool, error) {
-	sec, err := s.k.Secret(ctx, naming.RotatorSecretName(s.ref.Name))
+	sec, err := s.k.Secret(ctx, ceph.RotatorSecretName(s.ref.Name))
 	if apierrors.IsNotFound(err) {
 		return "", false, nil
 	}
 	if err != nil {
 		return "", false, err
 	}
-	v := sec.Data[naming.RotatorKeyringKey]
+	v := sec.Data[ceph.RotatorKeyringKey]
 	if len(v) > 0 && !s.k.Owned(sec) {
 		return "", false, s.rotatorNotOwned(sec)
 	}
@@ -51,24 +51,24 @@ func (s *keyringStore) LoadRotator(ctx context.Context) (string, bool, error) {
 }
 
 func (s *keyringStore) SaveRotator(ctx context.Context, keyring string) error {
-	return s.put(ctx, naming.RotatorSecretName(s.ref.Name), naming.RotatorKeyringKey, keyring, true)
+	return s.put(ctx, ceph.RotatorSecretName(s.ref.Name), ceph.RotatorKeyringKey, keyring, true)
 }
 
 func (s *keyringStore) DeleteRotator(ctx context.Context) error {
-	sec, err := s.k.Secret(ctx, naming.RotatorSecretName(s.ref.Name))
+	sec, err := s.k.Secret(ctx, ceph.RotatorSecretName(s.ref.Name))
 	if apierrors.IsNotFound(err) {
 		return nil
 	}
 	if err != nil {
 		return err
 	}
-	if _, ok := sec.Data[naming.RotatorKeyringKey]; !ok {
+	if _, ok := sec.Data[ceph.RotatorKeyringKey]; !ok {
 		return nil
 	}
 	if !s.k.Owned(sec) {
 		return s.rotatorNotOwned(sec)
 	}
-	delete(sec.Data, naming.RotatorKeyringKey)
+	delete(sec.Data, ceph.RotatorKeyringKey)
 	return s.k.Update(ctx, sec)
 }
 
@@ -111,5 +111,5 @@ func (s *keyringStore) put(ctx context.Context, name, key, value string, create 
 func (s *keyringStore) rotatorNotOwned(sec *corev1.Secret) error {
 	return s.k.NotOwned(sec, "admin rotator Secret", fmt.Sprintf(
 		"it holds a keyring rekey did not write; if no admin key rotation of yours is under way, delete it (or empty its %s key); if it is this set's own from a rekey that did not record UIDs, hand it over with %s",
-		naming.RotatorKeyringKey, s.k.HandOver(sec)))
+		ceph.RotatorKeyringKey, s.k.HandOver(sec)))
 }

@@ -6,9 +6,9 @@ import (
 	"strings"
 
 	v1 "rekey.io/rekey/api/v1alpha1"
+	"rekey.io/rekey/internal/backend/ceph"
 	"rekey.io/rekey/internal/backend/registry"
 	"rekey.io/rekey/internal/engine"
-	"rekey.io/rekey/internal/naming"
 )
 
 // credential is what Render writes for one entity, as show prints it.
@@ -32,13 +32,13 @@ func credential(cs *v1.CredentialSet, p registry.Pick) (registry.Credential, err
 	}
 	switch p.Format {
 	case "keyring":
-		c.Keys = []string{naming.CephKeyringKey(e)}
+		c.Keys = []string{ceph.KeyringKey(e)}
 		c.Render = func(v []string) (string, error) { return registry.EndLine(v[0]), nil }
 	case "env":
-		c.Keys = []string{naming.CephNameKey(e), naming.CephIDKey(e), naming.CephKeyKey(e)}
+		c.Keys = []string{ceph.NameKey(e), ceph.IDKey(e), ceph.KeyKey(e)}
 		c.Fields = func(v []string) []string { return []string{"CEPH_NAME", v[0], "CEPH_ID", v[1], "CEPH_KEY", v[2]} }
 	default:
-		c.Keys, c.Render = []string{naming.CephKeyKey(e)}, registry.PlainLine
+		c.Keys, c.Render = []string{ceph.KeyKey(e)}, registry.PlainLine
 	}
 	return c, nil
 }
@@ -61,7 +61,7 @@ func pickEntity(set string, names []string, want string) (string, error) {
 
 // noteCSI says, in a plan, what a ceph-csi target holds.
 func noteCSI(cs *v1.CredentialSet, t v1.SecretTarget) string {
-	e, err := naming.CephCSIEntity(cs, t)
+	e, err := ceph.CSIEntity(cs, t)
 	if err != nil {
 		return " (" + err.Error() + ")"
 	}

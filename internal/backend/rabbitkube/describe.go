@@ -8,9 +8,9 @@ import (
 	"text/tabwriter"
 
 	v1 "rekey.io/rekey/api/v1alpha1"
+	"rekey.io/rekey/internal/backend/rabbitmq"
 	"rekey.io/rekey/internal/backend/registry"
 	"rekey.io/rekey/internal/engine"
-	"rekey.io/rekey/internal/naming"
 )
 
 // describe is how the plugin speaks of RabbitMQ sets: a new user per
@@ -53,7 +53,7 @@ var describe = registry.Describe{
 
 // newUser names the user of the generation the rotation makes.
 func newUser(cs *v1.CredentialSet) string {
-	return naming.RabbitMQUser(cs.Spec.RabbitMQ.User.Base, engine.TargetGeneration(cs.Spec.Rotation, cs.Status))
+	return rabbitmq.UserName(cs.Spec.RabbitMQ.User.Base, engine.TargetGeneration(cs.Spec.Rotation, cs.Status))
 }
 
 // plan says where rekey reaches the broker and the user the rotation
@@ -92,7 +92,7 @@ func plan(_ context.Context, out io.Writer, cs *v1.CredentialSet, _ registry.Rea
 // renderedKeys are the keys Render writes: username, password and, where
 // the spec asks, the transport_url and the config file.
 func renderedKeys(cs *v1.CredentialSet) string {
-	keys := []string{naming.RabbitMQUsernameKey, naming.RabbitMQPasswordKey}
+	keys := []string{rabbitmq.KeyUsername, rabbitmq.KeyPassword}
 	if t := cs.Spec.RabbitMQ.TransportURL; t != nil {
 		keys = append(keys, t.SecretKey())
 	}
@@ -111,7 +111,7 @@ func credential(cs *v1.CredentialSet, p registry.Pick) (registry.Credential, err
 		Note: fmt.Sprintf("this is its new user %s (the old user works until discard)", newUser(cs))}
 	switch p.Format {
 	case "env":
-		c.Keys = []string{naming.RabbitMQUsernameKey, naming.RabbitMQPasswordKey}
+		c.Keys = []string{rabbitmq.KeyUsername, rabbitmq.KeyPassword}
 		c.Fields = func(v []string) []string { return []string{"RABBITMQ_USERNAME", v[0], "RABBITMQ_PASSWORD", v[1]} }
 	case "url":
 		t := cs.Spec.RabbitMQ.TransportURL
@@ -120,7 +120,7 @@ func credential(cs *v1.CredentialSet, p registry.Pick) (registry.Credential, err
 		}
 		c.Keys, c.Render = []string{t.SecretKey()}, registry.PlainLine
 	default:
-		c.Keys, c.Render = []string{naming.RabbitMQPasswordKey}, registry.PlainLine
+		c.Keys, c.Render = []string{rabbitmq.KeyPassword}, registry.PlainLine
 	}
 	return c, nil
 }

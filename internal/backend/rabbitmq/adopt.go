@@ -68,7 +68,7 @@ func (b *Backend) prove(ctx context.Context, name, password string) error {
 	if !exists {
 		return &engine.Refusal{Reason: string(reason.ProvisionFailed), Message: fmt.Sprintf(
 			"user %s named in spec.rabbitmq.adopt.user does not exist on %s, so nothing was adopted or changed: name the user your services log in as today, or remove spec.rabbitmq.adopt to start with a new user %s",
-			name, b.endpoint, userName(b.base, 1))}
+			name, b.endpoint, UserName(b.base, 1))}
 	}
 	ok, err := b.authenticates(ctx, name, password)
 	if err != nil {

@@ -16,15 +16,14 @@ import (
 
 	v1 "rekey.io/rekey/api/v1alpha1"
 	"rekey.io/rekey/internal/engine"
-	"rekey.io/rekey/internal/naming"
 	"rekey.io/rekey/internal/reason"
 )
 
-// Source Secret keys: a generation is a user name and its password, both
-// needed by a consumer to log in.
+// Source Secret keys, and the distribution Secrets' too: a generation is a
+// user name and its password, both needed by a consumer to log in.
 const (
-	KeyUsername = naming.RabbitMQUsernameKey
-	KeyPassword = naming.RabbitMQPasswordKey
+	KeyUsername = "username"
+	KeyPassword = "password"
 )
 
 // DefaultTimeout bounds one management API request, so that a broker that
@@ -180,7 +179,7 @@ func (b *Backend) NewSecrets(gen int64) (engine.Secrets, error) {
 	if err != nil {
 		return nil, err
 	}
-	return engine.Secrets{KeyUsername: userName(b.base, gen), KeyPassword: pw}, nil
+	return engine.Secrets{KeyUsername: UserName(b.base, gen), KeyPassword: pw}, nil
 }
 
 // Version implements engine.Backend with the broker's rabbitmq_version,

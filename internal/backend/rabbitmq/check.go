@@ -164,7 +164,7 @@ func (b *Backend) userFinding(ctx context.Context, in engine.CheckInput) engine.
 		f.Check, f.Message = "user "+b.adopt, "adopted at provisioning, with the password in spec.rabbitmq.adopt's Secret"
 		return f
 	case user == "" || pw == "":
-		f.Check, f.Message = "user "+userName(b.base, 1), "missing: rekey creates it"
+		f.Check, f.Message = "user "+UserName(b.base, 1), "missing: rekey creates it"
 		return f
 	}
 	f.Check = "user " + user

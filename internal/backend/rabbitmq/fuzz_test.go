@@ -144,11 +144,11 @@ func FuzzGenerationOf(f *testing.F) {
 	f.Add("a.b", "a.b-g01", int64(7))
 	f.Fuzz(func(t *testing.T, base, name string, gen int64) {
 		if gen >= 1 {
-			if got, ok := generationOf(base, userName(base, gen)); !ok || got != gen {
-				t.Fatalf("userName(%q, %d) reads back as %d, %v", base, gen, got, ok)
+			if got, ok := generationOf(base, UserName(base, gen)); !ok || got != gen {
+				t.Fatalf("UserName(%q, %d) reads back as %d, %v", base, gen, got, ok)
 			}
 		}
-		if got, ok := generationOf(base, name); ok && userName(base, got) != name {
+		if got, ok := generationOf(base, name); ok && UserName(base, got) != name {
 			t.Fatalf("%q taken for generation %d of %q", name, got, base)
 		}
 	})

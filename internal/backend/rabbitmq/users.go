@@ -12,13 +12,13 @@ import (
 	v1 "rekey.io/rekey/api/v1alpha1"
 	"rekey.io/rekey/internal/engine"
 	"rekey.io/rekey/internal/failpoint"
-	"rekey.io/rekey/internal/naming"
 	"rekey.io/rekey/internal/reason"
 )
 
-func userName(base string, gen int64) string { return naming.RabbitMQUser(base, gen) }
+// UserName names generation gen's user of base.
+func UserName(base string, gen int64) string { return base + "-g" + strconv.FormatInt(gen, 10) }
 
-// generationOf returns N when name is exactly what userName(base, N) makes.
+// generationOf returns N when name is exactly what UserName(base, N) makes.
 // Anything else (leading zeros, g0, another base that shares a prefix) is
 // not a generation of this set, so it is never deleted as one.
 func generationOf(base, name string) (int64, bool) {
