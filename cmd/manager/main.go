@@ -41,8 +41,6 @@ func run() error {
 		watchNamespaces                   string
 		secretNamespaces                  string
 		metricsSecure                     bool
-		cephWorkDir, cephCLI              string
-		mocoNamespace                     string
 		leaderElect                       bool
 		leaseDuration, renewDeadline      time.Duration
 		retryPeriod                       time.Duration
@@ -68,11 +66,11 @@ func run() error {
 	flag.DurationVar(&resync, "resync-period", 5*time.Minute, "how often an idle set is re-checked (restores hand-edited distribution Secrets)")
 	flag.DurationVar(&grace, "default-grace-period", 5*time.Minute, "grace period of discardPolicy AfterRollout when the set gives none")
 	flag.DurationVar(&stuckAfter, "rotation-stuck-after", time.Hour, "how long a rotation may stay active before the RotationStuck condition, a Warning Event and rekey_rotation_stuck say so, when the set gives no rotation.stuckAfter (0: off)")
-	flag.StringVar(&cephWorkDir, "ceph-work-dir", os.TempDir(), "where ceph commands' config and keyring files are written (mode 0600, removed after each command)")
-	flag.StringVar(&mocoNamespace, "moco-namespace", "", "MOCO's namespace (moco-system in MOCO's own manifests), where MOCO keeps each MySQLCluster's controller Secret; rekey writes them for sets with mysql.moco, and needs Secrets there in its RBAC. Empty: no MOCO cluster is served")
 	flag.IntVar(&metricsMaxSets, "metrics-max-sets", metrics.DefaultMaxSets, "CredentialSets that get metric series of their own (about twenty each); further ones are counted in rekey_credentialsets_unlisted and their counters summed under namespace and name \"_unlisted\" (0: no bound)")
 	flag.IntVar(&metricsMaxPerNS, "metrics-max-sets-per-namespace", metrics.DefaultMaxSetsPerNamespace, "of those, at most this many per namespace, so one namespace cannot take every place (0: no bound)")
-	flag.StringVar(&cephCLI, "ceph-cli", "ceph", "the ceph CLI the Ceph backend runs (a path, or a name looked up in PATH); a CredentialSet never names a program")
+	// Each backend's own flags (a program it runs, a namespace another
+	// operator keeps its Secrets in), as it registered them.
+	settings := registry.BindFlags(flag.CommandLine)
 	opts := zap.Options{}
 	opts.BindFlags(flag.CommandLine)
 	flag.Parse()
@@ -140,7 +138,7 @@ func run() error {
 		InstanceConcurrency:     concurrency,
 		MaxConcurrentReconciles: workers,
 		ResyncPeriod:            resync,
-		Settings:                registry.Settings{CephWorkDir: cephWorkDir, CephCLI: cephCLI, MOCONamespace: mocoNamespace},
+		Settings:                settings(),
 	}
 	if unfenced := os.Getenv("REKEY_TEST_UNFENCED"); leaderElect && unfenced != "1" {
 		// REKEY_TEST_UNFENCED lets the HA test show what the fence

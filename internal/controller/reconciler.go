@@ -60,8 +60,8 @@ type Reconciler struct {
 	AddressMap func(addr string) string
 	// Settings are the manager's flags particular to one backend (a
 	// program it runs, a namespace another operator keeps its Secrets in):
-	// a spec never names them.
-	registry.Settings
+	// a spec never names them. Each backend registers its own.
+	Settings registry.Settings
 
 	// Fence, when set, is asked right before every backend write, and
 	// refuses it once this manager is no longer the leader (nil: no

@@ -12,6 +12,7 @@ import (
 
 	v1 "rekey.io/rekey/api/v1alpha1"
 	"rekey.io/rekey/internal/backend/ceph"
+	"rekey.io/rekey/internal/backend/cephkube"
 	"rekey.io/rekey/internal/controller"
 	"rekey.io/rekey/internal/testenv"
 )
@@ -60,7 +61,10 @@ func cephSet(t testing.TB, c *testenv.Ceph, ns, name string, strategy v1.CephStr
 // ceph CLI (as --ceph-cli would) and its ceph files at the chroot, where
 // that CLI can read them.
 func withCephWorkDir(c *testenv.Ceph) func(*controller.Reconciler) {
-	return func(r *controller.Reconciler) { r.CephWorkDir, r.CephCLI = c.Dir.Host, c.CLIPath }
+	return func(r *controller.Reconciler) {
+		r.Settings.Set(cephkube.FlagWorkDir, c.Dir.Host)
+		r.Settings.Set(cephkube.FlagCLI, c.CLIPath)
+	}
 }
 
 // keyOf is the key of entity held in keyring text.

@@ -10,6 +10,7 @@ import (
 
 	v1 "rekey.io/rekey/api/v1alpha1"
 	"rekey.io/rekey/internal/backend/ceph"
+	"rekey.io/rekey/internal/backend/cephkube"
 	"rekey.io/rekey/internal/controller"
 	"rekey.io/rekey/internal/reason"
 	"rekey.io/rekey/internal/testenv"
@@ -24,7 +25,10 @@ import (
 func TestCephNoLockout(t *testing.T) {
 	c := testenv.CephForTest(t)
 	cli, setVersion := versionWrapper(t, c, c.Version)
-	startManager(t, cp.Config, withCephWorkDir(c), func(r *controller.Reconciler) { r.ResyncPeriod, r.CephCLI = time.Second, cli })
+	startManager(t, cp.Config, withCephWorkDir(c), func(r *controller.Reconciler) {
+		r.ResyncPeriod = time.Second
+		r.Settings.Set(cephkube.FlagCLI, cli)
+	})
 	ns := newNamespace(t)
 
 	// Keys rekey found have no known minting version: status.keyVersion

@@ -15,6 +15,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1 "rekey.io/rekey/api/v1alpha1"
+	"rekey.io/rekey/internal/backend/cephkube"
 	"rekey.io/rekey/internal/controller"
 	"rekey.io/rekey/internal/engine"
 	"rekey.io/rekey/internal/reason"
@@ -44,7 +45,10 @@ func TestCephRotationPolicies(t *testing.T) {
 	// and runs every other command on the real mon. It reports the mon's
 	// real version until WithVersionUpgrade changes it.
 	cli, setVersion := versionWrapper(t, c, c.Version)
-	startManager(t, cp.Config, withCephWorkDir(c), func(r *controller.Reconciler) { r.ResyncPeriod, r.CephCLI = time.Second, cli })
+	startManager(t, cp.Config, withCephWorkDir(c), func(r *controller.Reconciler) {
+		r.ResyncPeriod = time.Second
+		r.Settings.Set(cephkube.FlagCLI, cli)
+	})
 	ns := newNamespace(t)
 	autoDiscard := v1.RotationSpec{DiscardPolicy: v1.DiscardAfterRollout, GracePeriod: &metav1.Duration{Duration: time.Second}}
 

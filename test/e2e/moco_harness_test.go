@@ -18,6 +18,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
 	v1 "rekey.io/rekey/api/v1alpha1"
+	"rekey.io/rekey/internal/backend/mysqlkube"
 	"rekey.io/rekey/internal/controller"
 	"rekey.io/rekey/internal/engine"
 	"rekey.io/rekey/internal/reason"
@@ -99,7 +100,7 @@ func TestMOCOPacedRollout(t *testing.T) {
 	}
 	startManager(t, cp.Config, func(r *controller.Reconciler) {
 		r.AddressMap = func(a string) string { return addrs[a] }
-		r.MOCONamespace = mocoSystemNS
+		r.Settings.Set(mysqlkube.FlagMOCONamespace, mocoSystemNS)
 	})
 	// moco-agent and mysqld, played by the StatefulSet's pods: they read
 	// MOCO's user Secret when they start.

@@ -12,6 +12,7 @@ import (
 
 	v1 "rekey.io/rekey/api/v1alpha1"
 	"rekey.io/rekey/internal/backend/mocokube"
+	"rekey.io/rekey/internal/backend/mysqlkube"
 	"rekey.io/rekey/internal/controller"
 	"rekey.io/rekey/internal/naming"
 	"rekey.io/rekey/internal/reason"
@@ -83,7 +84,7 @@ func TestMOCOOwnRotationRefused(t *testing.T) {
 		t.Fatal(err)
 	}
 	bareMySQLCluster(t, ns, "db", map[string]any{"moco.cybozu.com/password-rotate": "a-rotation-id"})
-	startManager(t, cp.Config, func(r *controller.Reconciler) { r.MOCONamespace = mocoSystemNS })
+	startManager(t, cp.Config, func(r *controller.Reconciler) { r.Settings.Set(mysqlkube.FlagMOCONamespace, mocoSystemNS) })
 	if err := k8s.Create(ctxT(t), mocoSpecSet(ns, "db")); err != nil {
 		t.Fatal(err)
 	}
@@ -162,7 +163,7 @@ func TestMOCOTrust(t *testing.T) {
 		}
 		t.Cleanup(func() { _ = k8s.Delete(ctxT(t), foreign) })
 		before := foreign.ResourceVersion
-		startManager(t, cp.Config, func(r *controller.Reconciler) { r.MOCONamespace = mocoSystemNS })
+		startManager(t, cp.Config, func(r *controller.Reconciler) { r.Settings.Set(mysqlkube.FlagMOCONamespace, mocoSystemNS) })
 		if err := k8s.Create(ctxT(t), mocoSpecSet(ns, "db")); err != nil {
 			t.Fatal(err)
 		}

@@ -19,6 +19,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
 	v1 "rekey.io/rekey/api/v1alpha1"
+	"rekey.io/rekey/internal/backend/mysqlkube"
 	"rekey.io/rekey/internal/controller"
 	"rekey.io/rekey/internal/engine"
 	"rekey.io/rekey/internal/reason"
@@ -101,7 +102,7 @@ func TestMOCOSwitchoverMidRotation(t *testing.T) {
 	}
 	startManager(t, cp.Config, func(r *controller.Reconciler) {
 		r.AddressMap = func(a string) string { return dns[a] }
-		r.MOCONamespace = mocoSystemNS
+		r.Settings.Set(mysqlkube.FlagMOCONamespace, mocoSystemNS)
 	})
 	agents := startPodConsumers(t, k8s, cp, ns, "moco-shop", mocoKeys, c.Instances)
 	registerConsumers(t, agents)

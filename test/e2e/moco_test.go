@@ -15,6 +15,7 @@ import (
 
 	v1 "rekey.io/rekey/api/v1alpha1"
 	"rekey.io/rekey/internal/backend/mocokube"
+	"rekey.io/rekey/internal/backend/mysqlkube"
 	"rekey.io/rekey/internal/controller"
 	"rekey.io/rekey/internal/engine"
 	"rekey.io/rekey/internal/moco"
@@ -46,7 +47,7 @@ func TestMOCOSystemUsers(t *testing.T) {
 	}
 	startManager(t, cp.Config, func(r *controller.Reconciler) {
 		r.AddressMap = func(a string) string { return addrs[a] }
-		r.MOCONamespace = mocoSystemNS
+		r.Settings.Set(mysqlkube.FlagMOCONamespace, mocoSystemNS)
 	})
 	agents := startPodConsumers(t, k8s, cp, ns, "moco-shop", mocoKeys, c.Instances)
 	registerConsumers(t, agents)

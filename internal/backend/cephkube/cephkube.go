@@ -9,6 +9,7 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"os"
 	"strings"
 
 	v1 "rekey.io/rekey/api/v1alpha1"
@@ -40,7 +41,20 @@ var Entry = registry.Entry{
 	},
 	Describe:   describe,
 	Identities: identities,
+	Flags: []registry.Flag{
+		{Name: FlagCLI, Default: "ceph", Usage: "the ceph CLI the Ceph backend runs (a path, or a name looked up in PATH); a CredentialSet never names a program"},
+		{Name: FlagWorkDir, Default: os.TempDir(), Usage: "where ceph commands' config and keyring files are written (mode 0600, removed after each command)"},
+	},
 }
+
+// The manager's flags of the Ceph backend.
+const (
+	// FlagCLI is the ceph program it runs.
+	FlagCLI = "ceph-cli"
+	// FlagWorkDir is where it writes the ceph.conf and keyring files of
+	// one command (mode 0600, removed after).
+	FlagWorkDir = "ceph-work-dir"
+)
 
 // identities are the entities of the spec, and their generations under
 // Overlapping rotation, for messages.
@@ -62,14 +76,14 @@ func identities(cs *v1.CredentialSet) string {
 func build(ctx context.Context, cs *v1.CredentialSet, k registry.Kube, o registry.Options) (*registry.Plan, error) {
 	spec := cs.Spec.Ceph
 	store := &keyringStore{k: k, namespace: cs.Namespace, ref: spec.Admin.KeyringSecretRef}
-	b, err := ceph.New(spec, store, o.CephCLI)
+	b, err := ceph.New(spec, store, o.Settings.Value(FlagCLI))
 	if err != nil {
 		return nil, &registry.SpecError{Msg: err.Error()}
 	}
 	if err := uniqueEntities(ctx, k, cs); err != nil {
 		return nil, err
 	}
-	b.WorkDir = o.CephWorkDir
+	b.WorkDir = o.Settings.Value(FlagWorkDir)
 	b.InitialGeneration = engine.InitialGeneration(cs.Spec.Rotation)
 	b.Owner = ceph.Owner{UID: string(cs.UID), Set: cs.Namespace + "/" + cs.Name}
 	b.Fence, b.Term = k.Fence, k.FenceTerm()

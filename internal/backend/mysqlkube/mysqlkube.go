@@ -42,7 +42,13 @@ var Entry = registry.Entry{
 	},
 	Describe:   describe,
 	Identities: identities,
+	Flags:      []registry.Flag{{Name: FlagMOCONamespace, Usage: "MOCO's namespace (moco-system in MOCO's own manifests), where MOCO keeps each MySQLCluster's controller Secret; rekey writes them for sets with mysql.moco, and needs Secrets there in its RBAC. Empty: no MOCO cluster is served"}},
 }
+
+// FlagMOCONamespace is the manager's flag naming MOCO's namespace, where
+// it keeps a Secret per cluster that rekey rotates too; empty, rekey
+// serves no MOCO cluster.
+const FlagMOCONamespace = "moco-namespace"
 
 // identities are the users of the spec, for messages.
 func identities(cs *v1.CredentialSet) string {
@@ -61,7 +67,7 @@ func build(ctx context.Context, cs *v1.CredentialSet, k registry.Kube, o registr
 	var mc *mocokube.Cluster
 	if cs.Spec.MySQL.MOCO != nil {
 		var err error
-		if mc, err = mocokube.Resolve(ctx, cs, k, o.MOCONamespace); err != nil {
+		if mc, err = mocokube.Resolve(ctx, cs, k, o.Settings.Value(FlagMOCONamespace)); err != nil {
 			return nil, err
 		}
 		cs = cs.DeepCopy()

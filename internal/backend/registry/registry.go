@@ -48,6 +48,9 @@ type Entry struct {
 	// Target serves distribution targets that carry one identity of the
 	// set (distribution[].login). Nil: every target holds all of them.
 	Target *TargetHook
+	// Flags are the manager's flags that only this backend reads (nil:
+	// none); Build finds their values in Options.Settings.
+	Flags []Flag
 	// Identities names what the spec makes rekey manage on the backend,
 	// for messages about what a set left behind ("MySQL users app,
 	// report"). It names identities, never credentials.
@@ -91,23 +94,8 @@ type Options struct {
 	InstanceConcurrency int
 	// AddressMap, when set, rewrites instance addresses (tests).
 	AddressMap func(addr string) string
-	Settings
-}
-
-// Settings are the manager's flags that only one backend reads. A spec
-// never names any of them: each is a program to run or a place outside
-// the set's namespace that the cluster's operator chose.
-type Settings struct {
-	// CephCLI is the ceph program the Ceph backend runs; default "ceph"
-	// from PATH.
-	CephCLI string
-	// CephWorkDir is where it writes the ceph.conf and keyring files of
-	// one command (mode 0600, removed after); default the system
-	// temporary directory.
-	CephWorkDir string
-	// MOCONamespace is MOCO's namespace, where it keeps a Secret per
-	// cluster that rekey rotates too; empty, rekey serves no MOCO cluster.
-	MOCONamespace string
+	// Settings are the values of the backends' manager flags (Flags).
+	Settings Settings
 }
 
 // Kube is what a backend may read and write in Kubernetes for its set:
