@@ -88,9 +88,8 @@ vet:
 
 ## explore: the state-space explorer (internal/explorer) for as long as asked,
 ## printing the states, transitions, depth and invariant checks it covered.
-## make test runs it for under a minute; REKEY_EXPLORE_STALE=1 adds
-## reconciles from a stale read of the set, REKEY_EXPLORE_SCALING=0 leaves
-## out instances that scale in and return.
+## make test runs it for under a minute; REKEY_EXPLORE_SCALING=1 and
+## REKEY_EXPLORE_STALE=1 add the transitions whose paths are not fixed yet.
 EXPLORE_SECONDS ?= 600
 EXPLORE_DEPTH ?= 9
 EXPLORE_WALKS ?= 500
