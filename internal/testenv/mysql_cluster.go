@@ -121,10 +121,18 @@ func (i *MySQLInstance) ReplicateFrom(source *MySQLInstance) error {
 	); err != nil {
 		return err
 	}
-	deadline := time.Now().Add(30 * time.Second)
+	uuid, err := source.QueryString("SELECT @@GLOBAL.server_uuid")
+	if err != nil {
+		return err
+	}
+	// Connected means both threads running and the source identified: the
+	// IO thread reports Yes a moment before Source_UUID is filled in, and a
+	// health check in between sees a replica of an unknown server. The
+	// deadline is a hang guard (at load 40 a reconnect takes seconds).
+	deadline := time.Now().Add(5 * time.Minute)
 	for time.Now().Before(deadline) {
 		st, err := i.ReplicaStatus()
-		if err == nil && st["Replica_IO_Running"] == "Yes" && st["Replica_SQL_Running"] == "Yes" {
+		if err == nil && st["Replica_IO_Running"] == "Yes" && st["Replica_SQL_Running"] == "Yes" && st["Source_UUID"] == uuid {
 			return nil
 		}
 		if err == nil && st["Last_IO_Error"] != "" {

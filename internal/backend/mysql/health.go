@@ -200,6 +200,9 @@ func topologyProblems(obs []observation, byUUID map[string]string, broken map[st
 			for _, c := range o.Channels {
 				if n, ok := byUUID[c.SourceUUID]; ok {
 					from = append(from, n)
+				} else if c.SourceUUID == "" {
+					// Its IO thread runs but has not yet said which server it reached.
+					from = append(from, c.Source+" (just connected, not identified yet)")
 				} else {
 					from = append(from, c.Source+" (not an instance of this set)")
 				}
