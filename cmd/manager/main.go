@@ -140,10 +140,10 @@ func run() error {
 		ResyncPeriod:            resync,
 		Settings:                settings(),
 	}
-	if unfenced := os.Getenv("REKEY_TEST_UNFENCED"); leaderElect && unfenced != "1" {
-		// REKEY_TEST_UNFENCED lets the HA test show what the fence
-		// prevents: "1" turns it off, "lease" keeps only what the
-		// backends check themselves. Nothing else sets it.
+	if unfenced := testUnfenced(); leaderElect && unfenced != "1" {
+		// Only the end-to-end tests' build can switch the fence off, to
+		// show what it prevents (unfenced_rekeytest.go): "1" turns it
+		// off, "lease" keeps only what the backends check themselves.
 		fence := leader.NewFence(mgr.GetAPIReader(), namespace, leaderElectionID)
 		r.Fence = fence
 		if unfenced == "lease" {
@@ -193,7 +193,7 @@ func envOr(k, d string) string {
 }
 
 // termOnly is a Fence that never asks the Lease: what is left is what a
-// backend checks itself with the term (REKEY_TEST_UNFENCED=lease).
+// backend checks itself with the term (testUnfenced "lease").
 type termOnly struct{ *leader.Fence }
 
 func (termOnly) Check(context.Context) error { return nil }
