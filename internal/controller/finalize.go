@@ -233,6 +233,11 @@ func (r *Reconciler) windDownBackend(ctx context.Context, cs *v1.CredentialSet, 
 	if err := r.fence(ctx); err != nil {
 		return err
 	}
+	if policy == v1.DeletionDiscard {
+		if err := repairBeforeRelease(ctx, b, cur); err != nil {
+			return err
+		}
+	}
 	return backendWindDown(ctx, b, policy, cur)
 }
 

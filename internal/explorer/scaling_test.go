@@ -57,3 +57,54 @@ func observeReturns(reached map[string]bool) func(*World) {
 		}
 	}
 }
+
+// An instance returns rebuilt empty while a reset is owed: a recovery's
+// (kubectl rekey recover on an Idle set: no pending secrets) or a
+// rollback's (the source Secret still holds the rotation's). From the
+// set's next reconcile it accepts what the consumers hold, and the reset
+// still completes.
+func TestPathScalingDuringReset(t *testing.T) {
+	reached := map[string]bool{}
+	explorePath(t, Options{Instances: []string{"i0", "i1"}, Scaling: true, Crashes: true, Observe: observeResets(reached),
+		Only: []string{"user: rotate r1", "user: abort (active", "user: recover c1", "consumer", "i1 scaled in", "i1 returns rebuilt"}}, 6)
+	for _, want := range []string{"a recovery's", "a rollback's"} {
+		if !reached[want] {
+			t.Errorf("no instance returned rebuilt during %s reset: %v", want, reached)
+		}
+	}
+}
+
+// observeResets notes the resets an instance returned rebuilt during.
+func observeResets(reached map[string]bool) func(*World) {
+	return func(w *World) {
+		st := w.Set.Status
+		if !st.ResetPending || w.Source == nil {
+			return
+		}
+		for _, in := range w.Instances {
+			if in.Present && in.Returned && !in.acct(AppKey).Exists {
+				if st.LastRolledBackID != "" && len(w.Source.Data) > len(w.keys()) {
+					reached["a rollback's"] = true
+				} else {
+					reached["a recovery's"] = true
+				}
+			}
+		}
+	}
+}
+
+// A deleted set (deletionPolicy Discard) winds down while an instance
+// returns rebuilt empty: the current credentials stay valid for the
+// consumers that hold them on every instance, that one included.
+func TestPathScalingDeletion(t *testing.T) {
+	reached := false
+	explorePath(t, Options{Instances: []string{"i0", "i1"}, Scaling: true, Crashes: true, Deletion: true,
+		Observe: func(w *World) {
+			in := w.instance("i1")
+			reached = reached || w.deleted() && !w.Gone && in.Present && in.Returned && !in.acct(AppKey).Exists
+		},
+		Only: []string{"user: rotate r1", "user: delete the set", "consumer", "i1 scaled in", "i1 returns"}}, 5)
+	if !reached {
+		t.Error("no instance returned rebuilt while a deleted set waited to wind down")
+	}
+}

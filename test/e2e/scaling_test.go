@@ -5,8 +5,12 @@ import (
 	"testing"
 	"time"
 
+	appsv1 "k8s.io/api/apps/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
 	v1 "rekey.io/rekey/api/v1alpha1"
 	"rekey.io/rekey/internal/engine"
+	"rekey.io/rekey/internal/reason"
 	"rekey.io/rekey/internal/testenv"
 )
 
@@ -145,6 +149,85 @@ func TestScaleInThenOut(t *testing.T) {
 		mk.done(t, "the returned instances' old passwords were discarded by the reconcile the scale-out woke; consumers used them throughout, none refused")
 	})
 
+	// rebuild stands for a pod of db that returns from a new, empty
+	// volume: mysqld re-initialised, its bootstrap creating the set's
+	// admin (as a cluster's does), rekey's users missing (their DDL never
+	// replicates).
+	rebuilt := c.Replicas[1] // db-2
+	rebuild := func(t *testing.T) {
+		t.Helper()
+		if err := rebuilt.Reinit(c.Primary, testenv.ReinitOptions{Bootstrap: []string{
+			"CREATE USER 'ops-admin'@'%' IDENTIFIED BY 'ops-admin-password-for-tests'",
+			"GRANT ALL PRIVILEGES ON *.* TO 'ops-admin'@'%' WITH GRANT OPTION"}}); err != nil {
+			t.Fatal(err)
+		}
+		if rebuilt.CanLogin("scl", cur["scl"]) == nil {
+			t.Fatal("the rebuilt instance already has the set's user")
+		}
+	}
+
+	t.Run("a recovery under way, db-2 rebuilt from an empty data directory", func(t *testing.T) {
+		mk := matrixMark(t, p, "kubectl rekey recover on the Idle set with its consumers' rollout paused, db-2 scaled in and back rebuilt from an empty data directory")
+		pauseRollout(t, ns, "scl-app", true) // holds the recovery's reset
+		annotate(t, ns, "scl", engine.RecoverAnnotation, "scl-rec-1")
+		eventually(t, time.Minute, "the recovery's reset owed", func() (bool, string) {
+			cs := getSet(t, ns, "scl")
+			return cs.Status.ResetPending && cs.Status.LastRecoverID == "scl-rec-1", stateOf(cs)
+		})
+		targets.remove(rebuilt)
+		scale(t, ns, "db", 2)
+		rebuild(t)
+		mk.resume()
+		back := time.Now()
+		scale(t, ns, "db", 3)
+		observed(t, "StatefulSet db scaled back to 3: db-2 rebuilt empty, its admin bootstrapped")
+		eventually(t, time.Minute, "db-2 accepts the consumers' current password", func() (bool, string) {
+			if err := rebuilt.CanLogin("scl", cur["scl"]); err != nil {
+				return false, err.Error()
+			}
+			return true, ""
+		})
+		mk.reached()
+		took := time.Since(back)
+		if cs := getSet(t, ns, "scl"); !cs.Status.ResetPending {
+			t.Fatalf("the reset ran although the consumers' rollout is paused: %s", stateOf(cs))
+		}
+		mk.saw("db-2 accepted the current password %.1f s after its return, the recovery's reset still owed", took.Seconds())
+		targets.add(rebuilt)
+		served(t)
+		pauseRollout(t, ns, "scl-app", false)
+		eventually(t, 3*time.Minute, "the recovery's reset done", func() (bool, string) {
+			cs := getSet(t, ns, "scl")
+			return !cs.Status.ResetPending, stateOf(cs)
+		})
+		loginMatrix(t, "after the recovery", c.Instances(), cur, nil)
+		assertNoDualPassword(t, c)
+		mk.done(t, "the rebuilt instance's user was created with the current password by the reconcile its return woke, while the reset waited for the consumers; the reset then ran; none refused")
+	})
+
+	t.Run("deleted (deletionPolicy Discard) while db-2 is down, db-2 rebuilt before the wind-down", func(t *testing.T) {
+		mk := matrixMark(t, p, "set deleted (deletionPolicy Discard) while db-2 does not answer, db-2 then rebuilt from an empty data directory")
+		targets.remove(rebuilt)
+		rebuilt.Stop()
+		if err := k8s.Delete(ctxT(t), getSet(t, ns, "scl")); err != nil {
+			t.Fatal(err)
+		}
+		// The wind-down reaches every instance: it waits while db-2 does
+		// not answer.
+		mustContain(t, "the wind-down's Warning", waitEventNoting(t, ns, "scl", reason.BackendError, "could not be wound down"), "db-2")
+		rebuild(t)
+		mk.resume()
+		annotate(t, ns, "scl", "test.rekey.io/touch", "db-2-rebuilt") // rather than wait for the back-off
+		waitSetGoneWithin(t, ns, "scl", 3*time.Minute)
+		mk.reached()
+		// Discard: the current password stays valid for the consumers
+		// that hold it, on every instance.
+		loginMatrix(t, "after the wind-down", c.Instances(), cur, nil)
+		targets.add(rebuilt)
+		served(t)
+		mk.done(t, "the wind-down created the rebuilt instance's user with the current password before it released the users; the set went; consumers logged in there, none refused")
+	})
+
 	p.assertNoGap(t)
 	tot := pc.totals()
 	t.Logf("consumer pods: %d logins, %d refused, %d pod starts", tot.attempts, tot.refused, tot.starts)
@@ -156,4 +239,20 @@ func TestScaleInThenOut(t *testing.T) {
 			t.Fatalf("%s: credential DDL in the binary log: %v (%v)", i.Name, ddl, err)
 		}
 	}
+}
+
+// pauseRollout pauses Deployment name (or resumes it): its pods keep what
+// they read until it resumes.
+func pauseRollout(t *testing.T, ns, name string, paused bool) {
+	t.Helper()
+	d := &appsv1.Deployment{}
+	if err := k8s.Get(ctxT(t), client.ObjectKey{Namespace: ns, Name: name}, d); err != nil {
+		t.Fatal(err)
+	}
+	patch := client.MergeFrom(d.DeepCopy())
+	d.Spec.Paused = paused
+	if err := k8s.Patch(ctxT(t), d, patch); err != nil {
+		t.Fatal(err)
+	}
+	observed(t, "Deployment %s paused=%v", name, paused)
 }

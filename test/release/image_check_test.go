@@ -175,7 +175,7 @@ func checkImage(t *testing.T, layout string, d descriptor, arch string) []byte {
 	}
 	// The ceph CLI's interpreter and its loader are there, for this machine.
 	ceph := resolve(t, files, "usr/bin/ceph")
-	if !bytes.HasPrefix(ceph.data, []byte("#!/usr/bin/python3")) {
+	if shebang, ok := bytes.CutPrefix(ceph.data, []byte("#!")); !ok || !bytes.HasPrefix(bytes.TrimLeft(shebang, " "), []byte("/usr/bin/python3")) {
 		t.Fatalf("/usr/bin/ceph starts %q, want a python3 script", ceph.data[:min(len(ceph.data), 40)])
 	}
 	py := elfFile(t, "/usr/bin/python3", resolve(t, files, "usr/bin/python3").data)

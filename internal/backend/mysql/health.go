@@ -33,10 +33,11 @@ import (
 //
 // Healthy means: no CLONE in progress; every replication channel has both
 // threads running; exactly one primary — the one writable instance, or,
-// when none is writable (an intermediate primary replicating from outside
-// the set, a primary the cluster manager has not made writable yet), the
-// one instance that replicates from no other member; and every other
-// instance replicates directly from that primary.
+// when none is writable, an intermediate primary (the one instance that
+// replicates from no other member, but from a server outside the set);
+// and every other instance replicates directly from that primary. A
+// read-only primary that replicates from nothing is a switchover or
+// failover under way: rekey waits for the roles to settle.
 func decideHealth(phase string, obs []observation) *engine.Refusal {
 	var problems []string
 	add := func(format string, args ...any) { problems = append(problems, fmt.Sprintf(format, args...)) }
@@ -171,7 +172,16 @@ func topologyProblems(obs []observation, byUUID map[string]string, broken map[st
 		return []string{fmt.Sprintf("%s are all writable (read_only=OFF): only the primary may be", names(writable))}
 	case len(writable) == 1:
 		primary = writable[0]
+	case len(roots) == 1 && len(roots[0].Channels) == 0:
+		// The others replicate from it, yet it takes no writes: the first
+		// step of a switchover (the cluster manager made the primary
+		// super_read_only and waits for a replica to catch up before it
+		// promotes one), a failover, or a primary not made writable yet.
+		// Starting now would lift super_read_only on the instance being
+		// demoted; the roles settle within seconds.
+		return []string{fmt.Sprintf("no instance is writable: %s, which the others replicate from, is read-only, as during a switchover or failover; rekey waits until one primary is writable", roots[0].Name)}
 	case len(roots) == 1:
+		// An intermediate primary: it replicates from outside the set.
 		primary = roots[0]
 	default:
 		return []string{fmt.Sprintf("no instance is the primary: none is writable and %s replicate from no other instance of the set", names(roots))}

@@ -72,6 +72,38 @@ func TestTopologyOnRealMySQL(t *testing.T) {
 		}
 	})
 
+	// MOCO's switchover begins by making the primary super_read_only and
+	// waiting for a replica to catch up; until one is promoted, no
+	// instance is writable and the replicas still replicate from the old
+	// primary. A rotation or discard starting then would lift
+	// super_read_only on the instance being demoted.
+	t.Run("a switchover under way holds rotation and discard until a primary is writable", func(t *testing.T) {
+		f := newRepairFixture(t, c, "w")
+		if err := p.Exec("SET GLOBAL super_read_only=ON"); err != nil {
+			t.Fatal(err)
+		}
+		wantUnhealthy(t, f.b.Precheck(ctx, f.cur), "no instance is writable", p.Name)
+		wantUnhealthy(t, f.b.CheckDiscardHealth(ctx, f.cur, f.pending), "no instance is writable", "discard")
+		wantUnhealthy(t, f.b.Retire(ctx, f.cur, f.pending), "no instance is writable", "discard")
+		// Nothing lifted, nothing changed.
+		wantSuperReadOnly(t, p, r1, r2)
+		for _, i := range c.Instances() {
+			f.accepts(t, i, true, false)
+		}
+		if err := p.Exec("SET GLOBAL super_read_only=OFF", "SET GLOBAL read_only=OFF"); err != nil {
+			t.Fatal(err)
+		}
+		if err := f.b.Precheck(ctx, f.cur); err != nil {
+			t.Fatalf("precheck once the primary is writable again: %v", err)
+		}
+		if _, err := f.b.Apply(ctx, f.cur, f.pending, 2); err != nil {
+			t.Fatalf("rotate once the primary is writable again: %v", err)
+		}
+		for _, i := range c.Instances() {
+			f.accepts(t, i, true, true)
+		}
+	})
+
 	// A switchover while rekey holds super_read_only lifted on a replica
 	// (its ALTER USER waits behind a global read lock): the replica is
 	// promoted under rekey's session. When the session closes, rekey must
