@@ -155,7 +155,37 @@ func PostgresForTest(t testing.TB) *Postgres {
 	return p
 }
 
+// startInstance starts i, on another free port when the one picked was
+// taken between the pick and postgres's bind (another server of a test
+// running beside this one): a race of the test machine, not a failure.
 func (p *Postgres) startInstance(ctx context.Context, i *PostgresInstance, pki *testPKI) error {
+	for attempt := 1; ; attempt++ {
+		err := p.startInstanceOnce(ctx, i, pki)
+		if err == nil || attempt == 5 || !portTaken(i.LogPath) {
+			return err
+		}
+		port, perr := FreePort()
+		if perr != nil {
+			return err
+		}
+		i.Port = port
+	}
+}
+
+// portTaken: the log's last start failed because its port was in use.
+func portTaken(logPath string) bool {
+	b, err := os.ReadFile(logPath)
+	if err != nil {
+		return false
+	}
+	s := string(b)
+	if k := strings.LastIndex(s, "starting PostgreSQL"); k >= 0 {
+		s = s[k:]
+	}
+	return strings.Contains(s, "Address already in use")
+}
+
+func (p *Postgres) startInstanceOnce(ctx context.Context, i *PostgresInstance, pki *testPKI) error {
 	i.LogPath = filepath.Join(p.dir, i.Name+".log")
 	logf, err := os.OpenFile(i.LogPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
