@@ -6,6 +6,7 @@ package manifests
 
 import (
 	"bytes"
+	"flag"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -19,6 +20,8 @@ import (
 	"sigs.k8s.io/yaml"
 
 	v1 "rekey.io/rekey/api/v1alpha1"
+	_ "rekey.io/rekey/internal/backend/all"
+	"rekey.io/rekey/internal/backend/registry"
 )
 
 // TestConfigParses: every YAML under config/ is valid, and every document
@@ -175,6 +178,10 @@ func managerFlags(t *testing.T) map[string]bool {
 	if len(flags) == 0 {
 		t.Fatal("found no flag definitions in cmd/manager/main.go")
 	}
+	// main.go also defines each registered backend's own flags.
+	fs := flag.NewFlagSet("manager", flag.ContinueOnError)
+	registry.BindFlags(fs)
+	fs.VisitAll(func(f *flag.Flag) { flags[f.Name] = true })
 	return flags
 }
 
