@@ -289,6 +289,9 @@ func (b *Backend) Precheck(ctx context.Context, cur engine.Secrets) error {
 	if err != nil {
 		return err
 	}
+	if err := b.rereadPrimary(ctx, obs, b.adminPasswords(cur, nil), cur); err != nil {
+		return err
+	}
 	if rf := decideHealth(rotationPhase, obs); rf != nil {
 		return redactRefusal(rf, b.adminPasswords(cur, nil), cur)
 	}

@@ -65,13 +65,17 @@ func decideHealth(phase string, obs []observation) *engine.Refusal {
 		}
 	}
 	if len(obs) > 1 {
-		problems = append(problems, topologyProblems(obs, byUUID, broken)...)
+		primary, probs := topologyProblems(obs, byUUID, broken)
+		problems = append(problems, probs...)
+		if primary != nil {
+			problems = append(problems, errantProblems(*primary, obs)...)
+		}
 	}
 	if len(problems) == 0 {
 		return nil
 	}
 	return &engine.Refusal{Reason: string(reason.ClusterUnhealthy), Message: fmt.Sprintf(
-		"%s does not start while the cluster is unhealthy: %s. Nothing was changed. rekey checks again by itself and starts once every replica replicates from the primary with both replication threads running and no clone is in progress: fix what is named here (e.g. START REPLICA on a stopped replica) or let the cluster manager do it; nothing needs to be done on rekey's side",
+		"%s does not start while the cluster is unhealthy: %s. Nothing was changed. rekey checks again by itself and starts once every replica replicates from the primary with both replication threads running and holds no transaction the primary lacks, and no clone is in progress: fix what is named here (e.g. START REPLICA on a stopped replica) or let the cluster manager do it; nothing needs to be done on rekey's side",
 		phase, strings.Join(problems, "; "))}
 }
 
@@ -153,38 +157,13 @@ var replicationErrors = map[uint16]string{
 	13114: "the source could not send the binary log the replica needs",
 }
 
-// topologyProblems finds the primary and checks that every other instance
-// replicates from it. Instances whose replication is already reported
-// broken are not reported twice.
-func topologyProblems(obs []observation, byUUID map[string]string, broken map[string]bool) []string {
-	var writable, roots []observation
-	for _, o := range obs {
-		if !o.ReadOnly {
-			writable = append(writable, o)
-		}
-		if !replicatesFromMember(o, byUUID) {
-			roots = append(roots, o)
-		}
-	}
-	var primary observation
-	switch {
-	case len(writable) > 1:
-		return []string{fmt.Sprintf("%s are all writable (read_only=OFF): only the primary may be", names(writable))}
-	case len(writable) == 1:
-		primary = writable[0]
-	case len(roots) == 1 && len(roots[0].Channels) == 0:
-		// The others replicate from it, yet it takes no writes: the first
-		// step of a switchover (the cluster manager made the primary
-		// super_read_only and waits for a replica to catch up before it
-		// promotes one), a failover, or a primary not made writable yet.
-		// Starting now would lift super_read_only on the instance being
-		// demoted; the roles settle within seconds.
-		return []string{fmt.Sprintf("no instance is writable: %s, which the others replicate from, is read-only, as during a switchover or failover; rekey waits until one primary is writable", roots[0].Name)}
-	case len(roots) == 1:
-		// An intermediate primary: it replicates from outside the set.
-		primary = roots[0]
-	default:
-		return []string{fmt.Sprintf("no instance is the primary: none is writable and %s replicate from no other instance of the set", names(roots))}
+// topologyProblems finds the primary (nil when there is none to find)
+// and checks that every other instance replicates from it. Instances
+// whose replication is already reported broken are not reported twice.
+func topologyProblems(obs []observation, byUUID map[string]string, broken map[string]bool) (*observation, []string) {
+	primary, problem := findPrimary(obs, byUUID)
+	if problem != "" {
+		return nil, []string{problem}
 	}
 	var out []string
 	for _, c := range primary.Channels {
@@ -220,7 +199,50 @@ func topologyProblems(obs []observation, byUUID map[string]string, broken map[st
 			out = append(out, fmt.Sprintf("%s replicates from %s, not from the primary %s", o.Name, strings.Join(from, ", "), primary.Name))
 		}
 	}
-	return out
+	return &primary, out
+}
+
+// findPrimary is the one writable instance or, when none is writable, an
+// intermediate primary; else the problem that leaves the set without one.
+func findPrimary(obs []observation, byUUID map[string]string) (observation, string) {
+	var writable, roots []observation
+	for _, o := range obs {
+		if !o.ReadOnly {
+			writable = append(writable, o)
+		}
+		if !replicatesFromMember(o, byUUID) {
+			roots = append(roots, o)
+		}
+	}
+	switch {
+	case len(writable) > 1:
+		return observation{}, fmt.Sprintf("%s are all writable (read_only=OFF): only the primary may be", names(writable))
+	case len(writable) == 1:
+		return writable[0], ""
+	case len(roots) == 1 && len(roots[0].Channels) == 0:
+		// The others replicate from it, yet it takes no writes: the first
+		// step of a switchover (the cluster manager made the primary
+		// super_read_only and waits for a replica to catch up before it
+		// promotes one), a failover, or a primary not made writable yet.
+		// Starting now would lift super_read_only on the instance being
+		// demoted; the roles settle within seconds.
+		return observation{}, fmt.Sprintf("no instance is writable: %s, which the others replicate from, is read-only, as during a switchover or failover; rekey waits until one primary is writable", roots[0].Name)
+	case len(roots) == 1:
+		// An intermediate primary: it replicates from outside the set.
+		return roots[0], ""
+	default:
+		return observation{}, fmt.Sprintf("no instance is the primary: none is writable and %s replicate from no other instance of the set", names(roots))
+	}
+}
+
+// primaryOf is the set's primary as findPrimary finds it, if there is one.
+func primaryOf(obs []observation) (observation, bool) {
+	byUUID := map[string]string{}
+	for _, o := range obs {
+		byUUID[o.ServerUUID] = o.Name
+	}
+	p, problem := findPrimary(obs, byUUID)
+	return p, problem == "" && len(obs) > 1
 }
 
 func replicatesFrom(o observation, uuid string) bool {
@@ -257,6 +279,9 @@ func names(obs []observation) string {
 func (b *Backend) healthGate(ctx context.Context, phase string, passwords []string, secrets engine.Secrets) error {
 	obs, err := b.observeAll(ctx, "health/instance-observed", passwords, secrets, nil)
 	if err != nil {
+		return err
+	}
+	if err := b.rereadPrimary(ctx, obs, passwords, secrets); err != nil {
 		return err
 	}
 	if rf := decideHealth(phase, obs); rf != nil {

@@ -19,6 +19,9 @@ type observation struct {
 	// Clone is performance_schema.clone_status.STATE ("" without the
 	// clone plugin, which is then not cloning).
 	Clone string
+	// GTIDExecuted is @@GLOBAL.gtid_executed ("" with GTIDs off, which
+	// leaves errant transactions unseen: errant.go).
+	GTIDExecuted string
 }
 
 // channel is one row of SHOW REPLICA STATUS.
@@ -73,8 +76,8 @@ func readRole(ctx context.Context, q querier) (role, error) {
 func observe(ctx context.Context, name string, q querier) (observation, error) {
 	o := observation{Name: name}
 	var ro, sro int
-	if err := q.QueryRowContext(ctx, "SELECT @@GLOBAL.server_uuid, @@GLOBAL.read_only, @@GLOBAL.super_read_only").Scan(&o.ServerUUID, &ro, &sro); err != nil {
-		return o, fmt.Errorf("read server_uuid and read_only: %w", err)
+	if err := q.QueryRowContext(ctx, "SELECT @@GLOBAL.server_uuid, @@GLOBAL.read_only, @@GLOBAL.super_read_only, @@GLOBAL.gtid_executed").Scan(&o.ServerUUID, &ro, &sro, &o.GTIDExecuted); err != nil {
+		return o, fmt.Errorf("read server_uuid, read_only and gtid_executed: %w", err)
 	}
 	o.ReadOnly, o.SuperReadOnly = ro == 1, sro == 1
 	var err error
