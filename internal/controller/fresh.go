@@ -51,6 +51,9 @@ type freshReads struct {
 	// request. Anyone else's later change reaches the cache as an event
 	// that wakes the set again, exactly as when a live read had missed it.
 	copies map[freshKey]client.Object
+	// carried holds, per set, the bootstrap Secrets the reconcile that
+	// wrote it last read, for the reconcile that write wakes (carry.go).
+	carried map[types.NamespacedName]carried
 }
 
 // readLive marks an object whose server state this manager cannot vouch for.

@@ -10,19 +10,20 @@ import (
 )
 
 // Per-reconcile memory of what the API server already said, so that one
-// reconcile does not ask twice. Kept in the context of
-// one reconcile only: the next starts from fresh reads.
+// reconcile does not ask twice. Kept in the context of one reconcile only:
+// the next starts from fresh reads (but for what carry.go hands on).
 
 type secretMemoKey struct{}
 
 // withSecretMemo makes readSecretKey remember the Secrets it read under
-// ctx: for building a plan that writes no Secret (MySQL, RabbitMQ), where
-// the Secrets a spec references (admin password and CA, often one Secret)
-// are read. Never around code that writes one: the Ceph plan finishes an
-// interrupted admin key rotation, which rewrites the admin keyring Secret
-// that its next command reads again.
+// ctx, in the reconcile's bootstrap memo (carry.go): for building a plan
+// that writes no Secret (MySQL, RabbitMQ, PostgreSQL), where the Secrets a
+// spec references (admin password and CA, often one Secret) are read.
+// Never around code that writes one: the Ceph plan finishes an interrupted
+// admin key rotation, which rewrites the admin keyring Secret that its
+// next command reads again.
 func withSecretMemo(ctx context.Context) context.Context {
-	return context.WithValue(ctx, secretMemoKey{}, map[types.NamespacedName]*corev1.Secret{})
+	return context.WithValue(ctx, secretMemoKey{}, bootstrapMemo(ctx))
 }
 
 func secretMemo(ctx context.Context) map[types.NamespacedName]*corev1.Secret {

@@ -162,6 +162,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		r.lockTable().unlock(req.NamespacedName, keys)
 		r.lockTable().forget(req.NamespacedName)
 		if apierrors.IsNotFound(err) {
+			r.reads().forgetCarried(req.NamespacedName)
 			attemptOf(ctx).gone = true
 			metrics.Forget(req.Namespace, req.Name)
 		}
@@ -169,6 +170,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	}
 	attemptOf(ctx).set = cs.DeepCopy()
 	ctx = withTargetMemo(withSetView(ctx, cs))
+	ctx = withBootstrapMemo(ctx, r.reads().takeCarried(cs))
+	read := cs.DeepCopy()
+	defer func() { r.fresh.carry(read, attemptOf(ctx).outcome == succeeded, bootstrapMemo(ctx)) }()
 	if live := BackendLockKeys(cs); !slices.Equal(live, keys) {
 		// The spec moved to other servers since the cache saw it (or the
 		// cache has not seen the set yet).
