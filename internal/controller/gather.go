@@ -41,9 +41,10 @@ func (r *Reconciler) serveDistribution(ctx context.Context, t *turn) (*problem, 
 // holdRetirement records the backend cluster and what retiring the old
 // credentials waits for (backends whose old identity is shared state of a
 // cluster). While either holds retirement, a Distributed rotation counts
-// as not rolled out; a cluster that cannot be identified holds the whole
-// reconcile until the discard is applied. A rollback's reset is not
-// retirement and does not wait.
+// as not rolled out. A cluster that cannot be identified is returned as
+// the hold: until the discard is applied, it keeps the discard from
+// starting or going on (retirementHeld), and nothing else: abort and
+// recover still run, as a rollback's reset is not retirement.
 func (r *Reconciler) holdRetirement(ctx context.Context, t *turn, rolledOut bool) (bool, *problem) {
 	cluster, waiting, prob := scopeMoved(ctx, t.p, t.known())
 	t.obs.cluster = cluster
@@ -56,6 +57,17 @@ func (r *Reconciler) holdRetirement(ctx context.Context, t *turn, rolledOut bool
 		return false, prob
 	}
 	return false, nil
+}
+
+// retirementHeld is the hold to report for a set in st after decision d:
+// retires says d would retire the old credentials (a discard), which the
+// hold stops; otherwise the reconcile goes on and reports the hold at its
+// end while the set still has something to retire.
+func retirementHeld(hold *problem, d engine.Decision, st v1.CredentialSetStatus) (_ *problem, retires bool) {
+	if hold == nil || st.Phase != v1.PhaseDistributed || st.DiscardApplied {
+		return nil, false
+	}
+	return hold, d.Action == engine.Discard
 }
 
 // decisionInput is what the engine decides on: the set's status and

@@ -45,9 +45,6 @@ func (r *Reconciler) reconcile(ctx context.Context, cs *v1.CredentialSet, obs *o
 		return ctrl.Result{}, nil, err
 	}
 	rolledOut, hold := r.holdRetirement(ctx, t, rolledOut)
-	if hold != nil {
-		return ctrl.Result{RequeueAfter: engine.RequeueRollout}, hold, nil
-	}
 	repairProb, err := r.repairPending(ctx, t)
 	if err != nil {
 		return ctrl.Result{}, nil, err
@@ -74,6 +71,9 @@ func (r *Reconciler) reconcile(ctx context.Context, cs *v1.CredentialSet, obs *o
 	if repairProb != nil && startsDiscard(d, cs.Status) {
 		return ctrl.Result{RequeueAfter: repairRecheck}, repairProb, nil
 	}
+	if held, retires := retirementHeld(hold, d, cs.Status); retires {
+		return ctrl.Result{RequeueAfter: engine.RequeueRollout}, held, nil
+	}
 
 	// Act.
 	res, prob, err := r.act(ctx, t, d, due.Why)
@@ -87,6 +87,9 @@ func (r *Reconciler) reconcile(ctx context.Context, cs *v1.CredentialSet, obs *o
 	}
 	if repairProb != nil {
 		return requeueWithin(res, repairRecheck), repairProb, nil
+	}
+	if held, _ := retirementHeld(hold, d, cs.Status); held != nil {
+		return requeueWithin(res, engine.RequeueRollout), held, nil
 	}
 	if due.Problem != nil {
 		// Only the schedule stops: whatever else the decision did went on.
