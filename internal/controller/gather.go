@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	v1 "rekey.io/rekey/api/v1alpha1"
@@ -68,6 +69,42 @@ func retirementHeld(hold *problem, d engine.Decision, st v1.CredentialSetStatus)
 		return nil, false
 	}
 	return hold, d.Action == engine.Discard
+}
+
+// instancesRecheck is how often a set that waits for an instance of a
+// cluster scaled to zero looks again. Scaling its StatefulSet up wakes
+// the set at once (registry.Entry.StatefulSets); this poll is only a
+// safety net, so a set left at zero for days costs a reconcile every few
+// minutes and writes nothing.
+const instancesRecheck = 5 * time.Minute
+
+// scaledToZero is the problem when decision d is the engine's refusal for
+// a cluster with no instance (replicas: 0): a rotation requested or under
+// way, a discard asked for or due. It is said once: when the Degraded
+// condition already states it, t.obs.saidOnce keeps the Warning from
+// being recorded again. Nil for any other decision.
+func scaledToZero(t *turn, d engine.Decision) *problem {
+	if !noInstanceRefusal(t.p.noInstances, d) {
+		return nil
+	}
+	prob := &problem{d.Reason, d.Message}
+	t.obs.saidOnce = saidAlready(t.cs.Status.Conditions, prob)
+	return prob
+}
+
+// noInstanceRefusal: d is one of the engine's refusals for a cluster with
+// no instance, which keep every request for when one is back.
+func noInstanceRefusal(noInstances bool, d engine.Decision) bool {
+	return noInstances && d.Action == engine.Refuse && !d.DropRotate && !d.DropDiscard && !d.DropAbort &&
+		(d.Reason == reason.RotateRefused || d.Reason == reason.DiscardRefused)
+}
+
+// saidAlready: the Degraded condition states prob (an earlier reconcile
+// wrote it, then recorded its Warning).
+func saidAlready(conds []metav1.Condition, prob *problem) bool {
+	c := meta.FindStatusCondition(conds, reason.CondDegraded)
+	return c != nil && c.Status == metav1.ConditionTrue && c.Reason == string(prob.reason) &&
+		c.Message == elide(prob.message, maxConditionMessage)
 }
 
 // decisionInput is what the engine decides on: the set's status and

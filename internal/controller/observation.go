@@ -40,6 +40,10 @@ type observation struct {
 	// long (a rollout held by its owner becomes stuck at stuckAfter),
 	// when nothing watched would wake the set; 0: none.
 	recheck time.Duration
+
+	// saidOnce: the problem repeats what the Degraded condition already
+	// says (a cluster scaled to zero, scaledToZero): no new Warning.
+	saidOnce bool
 }
 
 // recheckWithin notes that the set must be looked at again within d.

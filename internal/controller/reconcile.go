@@ -71,6 +71,9 @@ func (r *Reconciler) reconcile(ctx context.Context, cs *v1.CredentialSet, obs *o
 	if repairProb != nil && startsDiscard(d, cs.Status) {
 		return ctrl.Result{RequeueAfter: repairRecheck}, repairProb, nil
 	}
+	if prob := scaledToZero(t, d); prob != nil {
+		return ctrl.Result{RequeueAfter: instancesRecheck}, prob, nil
+	}
 	if held, retires := retirementHeld(hold, d, cs.Status); retires {
 		return ctrl.Result{RequeueAfter: engine.RequeueRollout}, held, nil
 	}

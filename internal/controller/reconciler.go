@@ -295,7 +295,7 @@ func (r *Reconciler) report(ctx context.Context, cs *v1.CredentialSet, obs *obse
 	// lost to a race is redone, with its Warnings, by the next reconcile;
 	// one the API server refused leaves the Warning as the only signal.
 	if oerr == nil || !isRace(ctx, oerr) {
-		if prob != nil {
+		if prob != nil && (obs == nil || !obs.saidOnce) {
 			r.event(cs, "Warning", prob.reason, "Reconcile", "%s", prob.message)
 		}
 		if insecure != "" {
