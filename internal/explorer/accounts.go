@@ -116,6 +116,13 @@ type Instance struct {
 	// admin completed): rekey cannot log in there, and says so, until a
 	// person sets the admin's password there or rebuilds it.
 	Stranded bool `json:"str,omitempty"`
+	// The instance's role as the cluster manager sets it (switchover.go):
+	// RO is read_only and super_read_only on; From the instance it
+	// replicates from ("": none); Stopped, that channel's threads are
+	// stopped (STOP REPLICA, RESET REPLICA on a new primary).
+	RO      bool   `json:"ro,omitempty"`
+	From    string `json:"from,omitempty"`
+	Stopped bool   `json:"stop,omitempty"`
 }
 
 // errDown is what connecting to an instance that does not answer gives.

@@ -89,7 +89,7 @@ func successors(w *World, o Options) []Step {
 	}
 	for _, t := range Transitions(o) {
 		c := w.Clone()
-		c.Warnings = nil
+		c.Warnings, c.Unsafe = nil, nil
 		if t.Apply(c) {
 			out = append(out, Step{t.Name, c})
 		}

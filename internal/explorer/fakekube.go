@@ -173,7 +173,7 @@ func (w *World) reconcile(crashAt string, stale *v1.CredentialSet) (hit []string
 	before := w.Set.DeepCopy()
 	r := &controller.Reconciler{Client: kc, APIReader: reader, Recorder: rec, Namespace: opNamespace,
 		Now: func() time.Time { return now.Add(w.Clock) }}
-	active = w
+	active, w.Unsafe = w, nil
 	count := map[string]int{}
 	failpoint.Crash = func(name string) {
 		hit = append(hit, name)
@@ -191,7 +191,11 @@ func (w *World) reconcile(crashAt string, stale *v1.CredentialSet) (hit []string
 			err = errCrashed
 		} else {
 			for _, in := range w.Instances {
-				in.Returned = false // the set's next reconcile after the return has run
+				// The set's next reconcile after the return has run, and
+				// reached it: one that did not answer was not repaired.
+				if !in.Down {
+					in.Returned = false
+				}
 			}
 		}
 		w.read(kc)
@@ -201,6 +205,7 @@ func (w *World) reconcile(crashAt string, stale *v1.CredentialSet) (hit []string
 			// this one only if the reconcile moved nothing on.
 			w.Waiting = rec.waiting
 		}
+		noteStarts(w, before.Status)
 		if !equality.Semantic.DeepEqual(before.Status, w.Set.Status) {
 			w.Older = before
 		}

@@ -27,6 +27,7 @@ func Invariants() []Invariant {
 		{"no dead end", noDeadEnd},
 		{"no wedge", noWedge},
 		{"scheduled rotations start in a window", startsInWindow},
+		{"no phase starts during a switchover", noStartDuringSwitch},
 	}
 }
 
@@ -285,6 +286,9 @@ func drainStep(c *World, recovers *int) string {
 			in.Down = false
 			return in.Name + " answers again (what an unreachable instance's refusal waits for)"
 		}
+	}
+	if step := finishSwitch(c); step != "" {
+		return step + " (what a ClusterUnhealthy refusal waits for)"
 	}
 	for _, in := range c.present() {
 		if in.Stranded && c.Source != nil {

@@ -177,6 +177,9 @@ func (b *modelBackend) Precheck(_ context.Context, cur engine.Secrets) error {
 	if err != nil {
 		return err
 	}
+	if err := b.health(false); err != nil {
+		return err
+	}
 	if len(found) > 0 {
 		return &engine.Refusal{Reason: string(reason.DualPasswordExists), Message: strings.Join(found, ", ") +
 			" already has a secondary password; reset it (kubectl rekey recover does this), then rotate again"}
@@ -254,6 +257,9 @@ func (b *modelBackend) Retire(ctx context.Context, cur, pending engine.Secrets) 
 			a.identifiedBy(pending[k], true)
 			a.mark(b.target(), true)
 			in.set(k, a)
+		}
+		if len(discard) > 0 {
+			b.duringSwitch("discarded on " + in.Name)
 		}
 		for _, k := range discard {
 			a := in.acct(k)
@@ -376,7 +382,10 @@ func repairNeeded(in *Instance, cur, pending engine.Secrets, gen int64) bool {
 }
 
 // CheckDiscardHealth: the health gate logs in as the admin on every
-// instance (every instance answers in this model).
+// instance, then judges the roles (switchover.go).
 func (b *modelBackend) CheckDiscardHealth(_ context.Context, cur, pending engine.Secrets) error {
-	return b.each("model/discard-health", []string{pending[AdminKey], cur[AdminKey]}, func(*Instance) error { return nil })
+	if err := b.each("model/discard-health", []string{pending[AdminKey], cur[AdminKey]}, func(*Instance) error { return nil }); err != nil {
+		return err
+	}
+	return b.health(true)
 }

@@ -8,7 +8,9 @@ import "rekey.io/rekey/internal/engine"
 func scaleIn(name string) func(*World) bool {
 	return func(w *World) bool {
 		in := w.instance(name)
-		if in == nil || !in.Present || len(w.present()) < 2 {
+		// Not the primary, nor during a switchover: the cluster manager
+		// switches over before it scales the primary in.
+		if in == nil || !in.Present || len(w.present()) < 2 || !in.RO || w.Switch != "" {
 			return false
 		}
 		in.Present = false

@@ -62,6 +62,9 @@ type Options struct {
 	// (the discard GitOps declares) to the generation the active rotation
 	// produces, and to the current one.
 	DiscardGenerations bool
+	// Switchover: the primary is switched over to another instance, in
+	// the steps MOCO's switchover (or a DBA's) takes (switchover.go).
+	Switchover bool
 	// Checks: the user asks for the set's checks (kubectl rekey check),
 	// with a fresh request ID and again with one already answered.
 	Checks bool
@@ -95,7 +98,7 @@ func (o Options) keeps(name string) bool {
 
 // DefaultOptions is what `go test` explores. Instances scale in and
 // return (with their volume, or rebuilt) by default; REKEY_EXPLORE_SCALING=0
-// leaves that out. Some transitions are explored only on request:
+// leaves that out. Likewise switchovers (REKEY_EXPLORE_SWITCHOVER=0). Some transitions are explored only on request:
 // REKEY_EXPLORE_STALE=1 adds
 // reconciles from a stale read of the set (TestPathStaleReads explores
 // them by default among the transitions they need; across all of them
@@ -106,6 +109,7 @@ func DefaultOptions() Options {
 	return Options{Instances: []string{"i0", "i1"}, Crashes: true, HandChanges: true, Backups: true, Outages: true, Deletion: true,
 		PolicyEdits: true,
 		Scaling:     os.Getenv("REKEY_EXPLORE_SCALING") != "0",
+		Switchover:  os.Getenv("REKEY_EXPLORE_SWITCHOVER") != "0",
 		StaleReads:  os.Getenv("REKEY_EXPLORE_STALE") == "1"}
 }
 
@@ -340,6 +344,9 @@ func Transitions(o Options) []Transition {
 		for _, id := range []string{"k1", "k2"} {
 			out = append(out, Transition{"user: check " + id, annotate(engine.CheckAnnotation, id)})
 		}
+	}
+	if o.Switchover {
+		out = append(out, switchoverTransitions(o)...)
 	}
 	out = append(out, Transition{"consumer pod restarts (reads the Secret)", restartPod})
 	if o.Backups {

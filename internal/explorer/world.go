@@ -94,6 +94,13 @@ type World struct {
 	// Waiting are the messages of the step's DeletionWaiting events (a
 	// Normal event that names a next step).
 	Waiting []string `json:"-"`
+	// Switch is the instance a switchover under way promotes ("": none).
+	Switch string `json:"sw,omitempty"`
+	// Unsafe is what the step's reconcile did while a switchover was
+	// under way that must wait for the roles to settle (switchover.go).
+	// Part of the state's identity, unlike Warnings: the same state
+	// reached without it must not hide it. Empty on the fixed code.
+	Unsafe []string `json:"unsafe,omitempty"`
 }
 
 // deleted: the user deleted the set (it may still be there, held by
@@ -192,6 +199,9 @@ func (w *World) Summary() string {
 	} else {
 		b.WriteString(" source=gone")
 	}
+	if w.Switch != "" {
+		fmt.Fprintf(&b, " switchover-to=%s", w.Switch)
+	}
 	if w.Dist != nil {
 		fmt.Fprintf(&b, " served=%s", w.Dist.Data[AppKey])
 	}
@@ -216,7 +226,7 @@ func (w *World) Summary() string {
 		if a.Hand {
 			b.WriteString(" by hand")
 		}
-		b.WriteString("}")
+		b.WriteString(roleNote(w, in) + "}")
 	}
 	return b.String()
 }
@@ -276,8 +286,12 @@ func NewWorld(instances ...string) *World {
 			Spec:       appsv1.DeploymentSpec{Replicas: &one},
 		},
 	}
-	for _, name := range instances {
+	for i, name := range instances {
+		// The first instance is the primary; the others replicate from it.
 		in := &Instance{Name: name, Present: true, Users: map[string]Account{}}
+		if i > 0 {
+			in.RO, in.From = true, instances[0]
+		}
 		for _, k := range modelKeys {
 			a := Account{}
 			a.create(initial(k))
