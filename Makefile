@@ -90,7 +90,8 @@ vet:
 ## printing the states, transitions, depth and invariant checks it covered.
 ## make test runs it for under a minute; REKEY_EXPLORE_STALE=1 adds
 ## reconciles from a stale read of the set, REKEY_EXPLORE_SCALING=0 leaves
-## out instances that scale in and return.
+## out instances that scale in and return, REKEY_EXPLORE_SWITCHOVER=0
+## switchovers.
 EXPLORE_SECONDS ?= 600
 EXPLORE_DEPTH ?= 9
 EXPLORE_WALKS ?= 500
