@@ -2,11 +2,15 @@
 // real: the process sends itself SIGKILL, so no deferred cleanup, no status
 // write and no connection close runs — exactly what a node failure does.
 //
-// It is armed only by the REKEY_FAILPOINT environment variable
-// ("name" or "name:N" for the N-th hit); unset, Hit is one map lookup.
-// A ":pause" suffix ("name:pause", "name:N:pause") stops the process
-// instead (SIGSTOP, as a long GC pause or a frozen VM would): it resumes
-// on SIGCONT, right where it stopped, with everything it read before.
+// A failpoint is "name" or "name:N" for the N-th hit. A ":pause" suffix
+// ("name:pause", "name:N:pause") stops the process instead (SIGSTOP, as a
+// long GC pause or a frozen VM would): it resumes on SIGCONT, right where
+// it stopped, with everything it read before.
+//
+// Only test builds can arm one. The end-to-end tests' manager, built with
+// -tags rekeytest, reads it from REKEY_FAILPOINT (env_rekeytest.go); a test
+// binary arms one with Arm. Every build users run reads no environment
+// variable here (env.go): Hit does nothing in it but call Crash.
 package failpoint
 
 import (
@@ -18,19 +22,29 @@ import (
 
 var (
 	once   sync.Once
+	mu     sync.Mutex
 	armed  string
 	target = 1
 	pause  bool
-	mu     sync.Mutex
 	hits   = map[string]int{}
 )
 
-func load() {
-	v := os.Getenv("REKEY_FAILPOINT")
-	if rest, ok := strings.CutSuffix(v, ":pause"); ok {
-		v, pause = rest, true
+// Arm arms spec ("" disarms) in place of anything REKEY_FAILPOINT says. A
+// test process calls it before the steps run: a child of a test binary
+// that is to die at a step, where no rekeytest build is involved.
+func Arm(spec string) {
+	once.Do(func() {})
+	set(spec)
+}
+
+func set(spec string) {
+	mu.Lock()
+	defer mu.Unlock()
+	armed, target, pause, hits = "", 1, false, map[string]int{}
+	if rest, ok := strings.CutSuffix(spec, ":pause"); ok {
+		spec, pause = rest, true
 	}
-	name, n, ok := strings.Cut(v, ":")
+	name, n, ok := strings.Cut(spec, ":")
 	armed = name
 	if ok {
 		if i, err := strconv.Atoi(n); err == nil && i > 0 {
@@ -39,7 +53,7 @@ func load() {
 	}
 }
 
-// Crash, when set, is called by every Hit before the environment is
+// Crash, when set, is called by every Hit before anything armed is
 // consulted: the state-space explorer (internal/explorer) crashes the
 // manager in-process at a persisted step by panicking from it, since it
 // explores thousands of crashes and cannot spend a process on each.
@@ -52,15 +66,16 @@ func Hit(name string) {
 	if Crash != nil {
 		Crash(name)
 	}
-	once.Do(load)
+	once.Do(func() { set(envSpec()) })
+	mu.Lock()
 	if armed == "" || armed != name {
+		mu.Unlock()
 		return
 	}
-	mu.Lock()
 	hits[name]++
-	n := hits[name]
+	n, stopHere := hits[name], pause
 	mu.Unlock()
-	if n == target && pause {
+	if n == target && stopHere {
 		os.Stderr.WriteString("failpoint " + name + " hit: pausing the process\n")
 		stop()
 		os.Stderr.WriteString("failpoint " + name + ": resumed\n")

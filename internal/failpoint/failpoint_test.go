@@ -15,6 +15,7 @@ import (
 // stopped), and continues past the step only after SIGCONT.
 func TestPauseStopsAndResumes(t *testing.T) {
 	if os.Getenv("FAILPOINT_CHILD") == "1" {
+		Arm(os.Getenv("FAILPOINT_SPEC"))
 		Hit("step/other")
 		Hit("step/paused")
 		os.Stdout.WriteString("after the step\n")
@@ -22,7 +23,7 @@ func TestPauseStopsAndResumes(t *testing.T) {
 	}
 	var out strings.Builder
 	cmd := exec.Command(os.Args[0], "-test.run=^TestPauseStopsAndResumes$")
-	cmd.Env = append(os.Environ(), "FAILPOINT_CHILD=1", "REKEY_FAILPOINT=step/paused:pause")
+	cmd.Env = append(os.Environ(), "FAILPOINT_CHILD=1", "FAILPOINT_SPEC=step/paused:pause")
 	cmd.Stdout, cmd.Stderr = &out, &out
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)

@@ -162,8 +162,9 @@ func buildManager(t testing.TB) string {
 		t.Fatal(err)
 	}
 	out := filepath.Join(dir, "manager")
-	// rekeytest: the HA tests' control runs switch the fence off
-	// (REKEY_TEST_UNFENCED), which only this build can.
+	// rekeytest: the crash tests arm failpoints (REKEY_FAILPOINT) and the
+	// HA tests' control runs switch the fence off (REKEY_TEST_UNFENCED),
+	// which only this build can.
 	cmd := exec.Command("go", "build", "-tags", "rekeytest", "-o", out, "./cmd/manager")
 	cmd.Dir = env.RepoRoot
 	if b, err := cmd.CombinedOutput(); err != nil {

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"rekey.io/rekey/internal/engine"
+	"rekey.io/rekey/internal/failpoint"
 	"rekey.io/rekey/internal/testenv"
 )
 
@@ -118,6 +119,9 @@ func TestAdminRotationChild(t *testing.T) {
 	if raw == "" {
 		t.Skip("run by TestAdminRotationCrash in a child process")
 	}
+	// A test binary reads no REKEY_FAILPOINT by itself (only the
+	// rekeytest build of the manager does): the child arms it.
+	failpoint.Arm(os.Getenv("REKEY_FAILPOINT"))
 	var p childParams
 	if err := json.Unmarshal([]byte(raw), &p); err != nil {
 		t.Fatal(err)
