@@ -10,16 +10,13 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	batchv1 "k8s.io/api/batch/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	v1 "rekey.io/rekey/api/v1alpha1"
+	"rekey.io/rekey/internal/backend/registry"
 	"rekey.io/rekey/internal/engine"
-	"rekey.io/rekey/internal/moco"
 	"rekey.io/rekey/internal/naming"
 	"rekey.io/rekey/internal/reason"
 )
@@ -76,56 +73,39 @@ func rolloutOf(obj client.Object) engine.RolloutState {
 }
 
 // rollout is how far obj has rolled out. A StatefulSet whose partition
-// MOCO lowers on purpose, one pod at a time while its MySQLCluster is
-// Healthy, is judged by pacedRollout: its partition is MOCO's health
-// gate at work, not a stall. Only such a rollout costs a read of the
-// MySQLCluster. recheck > 0: the judgement turns by time alone after
-// that long, with nothing watched changing.
+// another operator lowers on purpose, one pod at a time while the cluster
+// it serves is healthy (a registry.Pacer: MOCO), is judged by
+// pacedRollout: its partition is that operator's health gate at work,
+// not a stall. Only such a rollout costs a read of the owner. recheck >
+// 0: the judgement turns by time alone after that long, with nothing
+// watched changing.
 func (r *Reconciler) rollout(ctx context.Context, cs *v1.CredentialSet, obj client.Object) (ro engine.RolloutState, recheck time.Duration) {
 	if cj, ok := obj.(*batchv1.CronJob); ok {
 		return r.cronJobRollout(ctx, cs, cj)
 	}
 	ro = rolloutOf(obj)
 	sts, ok := obj.(*appsv1.StatefulSet)
-	if !ok || ro.Done {
+	if !ok || ro.Done || partitionOf(sts) == 0 {
 		return ro, 0
 	}
-	cluster := moco.PacedBy(sts)
-	if cluster == "" || partitionOf(sts) == 0 {
+	p, kind, owner, paced := registry.PacerOf(sts)
+	if !paced {
 		return ro, 0
 	}
-	return pacedRollout(sts, ro, cluster, r.mocoHealth(ctx, sts.Namespace, cluster), r.now(), r.stuckAfter(cs))
-}
-
-// ownerHealth is what MOCO reports of the cluster whose health gates its
-// rollout: the MySQLCluster's Healthy condition.
-type ownerHealth struct {
-	// known: the condition was read (false: no right to read
-	// MySQLClusters, or MOCO has not written it yet).
-	known   bool
-	healthy bool
-	reason  string
-	since   time.Time
-}
-
-// mocoHealth reads the Healthy condition of MySQLCluster ns/name, live.
-func (r *Reconciler) mocoHealth(ctx context.Context, ns, name string) ownerHealth {
-	mc := &unstructured.Unstructured{}
-	mc.SetAPIVersion(moco.APIVersion)
-	mc.SetKind(moco.Kind)
 	reader := client.Reader(r.Client)
 	if r.APIReader != nil {
 		reader = r.APIReader
 	}
-	if err := reader.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, mc); err != nil {
-		log.FromContext(ctx).V(1).Info("MySQLCluster not readable; its rollout is judged without its health", "namespace", ns, "name", name, "error", err.Error())
-		return ownerHealth{}
-	}
-	c := moco.HealthyCondition(moco.Conditions(mc.Object))
-	if c == nil {
-		return ownerHealth{}
-	}
-	return ownerHealth{known: true, healthy: c.Status == metav1.ConditionTrue, reason: c.Reason, since: c.LastTransitionTime.Time}
+	g := pacing{Pacer: p, kind: kind, owner: owner, health: p.Health(ctx, reader, sts.Namespace, owner)}
+	return pacedRollout(sts, ro, g, r.now(), r.stuckAfter(cs))
+}
+
+// pacing is who paces a StatefulSet's rollout: the operator, the owner
+// whose health gates it, and that health as last read.
+type pacing struct {
+	registry.Pacer
+	kind, owner string
+	health      registry.OwnerHealth
 }
 
 func partitionOf(sts *appsv1.StatefulSet) int32 {
@@ -135,37 +115,39 @@ func partitionOf(sts *appsv1.StatefulSet) int32 {
 	return 0
 }
 
-// pacedRollout judges the rollout of sts, whose partition MOCO's
-// partition controller lowers one pod at a time while MySQLCluster
-// cluster is Healthy (ro: the rollout as for any StatefulSet). While MOCO
-// paces it, rekey waits and reports progress, never RolloutStuck, and
-// never advises lowering the partition: that would restart pods past
-// MOCO's health gate. A cluster unhealthy for longer than stuckAfter (0:
-// never) holds the rollout for good until a person heals it: that is
-// reported as stuck, with advice that keeps the gate; recheck is how long
-// until a held rollout counts as stuck.
-func pacedRollout(sts *appsv1.StatefulSet, ro engine.RolloutState, cluster string, h ownerHealth, now time.Time, stuckAfter time.Duration) (_ engine.RolloutState, recheck time.Duration) {
+// pacedRollout judges the rollout of sts, whose partition the operator
+// g names lowers one pod at a time while the owner is healthy (ro: the
+// rollout as for any StatefulSet). While it paces it, rekey waits and
+// reports progress, never RolloutStuck, and never advises lowering the
+// partition: that would restart pods past the operator's health gate. An
+// owner unhealthy for longer than stuckAfter (0: never) holds the rollout
+// for good until a person heals it: that is reported as stuck, with
+// advice that keeps the gate; recheck is how long until a held rollout
+// counts as stuck.
+func pacedRollout(sts *appsv1.StatefulSet, ro engine.RolloutState, g pacing, now time.Time, stuckAfter time.Duration) (_ engine.RolloutState, recheck time.Duration) {
 	p := partitionOf(sts)
 	if ro.Done || p == 0 {
 		return ro, 0
 	}
 	want := ptr.Deref(sts.Spec.Replicas, 1)
-	progress := fmt.Sprintf("%d of %d pods restarted, paced by MOCO (partition %d): MOCO's partition controller restarts one pod at a time while MySQLCluster %s/%s is Healthy",
-		sts.Status.UpdatedReplicas, want, p, sts.Namespace, cluster)
-	if !h.known || h.healthy {
+	progress := fmt.Sprintf("%d of %d pods restarted, paced by %s (partition %d): %s's partition controller restarts one pod at a time while %s %s/%s is %s",
+		sts.Status.UpdatedReplicas, want, g.Name, p, g.Name, g.kind, sts.Namespace, g.owner, g.Condition)
+	h := g.health
+	if !h.Known || h.Healthy {
 		return engine.RolloutState{Message: progress + "; rekey waits for it"}, 0
 	}
-	held := fmt.Sprintf("%s; MOCO holds it while the cluster is Healthy=False (reason %s) since %s",
-		progress, h.reason, h.since.UTC().Format(time.RFC3339))
+	held := fmt.Sprintf("%s; %s holds it while the cluster is %s=False (reason %s) since %s",
+		progress, g.Name, g.Condition, h.Reason, h.Since.UTC().Format(time.RFC3339))
+	resumes := fmt.Sprintf(", and resumes by itself once it is %s again", g.Condition)
 	if stuckAfter <= 0 {
-		return engine.RolloutState{Message: held + ", and resumes by itself once it is Healthy again"}, 0
+		return engine.RolloutState{Message: held + resumes}, 0
 	}
-	if left := h.since.Add(stuckAfter).Sub(now); left > 0 {
-		return engine.RolloutState{Message: held + ", and resumes by itself once it is Healthy again"}, left
+	if left := h.Since.Add(stuckAfter).Sub(now); left > 0 {
+		return engine.RolloutState{Message: held + resumes}, left
 	}
 	return engine.RolloutState{Stuck: true, Message: fmt.Sprintf(
-		"%s, longer than rotation.stuckAfter %s: find why MOCO reports the cluster unhealthy (kubectl moco status, the MySQLCluster's conditions, the pods that are not ready) and repair it; MOCO then resumes the rollout and rekey finishes by itself. Do not lower the partition by hand: that restarts pods past MOCO's health gate",
-		held, stuckAfter)}, 0
+		"%s, longer than rotation.stuckAfter %s: find why %s reports the cluster unhealthy (%s) and repair it; %s then resumes the rollout and rekey finishes by itself. Do not lower the partition by hand: that restarts pods past %s's health gate",
+		held, stuckAfter, g.Name, g.Diagnose, g.Name, g.Name)}, 0
 }
 
 // syncConsumers puts the restart annotation value on every consumer's pod

@@ -8,8 +8,14 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"rekey.io/rekey/internal/backend/registry"
 	"rekey.io/rekey/internal/engine"
 )
+
+// mocoWords is the pacer's words as MOCO registers them
+// (internal/backend/mocokube, which the controller's tests do not link).
+var mocoWords = registry.Pacer{Name: "MOCO", Condition: "Healthy",
+	Diagnose: "kubectl moco status, the MySQLCluster's conditions, the pods that are not ready"}
 
 func TestPacedRollout(t *testing.T) {
 	now := time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC)
@@ -29,16 +35,16 @@ func TestPacedRollout(t *testing.T) {
 	if ro := engine.StatefulSetRollout(midway); !ro.Stuck {
 		t.Fatalf("the plain StatefulSet judgement no longer calls a partition stuck (%+v): this table tests nothing", ro)
 	}
-	healthy := ownerHealth{known: true, healthy: true, reason: "Healthy", since: now.Add(-time.Hour)}
-	sick := func(ago time.Duration) ownerHealth {
-		return ownerHealth{known: true, reason: "Degraded", since: now.Add(-ago)}
+	healthy := registry.OwnerHealth{Known: true, Healthy: true, Reason: "Healthy", Since: now.Add(-time.Hour)}
+	sick := func(ago time.Duration) registry.OwnerHealth {
+		return registry.OwnerHealth{Known: true, Reason: "Degraded", Since: now.Add(-ago)}
 	}
 	done := sts(0, 3)
 	done.Status.CurrentRevision = "new"
 	for _, tc := range []struct {
 		name       string
 		sts        *appsv1.StatefulSet
-		h          ownerHealth
+		h          registry.OwnerHealth
 		stuckAfter time.Duration
 		stuck      bool
 		done       bool
@@ -49,7 +55,7 @@ func TestPacedRollout(t *testing.T) {
 			says: []string{"2 of 3 pods restarted, paced by MOCO (partition 1)", "MySQLCluster shop/db", "rekey waits"}},
 		{name: "just partitioned by MOCO's webhook", sts: sts(3, 0), h: healthy, stuckAfter: 10 * time.Minute,
 			says: []string{"0 of 3 pods restarted, paced by MOCO (partition 3)"}},
-		{name: "cluster not readable: waits, cannot judge a stall", sts: midway, h: ownerHealth{}, stuckAfter: time.Minute,
+		{name: "cluster not readable: waits, cannot judge a stall", sts: midway, h: registry.OwnerHealth{}, stuckAfter: time.Minute,
 			says: []string{"paced by MOCO"}},
 		{name: "unhealthy for less than stuckAfter: MOCO holds, rekey waits and looks again when it would be stuck", sts: midway, h: sick(5 * time.Minute), stuckAfter: 10 * time.Minute,
 			recheck: 5 * time.Minute,
@@ -64,7 +70,8 @@ func TestPacedRollout(t *testing.T) {
 		{name: "rolled out", sts: done, h: sick(time.Hour), stuckAfter: time.Minute, done: true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			got, recheck := pacedRollout(tc.sts, engine.StatefulSetRollout(tc.sts), "db", tc.h, now, tc.stuckAfter)
+			g := pacing{Pacer: mocoWords, kind: "MySQLCluster", owner: "db", health: tc.h}
+			got, recheck := pacedRollout(tc.sts, engine.StatefulSetRollout(tc.sts), g, now, tc.stuckAfter)
 			if got.Stuck != tc.stuck || got.Done != tc.done || recheck != tc.recheck {
 				t.Fatalf("stuck %v done %v recheck %s, want stuck %v done %v recheck %s: %s", got.Stuck, got.Done, recheck, tc.stuck, tc.done, tc.recheck, got.Message)
 			}

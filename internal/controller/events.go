@@ -7,6 +7,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	v1 "rekey.io/rekey/api/v1alpha1"
+	"rekey.io/rekey/internal/backend/registry"
 	"rekey.io/rekey/internal/engine"
 	"rekey.io/rekey/internal/reason"
 )
@@ -39,14 +40,10 @@ func elide(s string, n int) string {
 }
 
 // summarize names a list that can be long in a bounded way: all of it
-// when short, else how many, the first few, and where the rest is.
-func summarize(items []string, noun, where string) string {
-	const shown = 3
-	if len(items) <= shown {
-		return strings.Join(items, ", ")
-	}
-	return fmt.Sprintf("%d %s (first: %s; %s lists them all)", len(items), noun, strings.Join(items[:shown], ", "), where)
-}
+// when short, else how many, the first few, and where the rest is. It is
+// the registry's, so that the backends' messages and the controller's
+// bound a list alike.
+var summarize = registry.Summarize
 
 func (r *Reconciler) event(cs *v1.CredentialSet, typ string, why reason.Reason, action, msg string, args ...any) {
 	if r.Recorder != nil {

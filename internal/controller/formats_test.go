@@ -65,7 +65,7 @@ func TestTargetData(t *testing.T) {
 	}
 	stray := &v1.CredentialSet{Spec: v1.CredentialSetSpec{Ceph: cs.Spec.Ceph,
 		Distribution: []v1.SecretTarget{{Namespace: "ns", Name: "keys", Entity: "client.csi-rbd-node"}}}}
-	if err := checkTargetFormats(stray); err == nil || !strings.Contains(err.Error(), "without a CephCSI format") {
+	if err := checkTargetFormats(stray); err == nil || !strings.Contains(err.Error(), "names entity client.csi-rbd-node without a CephCSI or CephCSIWithAdmin format: set format CephCSI or CephCSIWithAdmin, or remove entity") {
 		t.Errorf("an entity without a CephCSI format: %v", err)
 	}
 }

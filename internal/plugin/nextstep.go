@@ -9,6 +9,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/duration"
 
 	v1 "rekey.io/rekey/api/v1alpha1"
+	"rekey.io/rekey/internal/backend/registry"
 	"rekey.io/rekey/internal/engine"
 	"rekey.io/rekey/internal/reason"
 )
@@ -28,10 +29,12 @@ func nextStep(cs *v1.CredentialSet, now time.Time) string {
 		return fmt.Sprintf("being deleted (deletionPolicy %s); rotation %s finishes first: %s; or kubectl rekey abort %s, or set deletionPolicy Retain to let go as it is",
 			policy, cs.Status.RotationID, liveStep(cs, now), cs.Name)
 	}
-	if c := meta.FindStatusCondition(cs.Status.Conditions, reason.CondDegraded); c != nil && c.Status == "True" && c.Reason == string(reason.DualPasswordExists) {
-		// The operator holds the wind-down: the backend accepts a second
-		// password the status does not account for.
-		return fmt.Sprintf("being deleted (deletionPolicy %s), held: a second password the status does not account for is still valid; kubectl rekey recover %s, or set deletionPolicy Retain to let go leaving both", policy, cs.Name)
+	if c := meta.FindStatusCondition(cs.Status.Conditions, reason.CondDegraded); c != nil && c.Status == "True" {
+		// The operator holds the wind-down on a backend's own refusal
+		// (a second password the status does not account for).
+		if rp, ok := registry.RepairFor(reason.Reason(c.Reason)); ok && rp.Held != "" {
+			return fmt.Sprintf("being deleted (deletionPolicy %s), held: %s; kubectl rekey recover %s, or set deletionPolicy Retain to let go %s", policy, rp.Held, cs.Name, rp.LetGo)
+		}
 	}
 	if policy == v1.DeletionDelete && len(cs.Spec.Consumers)+len(cs.Spec.ConsumerGroups) > 0 {
 		return "being deleted (deletionPolicy Delete): its identities go once every declared consumer is gone or removed from the spec (the UsersInUse Event names those left)"

@@ -15,6 +15,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	v1 "rekey.io/rekey/api/v1alpha1"
+	"rekey.io/rekey/internal/backend/registry"
 	"rekey.io/rekey/internal/engine"
 	"rekey.io/rekey/internal/reason"
 )
@@ -27,11 +28,9 @@ func newRecoverCommand(a *app) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "recover NAME",
 		Short: "Repair a set stuck on a documented failure, through the operator",
-		Long: `recover reads the set's Degraded condition and handles five documented
+		Long: `recover reads the set's Degraded condition and handles ` + countWord(len(sharedRepairs)+len(registry.Repairs())) + ` documented
 failures:
-  DualPasswordExists      a MySQL user has a secondary password rekey did not set:
-                          MySQL is reset to the current passwords
-  KeyMismatch             an identity's secret was changed outside rekey: the
+` + repairRows() + `  KeyMismatch             an identity's secret was changed outside rekey: the
                           backend is reset to the source Secret's current ones
   StaleRotationPending    the source Secret holds another rotation's pending
                           secrets: the active rotation is rolled back (as abort)
@@ -45,10 +44,7 @@ refuses it, as the operator would.
 It prints the diagnosis and the steps, asks for confirmation (unless --yes),
 then annotates the set with rekey.io/recover=<new UUID>, as kubectl annotate
 could. The operator does the work; nothing connects to the backend from here.
-Ceph mints its own keys, so an idle Ceph set with KeyMismatch or
-PendingRejected is not reset:
-follow the operator's message (delete the entity from the source Secret).
-Anything else is not something recover handles: it says so and changes nothing.`,
+` + backendHelp(func(h registry.Help) string { return h.Recover }) + `Anything else is not something recover handles: it says so and changes nothing.`,
 		Example: `  kubectl rekey recover moco -n shop
   kubectl rekey recover moco -n shop --yes --wait`,
 		Args: nameArg("recover"),
@@ -152,6 +148,35 @@ func (s *session) recover(ctx context.Context, name string, yes bool, w waitFlag
 	return nil
 }
 
+// sharedRepairs are the failures recover handles on any backend; a
+// backend adds its own (registry.Repair).
+var sharedRepairs = []reason.Reason{reason.KeyMismatch, reason.StaleRotationPending, reason.MissingRotationPending, reason.PendingRejected}
+
+// repairRows are the backends' own failures in recover's help, as rows
+// of its failures table.
+func repairRows() string {
+	var b strings.Builder
+	for _, rp := range registry.Repairs() {
+		for i, line := range strings.Split(rp.Help, "\n") {
+			name := ""
+			if i == 0 {
+				name = string(rp.Reason)
+			}
+			fmt.Fprintf(&b, "  %-24s%s\n", name, line)
+		}
+	}
+	return b.String()
+}
+
+// countWord is n in words, as help text reads it.
+func countWord(n int) string {
+	words := []string{"no", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine"}
+	if n < len(words) {
+		return words[n]
+	}
+	return fmt.Sprint(n)
+}
+
 // diagnosis is what recover found and what the operator will do about it.
 type diagnosis struct {
 	cause, message string   // in words, and the operator's own condition message
@@ -175,16 +200,18 @@ func diagnose(cs *v1.CredentialSet, id string) (diagnosis, error) {
 		return diagnosis{}, fmt.Errorf("credentialset %q is not degraded (%s: %s), so there is nothing kubectl rekey recover handles", cs.Name, c.Reason, c.Message)
 	}
 	d := diagnosis{message: c.Message}
-	switch reason.Reason(c.Reason) {
-	case reason.DualPasswordExists:
-		d.cause = "a MySQL user has a secondary password that rekey did not set, so rotations are refused (DualPasswordExists)"
-	case reason.KeyMismatch:
+	r := reason.Reason(c.Reason)
+	rp, backendOwn := registry.RepairFor(r)
+	switch {
+	case backendOwn:
+		d.cause = fmt.Sprintf("%s (%s)", rp.Cause, rp.Reason)
+	case r == reason.KeyMismatch:
 		d.cause = "a backend identity no longer accepts the secret the source Secret holds for it: it was changed outside rekey, so rotations are refused (KeyMismatch)"
-	case reason.StaleRotationPending:
+	case r == reason.StaleRotationPending:
 		d.cause = fmt.Sprintf("the source Secret holds the pending %s of another, interrupted rotation, not of the active rotation %s (StaleRotationPending)", secretWord(cs), st.RotationID)
-	case reason.MissingRotationPending:
+	case r == reason.MissingRotationPending:
 		d.cause = fmt.Sprintf("the source Secret lost pending %s of the active rotation %s%s, so the rotation cannot go forward (MissingRotationPending)", secretWord(cs), st.RotationID, hashesOnly(cs))
-	case reason.PendingRejected:
+	case r == reason.PendingRejected:
 		if engine.Active(st) {
 			d.cause = fmt.Sprintf("%s refuses the pending %s the source Secret holds for rotation %s (edited by hand, or changed in the backend), so the rotation cannot go forward (PendingRejected)", backendName(cs), secretWord(cs), st.RotationID)
 		} else {
@@ -219,12 +246,14 @@ func diagnose(cs *v1.CredentialSet, id string) (diagnosis, error) {
 // current secrets, which cures only the failures of those secrets.
 func resetDiagnosis(cs *v1.CredentialSet, c *metav1.Condition, d diagnosis) (diagnosis, error) {
 	st := cs.Status
-	switch r := reason.Reason(c.Reason); {
-	case r != reason.DualPasswordExists && r != reason.KeyMismatch && r != reason.PendingRejected:
+	r := reason.Reason(c.Reason)
+	_, backendOwn := registry.RepairFor(r)
+	switch {
+	case !backendOwn && r != reason.KeyMismatch && r != reason.PendingRejected:
 		// Missing current secrets or a missing source Secret (restore from
 		// backup) while Idle: a reset would have nothing to reset to.
 		return diagnosis{}, fmt.Errorf("credentialset %q is degraded (%s) with no rotation active, which kubectl rekey recover does not handle: %s", cs.Name, c.Reason, c.Message)
-	case traits(cs).ReadBack && r != reason.DualPasswordExists:
+	case traits(cs).ReadBack && !backendOwn:
 		// A backend that mints its secrets (Ceph) only checks them on a
 		// reset (it cannot set one), so a recovery would stay
 		// resetPending; the operator's message names the fix: have rekey

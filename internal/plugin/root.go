@@ -65,9 +65,7 @@ func NewRootCommand(o Options) *cobra.Command {
 		Use:   "kubectl-rekey",
 		Short: "Rotate the credentials of rekey CredentialSets",
 		Long: `kubectl rekey rotates the credentials of a rekey CredentialSet in two steps:
-  rotate   new credentials (MySQL passwords, Ceph keys, a RabbitMQ user) are
-           made and distributed; rotate --help says what stays of the old ones
-  discard  once consumers rolled out, the old credentials are retired
+` + helpRow("rotate", "new credentials ("+madeWords()+") are made and distributed; rotate --help says what stays of the old ones") + `  discard  once consumers rolled out, the old credentials are retired
 and rolls a rotation back when needed:
   abort    consumers return to the current credentials, then the new ones
            stop working
@@ -94,7 +92,7 @@ jsonpath, as kubectl get does.`,
 	// defaults: KUBECONFIG, the current context and its namespace unless
 	// overridden; --context, --cluster, --user, --as, --as-group, --token,
 	// --server, --request-timeout, the TLS files. (show's own --user, the
-	// MySQL user, shadows kubectl's there.)
+	// identity a backend picks with it, shadows kubectl's there.)
 	a.flags.AddFlags(root.PersistentFlags())
 	registerFlagCompletions(root, a)
 	root.AddCommand(newRotateCommand(a), newDiscardCommand(a), newStatusCommand(a), newShowCommand(a),

@@ -94,7 +94,7 @@ func (s *session) rotate(ctx context.Context, name string, dryRun bool, w waitFl
 	}
 	g := goal{
 		what:  fmt.Sprintf("rotation %s to reach Distributed", id),
-		fatal: rotateRefusals,
+		fatal: rotateRefusals(),
 		done: func(cs *v1.CredentialSet) bool {
 			// A set without consumers under AfterRollout may complete
 			// before the first read (or a relist after a watch ended): a

@@ -18,16 +18,18 @@ import (
 	"rekey.io/rekey/internal/backend/registry"
 )
 
-// showFlags are show's choices: which identity, and how to print it.
+// showFlags are show's choices: which identity (picks: each backend's
+// flag), and how to print it.
 type showFlags struct {
-	user, entity, format string
+	picks  []*pickFlag
+	format string
 	// print is -o: the credential as an object (json, yaml, jsonpath=...)
 	// instead of --format's text.
 	print *genericclioptions.PrintFlags
 }
 
 func newShowCommand(a *app) *cobra.Command {
-	f := showFlags{print: genericclioptions.NewPrintFlags("")}
+	f := showFlags{picks: pickFlags(), print: genericclioptions.NewPrintFlags("")}
 	cmd := &cobra.Command{
 		Use:   "show NAME",
 		Short: "Print one credential as consumers get it (the only command that prints secrets)",
@@ -62,8 +64,9 @@ Secret it was read from and, under values, what --format env prints.`,
 	if o := cmd.Flags().Lookup("output"); o != nil {
 		o.Usage = "print the credential as an object: " + strings.Join(f.print.AllowedFormats(), ", ") + " (default: --format's text)"
 	}
-	cmd.Flags().StringVar(&f.user, "user", "", "the MySQL user (NAME or NAME@HOST); required when the set has several")
-	cmd.Flags().StringVar(&f.entity, "entity", "", "the Ceph entity (e.g. client.csi); required when the set has several")
+	for _, p := range f.picks {
+		p.bind(cmd)
+	}
 	// The per-backend formats are in the long help: this text is what
 	// users of MySQL sets have always seen.
 	cmd.Flags().StringVar(&f.format, "format", "plain", "output format: plain, mycnf or env")
@@ -101,7 +104,11 @@ func (s *session) show(ctx context.Context, name string, f showFlags) error {
 	if len(cs.Spec.Distribution) == 0 {
 		return fmt.Errorf("credentialset %q has no distribution target (spec.distribution is empty), so no Secret outside the operator's namespace holds its %s: add one to spec.distribution", cs.Name, secretWord(cs))
 	}
-	c, err := b.Show.Credential(cs, registry.Pick{User: f.user, Entity: f.entity, Format: f.format})
+	who, err := pickFor(cs, b, f.picks)
+	if err != nil {
+		return err
+	}
+	c, err := b.Show.Credential(cs, registry.Pick{Identity: who, Format: f.format})
 	if err != nil {
 		return err
 	}

@@ -41,10 +41,10 @@ func TestShowCephFormats(t *testing.T) {
 	}{
 		{[]string{"csi"}, `credentialset "csi" has 2 entities: choose one with --entity (client.csi, mgr.a)`},
 		{[]string{"csi", "--entity", "client.csi.4"}, `credentialset "csi" has no entity "client.csi.4": use one of client.csi, mgr.a`},
-		{[]string{"csi", "--user", "client.csi"}, `--user picks a MySQL user, but credentialset "csi" is a Ceph set: pick the entity with --entity (client.csi, mgr.a)`},
+		{[]string{"csi", "--user", "client.csi"}, `--user picks a MySQL user or a PostgreSQL login, but credentialset "csi" is a Ceph set: pick the entity with --entity (client.csi, mgr.a)`},
 		{[]string{"csi", "--entity", "mgr.a", "--format", "mycnf"}, `unknown format "mycnf" for a Ceph set: use plain, keyring or env`},
 		{[]string{"csi", "--entity", "mgr.a", "--format", "url"}, `unknown format "url" for a Ceph set: use plain, keyring or env`},
-		{[]string{"orders", "--entity", "mgr.a"}, `--entity picks a Ceph entity, but credentialset "orders" is a MySQL set: pick the user with --user`},
+		{[]string{"orders", "--entity", "mgr.a"}, `--entity picks a Ceph entity, but credentialset "orders" is a MySQL set: pick the user with --user (orders@%)`},
 		{[]string{"orders", "--format", "keyring"}, `unknown format "keyring": use plain, mycnf or env`},
 	} {
 		// A refusal prints nothing but the error, and no key in it.
@@ -114,8 +114,8 @@ func TestShowRabbitMQFormats(t *testing.T) {
 		}
 	}
 	mustFail(t, ns, `unknown format "keyring" for a RabbitMQ set: use plain, env or url`, "show", "nova", "--format", "keyring")
-	mustFail(t, ns, `credentialset "nova" is a RabbitMQ set with a single user (a new one per generation), so show takes no --user or --entity`, "show", "nova", "--user", "nova-g4")
-	mustFail(t, ns, "so show takes no --user or --entity", "show", "nova", "--entity", "client.csi")
+	mustFail(t, ns, `credentialset "nova" is a RabbitMQ set with a single user (a new one per generation), so show takes no --user: drop it`, "show", "nova", "--user", "nova-g4")
+	mustFail(t, ns, "so show takes no --entity: drop it", "show", "nova", "--entity", "client.csi")
 
 	// A transport_url under another key, and none at all.
 	cs := rabbitSet(ns, "keystone")

@@ -19,6 +19,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1 "rekey.io/rekey/api/v1alpha1"
+	"rekey.io/rekey/internal/backend/registry"
 	"rekey.io/rekey/internal/reason"
 )
 
@@ -31,12 +32,22 @@ type goal struct {
 
 // Refusals that mean the operator will not carry out a request as is;
 // InstanceUnreachable is absent on purpose: the phase resumes by itself.
-// KeyMismatch is Ceph's and RabbitMQ's refusal to rotate from a secret
-// changed outside rekey.
+// KeyMismatch is the refusal to rotate from a secret changed outside
+// rekey; a backend's own refusals that recover repairs refuse a rotation
+// too (rotateRefusals).
 var (
-	rotateRefusals  = []reason.Reason{reason.PreflightFailed, reason.DualPasswordExists, reason.RotateRefused, reason.StaleRotationPending, reason.MissingRotationPending, reason.KeyMismatch}
 	discardRefusals = []reason.Reason{reason.DiscardRefused, reason.DiscardSkipped, reason.MissingRotationPending, reason.StaleRotationPending, reason.PendingRejected}
 )
+
+// rotateRefusals end a rotation's wait: the shared refusals, and each
+// backend's own that recover repairs (registry.Repair).
+func rotateRefusals() []reason.Reason {
+	out := []reason.Reason{reason.PreflightFailed, reason.RotateRefused, reason.StaleRotationPending, reason.MissingRotationPending, reason.KeyMismatch}
+	for _, rp := range registry.Repairs() {
+		out = append(out, rp.Reason)
+	}
+	return out
+}
 
 // follow watches the set and its Events until g is done, a refusal appears
 // after the request (anything in seen predates it), or timeout passes. It

@@ -23,6 +23,11 @@ var optional = map[string]string{
 	"Describe.MoreSecrets":      "nil: no Secret besides the source and distribution ones",
 	"Describe.Show.Unqualified": "false: an unknown format's message names the backend",
 	"Describe.Rank":             "0: first in the help tables",
+	"Describe.Show.Pick":        "nil: a set has one identity, which Show.One names (one of the two is required)",
+	"Describe.Show.One":         "\"\": Show.Pick picks one of several",
+	"Describe.Repairs":          "nil: recover handles only the failures every backend shares",
+	"Describe.Help.Recover":     "\"\": recover's help says nothing of the backend",
+	"Describe.Help.New":         "\"\": the overview says Name and Secrets (\"MySQL passwords\")",
 }
 
 // TestEveryBackendRegistersEverything: each backend rekey ships supplies
@@ -38,6 +43,12 @@ func TestEveryBackendRegistersEverything(t *testing.T) {
 	for _, e := range entries {
 		for _, missing := range unset(reflect.ValueOf(e), "") {
 			t.Errorf("backend %q registers no %s", e.Kind, missing)
+		}
+		if s := e.Describe.Show; (s.Pick == nil) == (s.One == "") {
+			t.Errorf("backend %q: Show needs either Pick (how show picks one of a set's identities) or One (the one it has), not both", e.Kind)
+		}
+		if p := e.Describe.Show.Pick; p != nil && (p.Flag == "" || p.Noun == "" || p.Choices == nil) {
+			t.Errorf("backend %q: Show.Pick %+v needs a flag, a noun and its choices", e.Kind, *p)
 		}
 		for _, f := range e.Flags {
 			if f.Name == "" || f.Usage == "" {

@@ -27,12 +27,14 @@ var describe = registry.Describe{
 	RenderedKeys: renderedKeys,
 	MoreSecrets:  moreSecrets,
 	Then:         then,
-	Show:         registry.Show{Formats: []string{"plain", "keyring", "env"}, Credential: credential},
+	Show: registry.Show{Formats: []string{"plain", "keyring", "env"}, Credential: credential,
+		Pick: &registry.PickFlag{Flag: "entity", Noun: "entity", Form: "e.g. client.csi", Choices: entityNames}},
 	Help: registry.Help{
 		Rotate:  "Overlapping: a new entity per generation next to the current one;\nInPlace: ceph auth rotate, after which the old key no longer works",
 		Abort:   "Overlapping: the new generation's entities are deleted;\nInPlace: only before Ceph rotated a key (after that the old key\nis gone and the rotation can only complete)",
 		Discard: "Overlapping: prior entities beyond keepPriorKeyCount are deleted;\nInPlace: nothing left to retire (the old keys stopped working\nwhen Ceph rotated them), discard completes the rotation",
 		Show:    "plain (the key), keyring (the keyring file), env (CEPH_NAME, the\nentity for --name; CEPH_ID, for --id; CEPH_KEY); --entity picks\nthe entity when the set has several",
+		Recover: "mints its own keys, so an idle Ceph set with KeyMismatch or\nPendingRejected is not reset: follow the operator's message\n(delete the entity from the source Secret)",
 	},
 	Rank: 2,
 }

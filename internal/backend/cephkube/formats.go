@@ -10,7 +10,7 @@ import (
 
 func registerFormats() {
 	for _, f := range []v1.SecretFormat{v1.FormatCephCSI, v1.FormatCephCSIWithAdmin} {
-		registry.RegisterFormat(registry.Format{Name: f, Check: checkCSI, Render: renderCSI, Note: noteCSI, Unread: unreadCSI})
+		registry.RegisterFormat(registry.Format{Name: f, Check: checkCSI, Render: renderCSI, Note: noteCSI, Unread: unreadCSI, Entity: true})
 	}
 }
 

@@ -13,14 +13,7 @@ import (
 
 // credential is what Render writes for one entity, as show prints it.
 func credential(cs *v1.CredentialSet, p registry.Pick) (registry.Credential, error) {
-	var names []string
-	for _, e := range cs.Spec.Ceph.Entities {
-		names = append(names, e.Name)
-	}
-	if p.User != "" {
-		return registry.Credential{}, fmt.Errorf("--user picks a MySQL user, but credentialset %q is a Ceph set: pick the entity with --entity (%s)", cs.Name, strings.Join(names, ", "))
-	}
-	e, err := pickEntity(cs.Name, names, p.Entity)
+	e, err := pickEntity(cs.Name, entityNames(cs), p.Identity)
 	if err != nil {
 		return registry.Credential{}, err
 	}
@@ -41,6 +34,15 @@ func credential(cs *v1.CredentialSet, p registry.Pick) (registry.Credential, err
 		c.Keys, c.Render = []string{ceph.KeyKey(e)}, registry.PlainLine
 	}
 	return c, nil
+}
+
+// entityNames are the spec's entities, as --entity names them.
+func entityNames(cs *v1.CredentialSet) []string {
+	var names []string
+	for _, e := range cs.Spec.Ceph.Entities {
+		names = append(names, e.Name)
+	}
+	return names
 }
 
 // pickEntity finds --entity among the spec's entities; without it, a

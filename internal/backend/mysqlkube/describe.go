@@ -13,6 +13,7 @@ import (
 	"rekey.io/rekey/internal/backend/registry"
 	"rekey.io/rekey/internal/engine"
 	"rekey.io/rekey/internal/moco"
+	"rekey.io/rekey/internal/reason"
 )
 
 // describe is how the plugin speaks of MySQL sets; its words are the
@@ -42,7 +43,15 @@ var describe = registry.Describe{
 	},
 	Plan: plan,
 	Then: then,
-	Show: registry.Show{Formats: []string{"plain", "mycnf", "env"}, Unqualified: true, Credential: credential},
+	Show: registry.Show{Formats: []string{"plain", "mycnf", "env"}, Unqualified: true, Credential: credential,
+		Pick: &registry.PickFlag{Flag: "user", Noun: "user", Form: "NAME or NAME@HOST", Choices: userChoices}},
+	Repairs: []registry.Repair{{
+		Reason: reason.DualPasswordExists,
+		Cause:  "a MySQL user has a secondary password that rekey did not set, so rotations are refused",
+		Help:   "a MySQL user has a secondary password rekey did not set:\nMySQL is reset to the current passwords",
+		Held:   "a second password the status does not account for is still valid",
+		LetGo:  "leaving both",
+	}},
 	Help: registry.Help{
 		Rotate:  "new passwords on every instance next to the current ones (dual\npasswords); the old ones work until discard",
 		Abort:   "every instance: ALTER USER ... IDENTIFIED BY, then DISCARD OLD\nPASSWORD; until then MySQL accepts both passwords",

@@ -11,14 +11,11 @@ import (
 
 // credential is one user's password, as show prints it.
 func credential(cs *v1.CredentialSet, p registry.Pick) (registry.Credential, error) {
-	if p.Entity != "" {
-		return registry.Credential{}, fmt.Errorf("--entity picks a Ceph entity, but credentialset %q is a MySQL set: pick the user with --user", cs.Name)
-	}
 	users, err := mysql.ResolveUsers(cs.Spec.MySQL)
 	if err != nil {
 		return registry.Credential{}, fmt.Errorf("credentialset %q: %w", cs.Name, err)
 	}
-	u, err := pickUser(cs.Name, users, p.User)
+	u, err := pickUser(cs.Name, users, p.Identity)
 	if err != nil {
 		return registry.Credential{}, err
 	}
@@ -33,6 +30,17 @@ func credential(cs *v1.CredentialSet, p registry.Pick) (registry.Credential, err
 		c.Render = registry.PlainLine
 	}
 	return c, nil
+}
+
+// userChoices are the set's users as --user names them, for messages
+// (none when the spec's users cannot be resolved: show says why itself).
+func userChoices(cs *v1.CredentialSet) []string {
+	users, _ := mysql.ResolveUsers(cs.Spec.MySQL)
+	var names []string
+	for _, u := range users {
+		names = append(names, u.String())
+	}
+	return names
 }
 
 // pickUser finds --user among the set's users by NAME or NAME@HOST;

@@ -40,12 +40,14 @@ var describe = registry.Describe{
 	Then: func(_ *v1.CredentialSet, d registry.Discard) string {
 		return fmt.Sprintf("Then: %s. The old login role is dropped once every consumer moved and none of its sessions is left.", d.When())
 	},
-	Show: registry.Show{Formats: []string{"plain", "env"}, Credential: credential},
+	Show: registry.Show{Formats: []string{"plain", "env"}, Credential: credential,
+		Pick: &registry.PickFlag{Flag: "user", Noun: "login", Form: "its base", Choices: loginChoices}},
 	Help: registry.Help{
 		Rotate:  "a new login role per generation; the old one works until\ndiscard",
 		Abort:   "the new generation's login role is dropped",
 		Discard: "the old login role is dropped, once every consumer moved",
 		Show:    "plain (the password), env (PGUSER / PGPASSWORD); --user\npicks the login (its base) when the set has several",
+		New:     "a PostgreSQL login role",
 	},
 	Rank: 4,
 }
@@ -111,10 +113,7 @@ func instancesWords(cs *v1.CredentialSet) string {
 
 func credential(cs *v1.CredentialSet, p registry.Pick) (registry.Credential, error) {
 	spec := cs.Spec.Postgres
-	if p.Entity != "" {
-		return registry.Credential{}, fmt.Errorf("credentialset %q is a PostgreSQL set, so show takes no --entity: drop it", cs.Name)
-	}
-	base, err := pickLogin(cs.Name, spec, p.User)
+	base, err := pickLogin(cs.Name, spec, p.Identity)
 	if err != nil {
 		return registry.Credential{}, err
 	}
@@ -128,6 +127,20 @@ func credential(cs *v1.CredentialSet, p registry.Pick) (registry.Credential, err
 	}
 	c.Keys, c.Render = []string{prefix + postgres.KeyPassword}, registry.PlainLine
 	return c, nil
+}
+
+// loginChoices are the bases --user takes: none for a single-login set,
+// which show prints without one.
+func loginChoices(cs *v1.CredentialSet) []string {
+	spec := cs.Spec.Postgres
+	if len(spec.Logins) == 0 {
+		return nil
+	}
+	var all []string
+	for _, l := range spec.RotatingLogins() {
+		all = append(all, l.Base)
+	}
+	return all
 }
 
 // pickLogin is the login show prints: the one --user names (by its base),

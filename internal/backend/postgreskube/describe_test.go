@@ -32,12 +32,11 @@ func TestShowPicksALogin(t *testing.T) {
 		keys string // the keys read, or the error's part
 	}{
 		{"login", pgSet(app), registry.Pick{Format: "env"}, "username,password"},
-		{"login with --user", pgSet(app), registry.Pick{User: "app"}, "takes no --user"},
-		{"logins, one named", pgSet(app, rep), registry.Pick{User: "report", Format: "env"}, "report.username,report.password"},
-		{"logins, the password", pgSet(app, rep), registry.Pick{User: "app", Format: "plain"}, "app.password"},
+		{"login with --user", pgSet(app), registry.Pick{Identity: "app"}, "takes no --user"},
+		{"logins, one named", pgSet(app, rep), registry.Pick{Identity: "report", Format: "env"}, "report.username,report.password"},
+		{"logins, the password", pgSet(app, rep), registry.Pick{Identity: "app", Format: "plain"}, "app.password"},
 		{"logins, none named", pgSet(app, rep), registry.Pick{}, "name one with --user (app or report)"},
-		{"logins, an unknown one", pgSet(app, rep), registry.Pick{User: "web"}, "name one with --user"},
-		{"an entity", pgSet(app), registry.Pick{Entity: "client.x"}, "no --entity"},
+		{"logins, an unknown one", pgSet(app, rep), registry.Pick{Identity: "web"}, "name one with --user"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			got, err := credential(c.cs, c.pick)
@@ -51,6 +50,20 @@ func TestShowPicksALogin(t *testing.T) {
 				t.Fatalf("reads %s, want %s", k, c.keys)
 			}
 		})
+	}
+}
+
+// TestLoginChoices: --user's choices, as show's refusal of another
+// backend's flag lists them: none for a login set, whose one login show
+// prints without --user.
+func TestLoginChoices(t *testing.T) {
+	app := v1.PostgresLogin{Base: "app", Group: "owner"}
+	rep := v1.PostgresLogin{Base: "report", Group: "reader"}
+	if got := loginChoices(pgSet(app)); len(got) != 0 {
+		t.Errorf("a login set: choices %v, want none", got)
+	}
+	if got := strings.Join(loginChoices(pgSet(app, rep)), ","); got != "app,report" {
+		t.Errorf("a logins set: choices %s, want app,report", got)
 	}
 }
 

@@ -41,12 +41,14 @@ var describe = registry.Describe{
 	Then: func(_ *v1.CredentialSet, d registry.Discard) string {
 		return fmt.Sprintf("Then: %s. The old user is deleted once every consumer of this set moved to the new one (status.retirementWaitsFor lists those that have not).", d.When())
 	},
-	Show: registry.Show{Formats: []string{"plain", "env", "url"}, Credential: credential},
+	Show: registry.Show{Formats: []string{"plain", "env", "url"}, Credential: credential,
+		One: "a single user (a new one per generation)"},
 	Help: registry.Help{
 		Rotate:  "a new user per generation; the old one works until discard",
 		Abort:   "the new generation's user is deleted",
 		Discard: "the old user is deleted, once every consumer of this set\nmoved",
 		Show:    "plain (the password), env (RABBITMQ_USERNAME / RABBITMQ_PASSWORD),\nurl (the transport_url, for sets that render one)",
+		New:     "a RabbitMQ user",
 	},
 	Rank: 3,
 }
@@ -104,9 +106,6 @@ func renderedKeys(cs *v1.CredentialSet) string {
 
 // credential is the set's one user, as show prints it.
 func credential(cs *v1.CredentialSet, p registry.Pick) (registry.Credential, error) {
-	if p.User != "" || p.Entity != "" {
-		return registry.Credential{}, fmt.Errorf("credentialset %q is a RabbitMQ set with a single user (a new one per generation), so show takes no --user or --entity: drop it", cs.Name)
-	}
 	c := registry.Credential{Who: "the RabbitMQ user",
 		Note: fmt.Sprintf("this is its new user %s (the old user works until discard)", newUser(cs))}
 	switch p.Format {

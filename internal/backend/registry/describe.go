@@ -2,9 +2,7 @@ package registry
 
 import (
 	"context"
-	"fmt"
 	"io"
-	"strings"
 
 	appsv1 "k8s.io/api/apps/v1"
 
@@ -44,6 +42,9 @@ type Describe struct {
 	Then func(cs *v1.CredentialSet, d Discard) string
 	// Show is what show reads and prints.
 	Show Show
+	// Repairs are the backend's own refusals that recover repairs (nil:
+	// only the failures every backend shares).
+	Repairs []Repair
 	// Help is the backend's row in the commands' help; Rank orders the
 	// rows, lowest first.
 	Help Help
@@ -51,8 +52,11 @@ type Describe struct {
 }
 
 // Help is what a command does with the backend, wrapped to fit after its
-// name in a help table (each line up to 62 columns).
-type Help struct{ Rotate, Abort, Discard, Show string }
+// name in a help table (each line up to 62 columns); Recover is what
+// recover's help says of its sets beyond the failures every backend
+// shares ("" nothing). New is what a rotation makes, in the plugin's
+// overview ("a RabbitMQ user"; "": Name and Secrets, "MySQL passwords").
+type Help struct{ Rotate, Abort, Discard, Show, Recover, New string }
 
 // Words are the phrases messages take about a backend's credentials.
 // Backends keep old credentials alive in different ways (a second
@@ -109,62 +113,6 @@ func (d Discard) When() string {
 		return "once every client uses the new credentials, run " + d.Command + " (discardPolicy AfterRollout, but no consumer is declared, so the operator does not discard by itself)"
 	}
 	return "once consumers rolled out and work, run " + d.Command + " (discardPolicy Manual)"
-}
-
-// Show is what show prints for a backend's sets.
-type Show struct {
-	// Formats are the --format values, in the order help lists them.
-	Formats []string
-	// Unqualified: an unknown format's message does not name the backend
-	// (the message MySQL sets always had, which scripts may match).
-	Unqualified bool
-	// Credential is the identity p picks, in p.Format (one of Formats).
-	Credential func(cs *v1.CredentialSet, p Pick) (Credential, error)
-}
-
-// Pick is show's choice of identity and format.
-type Pick struct{ User, Entity, Format string }
-
-// Credential is one identity's secret as show prints it: the distribution
-// Secret keys it reads and how their values become the output.
-type Credential struct {
-	// Who names it in errors ("user orders@%", "entity client.csi").
-	Who  string
-	Keys []string
-	// Render makes the output from the values of Keys; nil: Fields as
-	// NAME=value lines.
-	Render func(vals []string) (string, error)
-	// Note says, during an active rotation, what the printed credential
-	// is and what became of the old one.
-	Note string
-	// Fields are the name/value pairs --format env prints (and -o's values).
-	Fields func(vals []string) []string
-}
-
-// PlainLine prints the one value read, as it is, and a newline (always: a
-// value that ends in a newline itself must still show it).
-func PlainLine(v []string) (string, error) { return v[0] + "\n", nil }
-
-// EndLine ends text with exactly the newline it lacks, if any: a keyring
-// file already ends in one.
-func EndLine(text string) string {
-	if strings.HasSuffix(text, "\n") {
-		return text
-	}
-	return text + "\n"
-}
-
-// Quoted is s in single quotes, as a shell reads it: regular expressions
-// keep their backslashes, and an empty one stays visible.
-func Quoted(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'" }
-
-// UnknownFormat refuses a --format the backend does not print.
-func (s Show) UnknownFormat(name, format string) error {
-	use := OneOf(s.Formats)
-	if s.Unqualified {
-		return fmt.Errorf("unknown format %q: use %s", format, use)
-	}
-	return fmt.Errorf("unknown format %q for a %s set: use %s", format, name, use)
 }
 
 // OneOf is "a, b or c".

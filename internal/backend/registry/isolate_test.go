@@ -17,9 +17,16 @@ func isolate(t *testing.T) {
 	savedEntries, savedFormats := slices.Clone(entries), maps.Clone(formats)
 	entries, formats = nil, map[v1.SecretFormat]Format{}
 	mu.Unlock()
+	pacersMu.Lock()
+	savedPacers := slices.Clone(pacers)
+	pacers = nil
+	pacersMu.Unlock()
 	t.Cleanup(func() {
 		mu.Lock()
 		entries, formats = savedEntries, savedFormats
 		mu.Unlock()
+		pacersMu.Lock()
+		pacers = savedPacers
+		pacersMu.Unlock()
 	})
 }

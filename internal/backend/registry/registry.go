@@ -156,6 +156,9 @@ type Format struct {
 	// Unread says why show reads no target in this format, and where
 	// the secret is read instead.
 	Unread func(t v1.SecretTarget) string
+	// Entity: a target in this format names the entity it serves
+	// (distribution[].entity); in any other, entity is refused.
+	Entity bool
 }
 
 var (
@@ -233,6 +236,21 @@ func FormatNames() string {
 	mu.RUnlock()
 	sort.Strings(names)
 	return oneOf(append([]string{string(v1.FormatNative)}, names...))
+}
+
+// entityFormats are the registered formats that read
+// distribution[].entity, sorted.
+func entityFormats() []string {
+	mu.RLock()
+	defer mu.RUnlock()
+	var names []string
+	for n, f := range formats {
+		if f.Entity {
+			names = append(names, string(n))
+		}
+	}
+	sort.Strings(names)
+	return names
 }
 
 // oneOf is "a, b or c".

@@ -48,6 +48,33 @@ func CheckTarget(cs *v1.CredentialSet, t v1.SecretTarget) error {
 	return nil
 }
 
+// CheckTargets refuses (*SpecError), before anything is done, a target of
+// cs that cannot be written: an identity its backend does not have, a
+// format unknown or refusing the set, an entity no format of the target
+// reads.
+func CheckTargets(cs *v1.CredentialSet) error {
+	for _, t := range cs.Spec.Distribution {
+		if err := CheckTarget(cs, t); err != nil {
+			return err
+		}
+		f, registered := FormatFor(t.Format)
+		switch {
+		case registered && (t.Entity == "" || f.Entity):
+			if err := f.Check(cs, t); err != nil {
+				return err
+			}
+		case registered, t.Format == "" || t.Format == v1.FormatNative:
+			if t.Entity != "" {
+				return &SpecError{Msg: fmt.Sprintf("distribution target %s/%s names entity %s without a %s format: set format %s, or remove entity",
+					t.Namespace, t.Name, t.Entity, oneOf(entityFormats()), oneOf(entityFormats()))}
+			}
+		default:
+			return &SpecError{Msg: fmt.Sprintf("distribution target %s/%s: unknown format %q (%s)", t.Namespace, t.Name, t.Format, FormatNames())}
+		}
+	}
+	return nil
+}
+
 // TargetKey is where t holds key k of the backend's Native rendering
 // (false: it does not hold it).
 func TargetKey(cs *v1.CredentialSet, t v1.SecretTarget, k string) (string, bool) {

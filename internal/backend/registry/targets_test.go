@@ -50,3 +50,43 @@ func TestTargetHook(t *testing.T) {
 		t.Errorf("a target without login refused: %v", err)
 	}
 }
+
+// TestCheckTargets: a format that reads distribution[].entity takes one
+// (and checks it), any other refuses it naming the formats that read one;
+// an unknown format is refused with the registered ones.
+func TestCheckTargets(t *testing.T) {
+	isolate(t)
+	Register(Entry{Kind: "k", Field: "spec.k", Selects: func(*v1.CredentialSet) bool { return true }})
+	var checked []string
+	check := func(_ *v1.CredentialSet, t v1.SecretTarget) error { checked = append(checked, t.Name); return nil }
+	RegisterFormat(Format{Name: "Zone", Check: check, Entity: true})
+	RegisterFormat(Format{Name: "Area", Check: check, Entity: true})
+	RegisterFormat(Format{Name: "Flat", Check: check})
+	for _, c := range []struct {
+		target v1.SecretTarget
+		err    string
+	}{
+		{v1.SecretTarget{Name: "native"}, ""},
+		{v1.SecretTarget{Name: "zone", Format: "Zone", Entity: "e"}, ""},
+		{v1.SecretTarget{Name: "flat", Format: "Flat"}, ""},
+		{v1.SecretTarget{Name: "flat-e", Format: "Flat", Entity: "e"}, "distribution target ns/flat-e names entity e without a Area or Zone format: set format Area or Zone, or remove entity"},
+		{v1.SecretTarget{Name: "native-e", Format: v1.FormatNative, Entity: "e"}, "distribution target ns/native-e names entity e without a Area or Zone format"},
+		{v1.SecretTarget{Name: "odd", Format: "Odd"}, `distribution target ns/odd: unknown format "Odd" (Native, Area, Flat or Zone)`},
+	} {
+		c.target.Namespace = "ns"
+		checked = nil
+		err := CheckTargets(&v1.CredentialSet{Spec: v1.CredentialSetSpec{Distribution: []v1.SecretTarget{c.target}}})
+		if c.err == "" {
+			if err != nil {
+				t.Errorf("%s refused: %v", c.target.Name, err)
+			}
+			if c.target.Format != "" && len(checked) != 1 {
+				t.Errorf("%s: the format's own check did not run", c.target.Name)
+			}
+			continue
+		}
+		if _, spec := err.(*SpecError); !spec || !strings.HasPrefix(err.Error(), c.err) {
+			t.Errorf("%s: %v, want a SpecError %q", c.target.Name, err, c.err)
+		}
+	}
+}
