@@ -231,7 +231,11 @@ func (i *MySQLInstance) Start() error {
 	if err := waitTCP(p, i.Port, 3*time.Minute); err != nil { // a hang guard: under load mysqld took over a minute
 		return fmt.Errorf("%w (error log: %s)", err, filepath.Join(i.env.SidDir, i.dir, "error.log"))
 	}
-	if err := i.waitLogin(2 * time.Minute); err != nil {
+	// A hang guard, not a deadline: at load ~57 a mysqld listening for a
+	// minute already still closed every login for two more (an e2e run
+	// failed on "harness login: invalid connection"); a mysqld that exited
+	// fails at once (waitLogin).
+	if err := i.waitLogin(10 * time.Minute); err != nil {
 		return err
 	}
 	if i.Managed {
@@ -272,9 +276,12 @@ func (i *MySQLInstance) waitLogin(timeout time.Duration) error {
 		if err = i.CanLogin(EnvUser, EnvPassword); err == nil {
 			return nil
 		}
+		if i.proc != nil && i.proc.Exited() {
+			break
+		}
 		time.Sleep(100 * time.Millisecond)
 	}
-	return fmt.Errorf("mysqld %s: harness login: %w", i.Name, err)
+	return fmt.Errorf("mysqld %s: harness login: %w (error log: %s)", i.Name, err, filepath.Join(i.env.SidDir, i.dir, "error.log"))
 }
 
 // Stop shuts mysqld down cleanly, keeping its data.
