@@ -189,9 +189,7 @@ var covered = map[string]cover{
 	// against a real API server; the step and glue files are run by the
 	// tests that drive whole reconciles.
 	"controller/act.go":               {[]string{"TestEngineActions"}, "every engine action a reconcile takes goes through act"},
-	"controller/coverage.go":          {[]string{"TestTransitionCarriesCoverage", "TestSyncGroupsStaleAck"}, "which consumers hold which generation, carried across phases and acknowledged"},
 	"controller/cronjob.go":           {[]string{"test/e2e.TestCronJobConsumer"}, "a CronJob consumer's Jobs listed and judged (engine.CronJobRollout has the table test)"},
-	"controller/deletionrepair.go":    {[]string{"TestDeletionHoldsForUnaccountedSecond"}, "a Discard wind-down repairs instances before it lets go"},
 	"controller/finalize.go":          {[]string{"TestDeletionHoldsForUnaccountedSecond", "test/e2e.TestDeletion", "test/e2e.TestDeletionCrashSafety"}, "the deletion steps run against the API server and real backends"},
 	"controller/gather.go":            {[]string{"TestEngineActions", "TestTargetReadOncePerReconcile"}, "each reconcile gathers the set's Secrets and targets, reading each once"},
 	"controller/idleupkeep.go":        {[]string{"TestEngineActions", "test/e2e.TestMySQLFullCycle"}, "an Idle set's repair runs after each rotation"},
