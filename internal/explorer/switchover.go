@@ -5,7 +5,6 @@ import (
 	"strings"
 
 	v1 "rekey.io/rekey/api/v1alpha1"
-	"rekey.io/rekey/internal/backend/mysql"
 )
 
 // Roles and switchovers (Options.Switchover). The first instance starts
@@ -18,24 +17,20 @@ import (
 // sql_log_bin=0 (accounts.go), so a switchover moves no user: each
 // instance keeps what rekey applied to it in whatever role it had.
 
-// member is what the health gate reads of in.
-func member(in *Instance) mysql.Member {
-	return mysql.Member{Name: in.Name, ReadOnly: in.RO, Source: in.From, Stopped: in.Stopped}
+// healthGate is the MySQL backend's health decision (decideHealth,
+// through mysql.DecideHealth) on the given instances' roles: nil when the
+// rotation (discard false) or the discard may start. The package's tests
+// wire it (gate_test.go): only internal/backend and tests import a
+// backend package (internal/backend/all TestOnlyAllNamesBackends), and
+// the explorer runs only as tests.
+var healthGate = func(discard bool, ins []*Instance) error {
+	panic("explorer: healthGate is wired by the package's tests (gate_test.go)")
 }
 
-// health is the MySQL backend's health gate on the present instances
-// (decideHealth, through mysql.DecideHealth): nil when the rotation
-// (discard false) or the discard may start. The caller has logged in on
-// every instance first, as the real gate's observations do.
+// health is the health gate on the present instances. The caller has
+// logged in on every instance first, as the real gate's observations do.
 func (b *modelBackend) health(discard bool) error {
-	var ms []mysql.Member
-	for _, in := range b.w.present() {
-		ms = append(ms, member(in))
-	}
-	if rf := mysql.DecideHealth(discard, ms); rf != nil {
-		return rf
-	}
-	return nil
+	return healthGate(discard, b.w.present())
 }
 
 // duringSwitch notes what rekey did while a switchover was under way
