@@ -190,7 +190,6 @@ var covered = map[string]cover{
 	// tests that drive whole reconciles.
 	"controller/act.go":               {[]string{"TestEngineActions"}, "every engine action a reconcile takes goes through act"},
 	"controller/cronjob.go":           {[]string{"test/e2e.TestCronJobConsumer"}, "a CronJob consumer's Jobs listed and judged (engine.CronJobRollout has the table test)"},
-	"controller/finalize.go":          {[]string{"TestDeletionHoldsForUnaccountedSecond", "test/e2e.TestDeletion", "test/e2e.TestDeletionCrashSafety"}, "the deletion steps run against the API server and real backends"},
 	"controller/gather.go":            {[]string{"TestEngineActions", "TestTargetReadOncePerReconcile"}, "each reconcile gathers the set's Secrets and targets, reading each once"},
 	"controller/idleupkeep.go":        {[]string{"TestEngineActions", "test/e2e.TestMySQLFullCycle"}, "an Idle set's repair runs after each rotation"},
 	"controller/kube.go":              {[]string{"test/e2e.TestCephAdminRotationCrash", "test/e2e.TestMySQLFullCycle"}, "the view a backend's Build gets: Secrets the Ceph keyring store reads and claims, StatefulSets MySQL lists, the fence"},
