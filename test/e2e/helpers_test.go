@@ -96,10 +96,18 @@ func condSummary(cs *v1.CredentialSet) string {
 // waitPhase waits for phase and generation.
 func waitPhase(t testing.TB, ns, name string, phase v1.RotationPhase, gen int64) *v1.CredentialSet {
 	t.Helper()
-	var cs *v1.CredentialSet
 	// A hang guard, not a speed goal: a Ceph admin key rotation recovered
 	// after a kill took just over 2 minutes at load 30-46 on two cores.
-	waitFor(t, 5*time.Minute, fmt.Sprintf("%s/%s phase %s generation %d", ns, name, phase, gen), func() (bool, string) {
+	return waitPhaseWithin(t, 5*time.Minute, ns, name, phase, gen)
+}
+
+// waitPhaseWithin is waitPhase with the hang guard of a wait that includes
+// a slow rollout (MOCO's, one pod at a time, each after the cluster is
+// Healthy again).
+func waitPhaseWithin(t testing.TB, guard time.Duration, ns, name string, phase v1.RotationPhase, gen int64) *v1.CredentialSet {
+	t.Helper()
+	var cs *v1.CredentialSet
+	waitFor(t, guard, fmt.Sprintf("%s/%s phase %s generation %d", ns, name, phase, gen), func() (bool, string) {
 		cs = getSet(t, ns, name)
 		return cs.Status.Phase == phase && cs.Status.KeyGeneration == gen, stateOf(cs)
 	})
