@@ -154,11 +154,11 @@ func missingMembers(all, moved []string) []string {
 	var out []string
 	for _, m := range all {
 		if !slices.Contains(moved, m) {
-			out = append(out, m)
 			if len(out) == 5 {
-				out = append(out, "…")
-				break
+				// A sixth exists: say there are more.
+				return append(out, "…")
 			}
+			out = append(out, m)
 		}
 	}
 	return out

@@ -119,6 +119,7 @@ func TestMissingMembers(t *testing.T) {
 		{[]string{"a", "b", "c"}, []string{"b"}, []string{"a", "c"}},
 		{[]string{"a", "b", "c", "d"}, nil, []string{"a", "b", "c", "d"}},
 		{[]string{"a", "b", "c", "d", "e", "f", "g"}, []string{"b"}, []string{"a", "c", "d", "e", "f", "…"}},
+		{[]string{"a", "b", "c", "d", "e", "f"}, []string{"f"}, []string{"a", "b", "c", "d", "e"}},
 	} {
 		if got := missingMembers(c.all, c.moved); !slices.Equal(got, c.want) {
 			t.Errorf("missingMembers(%q, %q) = %q, want %q", c.all, c.moved, got, c.want)
