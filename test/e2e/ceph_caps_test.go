@@ -68,7 +68,10 @@ func TestCephCapsPromise(t *testing.T) {
 // message containing msg, checked at key generation gen.
 func waitCapsMatch(t testing.TB, ns, name, status, why, msg string, gen int64) {
 	t.Helper()
-	eventually(t, time.Minute, "CapsMatch="+status+" ("+why+")", func() (bool, string) {
+	// A hang guard: the caps are read by the reconcile after Idle, through
+	// Ceph CLI calls that took over a minute each at load ~50 (a make test
+	// there gave up after 1 minute with no CapsMatch condition yet).
+	eventually(t, 10*time.Minute, "CapsMatch="+status+" ("+why+")", func() (bool, string) {
 		cs := getSet(t, ns, name)
 		c := condition(cs, reason.CondCapsMatch)
 		if c == nil {
