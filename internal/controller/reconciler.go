@@ -168,10 +168,12 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		}
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
-	attemptOf(ctx).set = cs.DeepCopy()
+	// The set as read: what the backoff keys on and what carry compares
+	// the reconcile's last write with (neither changes it).
+	read := cs.DeepCopy()
+	attemptOf(ctx).set = read
 	ctx = withTargetMemo(withSetView(ctx, cs))
 	ctx = withBootstrapMemo(ctx, r.reads().takeCarried(cs))
-	read := cs.DeepCopy()
 	defer func() { r.fresh.carry(read, attemptOf(ctx).outcome == succeeded, bootstrapMemo(ctx)) }()
 	if live := BackendLockKeys(cs); !slices.Equal(live, keys) {
 		// The spec moved to other servers since the cache saw it (or the
