@@ -63,6 +63,11 @@ func identities(cs *v1.CredentialSet) string {
 }
 
 func build(ctx context.Context, cs *v1.CredentialSet, k registry.Kube, o registry.Options) (*registry.Plan, error) {
+	// Before anything is read from the instances: a set that would break
+	// another's users or admin changes nothing.
+	if err := uniqueUsers(ctx, k, cs); err != nil {
+		return nil, err
+	}
 	// A moco set stands for the spec its MySQLCluster implies.
 	var mc *mocokube.Cluster
 	if cs.Spec.MySQL.MOCO != nil {
