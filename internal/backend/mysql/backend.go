@@ -221,6 +221,11 @@ func (b *Backend) Provision(ctx context.Context, cur engine.Secrets) (engine.Pro
 				logins = append(logins, login{u, cur[u.Key]})
 			}
 		}
+		// Not writable while rekey logs in (see session.write).
+		if err := s.settle(ctx); err != nil {
+			return err
+		}
+		failpoint.Hit(s.step + "/logging-in")
 		errs := b.loginAll(ctx, s.inst, logins)
 		if refused := refusedKeys(logins, errs); len(refused) > 0 {
 			return &engine.Refusal{Reason: string(reason.ProvisionFailed), Message: fmt.Sprintf(

@@ -123,6 +123,9 @@ func (s *session) alterAll(ctx context.Context, alts []alteration, tail string) 
 	if tail != "" {
 		b.WriteString(" " + tail)
 	}
+	if err := s.liftForWrite(ctx); err != nil {
+		return err
+	}
 	_, err := s.conn.ExecContext(ctx, b.String())
 	var me *driver.MySQLError
 	switch {
@@ -140,6 +143,9 @@ func (s *session) alterAll(ctx context.Context, alts []alteration, tail string) 
 // them even after a failure (each was decided on its own and is safe on
 // its own); the failures are joined, each naming its user.
 func (s *session) alterEach(ctx context.Context, alts []alteration, tail string) error {
+	if err := s.liftForWrite(ctx); err != nil {
+		return err
+	}
 	var errs []error
 	for _, a := range alts {
 		stmt := "ALTER USER " + a.u.Account() + " " + a.clause

@@ -110,6 +110,12 @@ func (b *Backend) deletionPasswords(cur engine.Secrets) []string {
 // dropUsers drops each user with its own statement, all of them even after
 // one failed, so that every refusal is named.
 func (s *session) dropUsers(ctx context.Context, users []User) error {
+	if len(users) == 0 {
+		return nil
+	}
+	if err := s.liftForWrite(ctx); err != nil {
+		return err
+	}
 	var errs []error
 	for _, u := range users {
 		_, err := s.conn.ExecContext(ctx, "DROP USER IF EXISTS "+u.Account())

@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"database/sql"
+	sqldriver "database/sql/driver"
 	"errors"
 	"fmt"
 	"io"
@@ -74,6 +75,11 @@ var mysqlErrors = map[uint16]mysqlError{
 	1227: {failPermission, "a privilege the statement needs is missing"},
 	1251: {failAuth, "the account's authentication plugin is not one rekey's client supports"},
 	1290: {failOther, "a server option (such as read_only) prevents the statement"},
+	// A session killed (KILL): what a cluster manager does to every
+	// connection of a replica it finds writable — MOCO's loop does, while
+	// rekey's own DDL runs there — or an administrator did. It is retried.
+	1317: {failUnreachable, "the server interrupted the statement (KILL QUERY, or a shutdown)"},
+	1927: {failUnreachable, "the server ended the session (KILL: a cluster manager that found a replica writable, or an administrator)"},
 	1396: {failOther, "a user statement failed"},
 	1698: {failAuth, "access denied: the account authenticates with another plugin (such as auth_socket), not a password"},
 	1819: {failOther, "the password does not satisfy the server's password policy (validate_password)"},
@@ -165,7 +171,7 @@ func explain(err error) (failKind, string) {
 		errors.Is(err, driver.ErrOldPassword), errors.Is(err, driver.ErrUnknownPlugin):
 		return failAuth, "the account's authentication plugin is not one rekey's client supports"
 	case errors.Is(err, driver.ErrInvalidConn), errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF),
-		errors.Is(err, sql.ErrConnDone), errors.Is(err, net.ErrClosed):
+		errors.Is(err, sql.ErrConnDone), errors.Is(err, net.ErrClosed), errors.Is(err, sqldriver.ErrBadConn):
 		return failUnreachable, "the connection was closed"
 	case errors.Is(err, sql.ErrNoRows):
 		return failOther, "no rows"

@@ -3,6 +3,7 @@ package mysql
 import (
 	"context"
 	"crypto/x509"
+	sqldriver "database/sql/driver"
 	"errors"
 	"fmt"
 	"io"
@@ -54,6 +55,9 @@ func TestExplain(t *testing.T) {
 		{"no such host", &net.OpError{Op: "dial", Err: &net.DNSError{Err: "no such host", Name: "db", Server: "10.96.0.10:53", IsNotFound: true}}, failUnreachable, "host not found"},
 		{"closed", driver.ErrInvalidConn, failUnreachable, "the connection was closed"},
 		{"eof", io.ErrUnexpectedEOF, failUnreachable, "the connection was closed"},
+		{"bad connection", fmt.Errorf("ping: %w", sqldriver.ErrBadConn), failUnreachable, "the connection was closed"},
+		{"session killed", mysqlErr(1927), failUnreachable, "MySQL error 1927 (the server ended the session"},
+		{"statement killed", mysqlErr(1317), failUnreachable, "MySQL error 1317 (the server interrupted"},
 		{"not MySQL", driver.ErrMalformPkt, failOther, "not MySQL's protocol"},
 		{"no TLS", driver.ErrNoTLS, failTLS, "does not offer TLS"},
 		{"a driver error quoting the server", fmt.Errorf("no pem data found, data: %s", canary), failOther, "did not expect"},

@@ -146,8 +146,8 @@ func (s *session) newestTerm(ctx context.Context, users []User) (int64, error) {
 
 // record is step 4: this manager's term on every user that exists (one
 // that does not has nothing an older manager could take away; Apply
-// creates it accepting the current password). It needs
-// super_read_only lifted, so it runs right after.
+// creates it accepting the current password). It lifts super_read_only
+// for its one statement (session.write); prepare restores it right after.
 func (s *session) record(ctx context.Context, f *fencing) error {
 	if f.term == 0 || len(f.users) == 0 {
 		return nil
@@ -166,7 +166,7 @@ func (s *session) record(ctx context.Context, f *fencing) error {
 		return nil
 	}
 	mark := attribute(map[string]any{termKey: strconv.FormatInt(f.term, 10)})
-	return s.exec(ctx, "ALTER USER "+strings.Join(names, ", ")+" ATTRIBUTE "+mark)
+	return s.write(ctx, "ALTER USER "+strings.Join(names, ", ")+" ATTRIBUTE "+mark)
 }
 
 // accountList is users as a quoted (User, Host) list for IN (…).

@@ -120,5 +120,5 @@ func (s *session) markUsers(ctx context.Context, users []User, gen int64) error 
 	for i, u := range users {
 		names[i] = u.Account()
 	}
-	return s.exec(ctx, "ALTER USER "+strings.Join(names, ", ")+" "+tail)
+	return s.write(ctx, "ALTER USER "+strings.Join(names, ", ")+" "+tail)
 }

@@ -111,7 +111,7 @@ func TestDecideHealth(t *testing.T) {
 			obs:  []observation{p, r1, with(r1, func(o *observation) { o.Name = "db-1-again" })},
 			want: []string{"db-1 and db-1-again are the same server"}},
 		{name: "a replica whose IO thread runs but has not identified its source yet",
-			obs: []observation{p, r1, with(r2, func(o *observation) { o.Channels[0].SourceUUID = "" })},
+			obs:  []observation{p, r1, with(r2, func(o *observation) { o.Channels[0].SourceUUID = "" })},
 			want: []string{"db-2 replicates from 10.0.0.1:3306 (just connected, not identified yet)"}, not: []string{"not an instance of this set"}},
 		{name: "a replica whose IO thread never connected is reported once",
 			obs: []observation{p, r1, with(r2, func(o *observation) {

@@ -193,7 +193,7 @@ func accepted(logins []login, errs []error) (map[string]bool, error) {
 	return out, nil
 }
 
-// repair carries out steps in a session that lifted super_read_only; it
+// repair carries out steps in a session that writes (session.write); it
 // returns the users it could not repair (repairUnknown).
 func (s *session) repair(ctx context.Context, steps []userStep, cur, pending engine.Secrets) ([]string, error) {
 	var unknown []string
@@ -204,7 +204,7 @@ func (s *session) repair(ctx context.Context, steps []userStep, cur, pending eng
 			if tail != "" {
 				stmt += " " + tail
 			}
-			return s.exec(ctx, stmt)
+			return s.write(ctx, stmt)
 		}
 		applied := attributeTail(createdPatch(), markPatch(s.target, true))
 		var err error
@@ -218,8 +218,8 @@ func (s *session) repair(ctx context.Context, steps []userStep, cur, pending eng
 		case repairStale:
 			// The stale mark stays until the retain: a crash in between
 			// runs all three again.
-			if err = s.exec(ctx, "ALTER USER "+u.Account()+" IDENTIFIED BY "+quote(cur[u.Key])); err == nil {
-				if err = s.exec(ctx, "ALTER USER "+u.Account()+" DISCARD OLD PASSWORD"); err == nil {
+			if err = s.write(ctx, "ALTER USER "+u.Account()+" IDENTIFIED BY "+quote(cur[u.Key])); err == nil {
+				if err = s.write(ctx, "ALTER USER "+u.Account()+" DISCARD OLD PASSWORD"); err == nil {
 					err = retain(pending[u.Key], applied)
 				}
 			}

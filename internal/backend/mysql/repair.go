@@ -71,15 +71,15 @@ func (s *session) createUser(ctx context.Context, u User, password string, gen i
 	// leaves a user rekey created unmarked. IF NOT EXISTS leaves the
 	// attributes of a user that exists (an interrupted creation) as they
 	// are.
-	if err := s.exec(ctx, "CREATE USER IF NOT EXISTS "+u.Account()+" IDENTIFIED BY "+quote(password)+" ATTRIBUTE "+mark); err != nil {
+	if err := s.write(ctx, "CREATE USER IF NOT EXISTS "+u.Account()+" IDENTIFIED BY "+quote(password)+" ATTRIBUTE "+mark); err != nil {
 		return err
 	}
 	for _, g := range u.grantStatements() {
-		if err := s.exec(ctx, g); err != nil {
+		if err := s.write(ctx, g); err != nil {
 			return err
 		}
 	}
-	return s.exec(ctx, "ALTER USER "+u.Account()+" "+attributeTail(createdPatch(), markPatch(gen, false)))
+	return s.write(ctx, "ALTER USER "+u.Account()+" "+attributeTail(createdPatch(), markPatch(gen, false)))
 }
 
 // acceptedElsewhere reports whether an instance other than inst accepts

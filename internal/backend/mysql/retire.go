@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"rekey.io/rekey/internal/engine"
+	"rekey.io/rekey/internal/failpoint"
 	"rekey.io/rekey/internal/reason"
 )
 
@@ -39,6 +40,11 @@ func (b *Backend) Retire(ctx context.Context, cur, pending engine.Secrets) error
 				return err
 			}
 		}
+		// Not writable while rekey logs in (see session.write).
+		if err := s.settle(ctx); err != nil {
+			return err
+		}
+		failpoint.Hit(s.step + "/logging-in")
 		for _, u := range b.Users {
 			if !of(accts, u).exists && u.loginCheckable() && !b.acceptedElsewhere(ctx, s.inst, u, pending[u.Key]) {
 				return &engine.Refusal{Reason: string(reason.DiscardRefused), Message: missingRefusal(s.inst, u)}

@@ -29,16 +29,19 @@ type Instance struct {
 // session is one dedicated connection to an instance, prepared for
 // credential DDL: sql_log_bin=0 so nothing reaches any binlog (a cluster
 // replicating from this one, even across clusters, must never receive a
-// credential change), and super_read_only lifted when the
-// instance has it on — the role is read live, never assumed.
+// credential change), and super_read_only lifted when the instance has it
+// on — the role is read live, never assumed — but only while statements
+// that change accounts run (see write).
 type session struct {
 	inst Instance
 	db   *sql.DB
 	conn *sql.Conn
 	// lift: the session will run credential DDL, so super_read_only is
-	// lifted on a read-only instance. A session that only reads (the
-	// health gate, the precheck) leaves it alone.
-	lift      bool
+	// lifted on a read-only instance around it. A session that only reads
+	// (the health gate, the precheck) leaves it alone.
+	lift bool
+	// liftedSRO: super_read_only is off now and this session is to turn
+	// it back on (it lifted it, or found it left off by a crashed run).
 	liftedSRO bool
 	opened    role     // the role when the session opened
 	step      string   // names failpoints: the phase this session serves
@@ -215,25 +218,64 @@ func (s *session) prepare(ctx context.Context) error {
 	// take writes (a replica, an intermediate primary); super_read_only
 	// is lifted there for the DDL. read_only stays ON when only
 	// super_read_only is lifted, so an instance a crashed rekey left with
-	// super_read_only=OFF is recognised here and restored at close.
-	// Whether it replicates is kept too: close compares it with what the
+	// super_read_only=OFF is recognised here and restored right away.
+	// Whether it replicates is kept too: settle compares it with what the
 	// instance says then (see restoreSuperReadOnly).
 	r, err := readRole(ctx, s.conn)
 	if err != nil {
 		return s.wrap("read the role", err)
 	}
 	s.opened = r
-	if s.lift && (r.readOnly || r.superReadOnly) {
-		if err := s.exec(ctx, "SET GLOBAL super_read_only=OFF"); err != nil {
+	s.liftedSRO = s.lift && r.readOnly && !r.superReadOnly
+	if s.fence != nil {
+		if err := s.record(ctx, s.fence); err != nil {
 			return err
 		}
-		s.liftedSRO = true
-		failpoint.Hit(s.step + "/read-only-lifted")
 	}
-	if s.fence != nil {
-		return s.record(ctx, s.fence)
+	return s.settle(ctx)
+}
+
+// write runs one statement that changes accounts, super_read_only lifted
+// first on a read-only instance. It stays lifted for the statements that
+// follow, until settle: a replica is writable only while rekey's own DDL
+// runs, not while rekey logs in or waits for another instance. A cluster
+// manager that finds a replica writable takes it back (MOCO's loop kills
+// every connection to it and turns super_read_only on); the shorter the
+// window, the rarer that is, and it costs one retry of the phase when it
+// happens.
+func (s *session) write(ctx context.Context, stmt string) error {
+	if err := s.liftForWrite(ctx); err != nil {
+		return err
 	}
+	return s.exec(ctx, stmt)
+}
+
+// liftForWrite lifts super_read_only, if the instance had it (or
+// read_only) on when the session opened and it is not lifted already.
+func (s *session) liftForWrite(ctx context.Context) error {
+	if !s.lift {
+		return fmt.Errorf("%s: a read-only session was asked to change accounts", s.inst.Name)
+	}
+	if s.liftedSRO || !(s.opened.readOnly || s.opened.superReadOnly) {
+		return nil
+	}
+	if err := s.exec(ctx, "SET GLOBAL super_read_only=OFF"); err != nil {
+		return err
+	}
+	s.liftedSRO = true
+	failpoint.Hit(s.step + "/read-only-lifted")
 	return nil
+}
+
+// settle restores super_read_only if this session has it lifted (see
+// restore); a later write lifts it again.
+func (s *session) settle(ctx context.Context) error {
+	if !s.liftedSRO {
+		return nil
+	}
+	err := s.restore(ctx)
+	s.liftedSRO = false
+	return err
 }
 
 // close restores super_read_only if this session lifted it and the
@@ -244,10 +286,7 @@ func (s *session) prepare(ctx context.Context) error {
 // connection), the cluster manager's loop restores it on replicas, as
 // MOCO's clustering loop does.
 func (s *session) close(ctx context.Context) error {
-	var err error
-	if s.liftedSRO {
-		err = s.restore(ctx)
-	}
+	err := s.settle(ctx)
 	s.conn.Close()
 	s.db.Close()
 	return err
@@ -303,10 +342,11 @@ func (s *session) wrap(what string, err error) error {
 	if _, ok := engine.AsRefusal(err); ok {
 		return err
 	}
-	if isConnError(err) {
+	kind, text := explain(err)
+	if isConnError(err) || kind == failUnreachable {
 		return unreachable(s.inst, redact(err, s.secrets...))
 	}
-	if kind, text := explain(err); kind == failPermission {
+	if kind == failPermission {
 		return &engine.Refusal{Reason: string(reason.PermissionDenied), Message: fmt.Sprintf(
 			"%s on %s: %s for the admin user: grant it that privilege and rekey goes on by itself", what, s.inst.Name, text)}
 	}
