@@ -17,6 +17,7 @@ import (
 	watchtools "k8s.io/client-go/tools/watch"
 
 	v1 "rekey.io/rekey/api/v1alpha1"
+	"rekey.io/rekey/internal/backend/registry"
 	"rekey.io/rekey/internal/engine"
 )
 
@@ -32,13 +33,14 @@ func newCheckCommand(a *app) *cobra.Command {
 		Long: `check asks the operator to run the set's checks and prints what they
 found, with the fix for each that failed: per instance, endpoint or
 monitor, whether it answers, whether its TLS certificate verifies as the
-spec asks, its version, whether the admin has what rekey's commands need
-(for MySQL, the GRANT that adds a missing privilege), and whether each
-user is there or can be adopted; per consumer workload, whether it exists
-and rekey may restart it (a CronJob is not restarted: rekey marks its
-job template, and it counts as rolled out once every Job it controls
-carries the mark or has finished).
+spec asks, its version, whether the admin has what rekey's commands
+need, and whether each user is there or can be adopted; per consumer
+workload, whether it exists and rekey may restart it (a CronJob is not
+restarted: rekey marks its job template, and it counts as rolled out
+once every Job it controls carries the mark or has finished).
 
+When the admin lacks a right, the fix names:
+` + backendHelp(func(h registry.Help) string { return h.Check }) + `
 The operator runs them, not this command: it holds the set's credentials
 and reaches the servers. check annotates the set as
   kubectl annotate credentialset NAME rekey.io/check=$(uuidgen)

@@ -38,7 +38,7 @@ func init() {
 			Repairs: []registry.Repair{{Reason: testOnlyForked, Cause: "a TestDB token was forked outside rekey",
 				Help: "a TestDB token was forked:\nTestDB is reset to the current tokens", Held: "a forked token is still valid", LetGo: "leaving the fork"}},
 			Help: registry.Help{Rotate: "mints new tokens next to the current ones", Show: "plain (the token); --token picks one",
-				Recover: "forgets a forked token on a reset"},
+				Recover: "forgets a forked token on a reset", Check: "the testdb grant command for the admin"},
 			Rank: 9,
 		},
 	})
@@ -81,6 +81,8 @@ func TestRegisteredBackendInHelp(t *testing.T) {
 		{"recover", "  TestDB      forgets a forked token on a reset\n"},
 		{"recover", "  TokenForked             a TestDB token was forked:\n                          TestDB is reset to the current tokens\n"},
 		{"recover", "handles six documented"},
+		{"check", "  TestDB      the testdb grant command for the admin\n"},
+		{"check", "  MySQL       the GRANT that adds each privilege the admin lacks\n"},
 	} {
 		cmd, _, err := root.Find([]string{c.cmd})
 		if err != nil || !strings.Contains(cmd.Long, c.want) {

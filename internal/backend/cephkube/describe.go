@@ -34,6 +34,7 @@ var describe = registry.Describe{
 		Abort:   "Overlapping: the new generation's entities are deleted;\nInPlace: only before Ceph rotated a key (after that the old key\nis gone and the rotation can only complete)",
 		Discard: "Overlapping: prior entities beyond keepPriorKeyCount are deleted;\nInPlace: nothing left to retire (the old keys stopped working\nwhen Ceph rotated them), discard completes the rotation",
 		Show:    "plain (the key), keyring (the keyring file), env (CEPH_NAME, the\nentity for --name; CEPH_ID, for --id; CEPH_KEY); --entity picks\nthe entity when the set has several",
+		Check:   "the ceph auth caps command that gives the admin entity the\nmon caps it lacks",
 		Recover: "mints its own keys, so an idle Ceph set with KeyMismatch or\nPendingRejected is not reset: follow the operator's message\n(delete the entity from the source Secret)",
 	},
 	Rank: 2,

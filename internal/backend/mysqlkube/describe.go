@@ -57,6 +57,7 @@ var describe = registry.Describe{
 		Abort:   "every instance: ALTER USER ... IDENTIFIED BY, then DISCARD OLD\nPASSWORD; until then MySQL accepts both passwords",
 		Discard: "DISCARD OLD PASSWORD on every instance",
 		Show:    "plain (the password), mycnf ([client] section), env (MYSQL_USER /\nMYSQL_PASSWORD); --user picks the user when the set has several",
+		Check:   "the GRANT that adds each privilege the admin lacks",
 	},
 	Rank: 1,
 }

@@ -48,6 +48,7 @@ var describe = registry.Describe{
 		Discard: "the old login role is dropped, once every consumer moved",
 		Show:    "plain (the password), env (PGUSER / PGPASSWORD); --user\npicks the login (its base) when the set has several",
 		New:     "a PostgreSQL login role",
+		Check:   "the ALTER ROLE that gives the admin CREATEROLE",
 	},
 	Rank: 4,
 }

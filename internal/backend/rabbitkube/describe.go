@@ -49,6 +49,7 @@ var describe = registry.Describe{
 		Discard: "the old user is deleted, once every consumer of this set\nmoved",
 		Show:    "plain (the password), env (RABBITMQ_USERNAME / RABBITMQ_PASSWORD),\nurl (the transport_url, for sets that render one)",
 		New:     "a RabbitMQ user",
+		Check:   "the rabbitmqctl set_user_tags command that gives the admin\nthe tag it lacks",
 	},
 	Rank: 3,
 }

@@ -56,7 +56,9 @@ type Describe struct {
 // recover's help says of its sets beyond the failures every backend
 // shares ("" nothing). New is what a rotation makes, in the plugin's
 // overview ("a RabbitMQ user"; "": Name and Secrets, "MySQL passwords").
-type Help struct{ Rotate, Abort, Discard, Show, Recover, New string }
+// Check is the fix check prints when the admin lacks a right rekey's
+// commands need ("": none to name).
+type Help struct{ Rotate, Abort, Discard, Show, Recover, New, Check string }
 
 // Words are the phrases messages take about a backend's credentials.
 // Backends keep old credentials alive in different ways (a second
