@@ -29,7 +29,10 @@ import (
 //     refuses if it is higher than this manager's: a manager elected later
 //     has changed them, and whatever this one read is stale;
 //  4. records its own term on them (ATTRIBUTE, under metadata) before it
-//     changes anything, so from then on every older manager is refused.
+//     changes anything, so from then on every older manager is refused —
+//     with its first change, or as the session closes if it made none
+//     (super_read_only is lifted only around account statements; see
+//     session.write).
 //
 // Steps 2–4 run while the lock is held, so check and change are one
 // action as far as any other rekey manager can tell. The term is the
@@ -144,17 +147,18 @@ func (s *session) newestTerm(ctx context.Context, users []User) (int64, error) {
 	return newest, nil
 }
 
-// record is step 4: this manager's term on every user that exists (one
-// that does not has nothing an older manager could take away; Apply
-// creates it accepting the current password). It lifts super_read_only
-// for its one statement (session.write); prepare restores it right after.
-func (s *session) record(ctx context.Context, f *fencing) error {
+// recordStatement is step 4: the statement that records this manager's
+// term on every user that exists (one that does not has nothing an older
+// manager could take away; Apply creates it accepting the current
+// password); "" when there is nothing to record. The session runs it
+// with super_read_only lifted (liftForWrite), before its first change.
+func (s *session) recordStatement(ctx context.Context, f *fencing) (string, error) {
 	if f.term == 0 || len(f.users) == 0 {
-		return nil
+		return "", nil
 	}
 	accts, err := s.accounts(ctx, f.users)
 	if err != nil {
-		return err
+		return "", err
 	}
 	var names []string
 	for _, u := range f.users {
@@ -163,10 +167,10 @@ func (s *session) record(ctx context.Context, f *fencing) error {
 		}
 	}
 	if len(names) == 0 {
-		return nil
+		return "", nil
 	}
 	mark := attribute(map[string]any{termKey: strconv.FormatInt(f.term, 10)})
-	return s.write(ctx, "ALTER USER "+strings.Join(names, ", ")+" ATTRIBUTE "+mark)
+	return "ALTER USER " + strings.Join(names, ", ") + " ATTRIBUTE " + mark, nil
 }
 
 // accountList is users as a quoted (User, Host) list for IN (…).

@@ -63,8 +63,28 @@ func TestTermFencingOnRealMySQL(t *testing.T) {
 			f.accepts(t, i, true, true) // and replicas are still super_read_only
 		}
 	}
-	// The newer manager is not held back by its own record.
-	if err := newer.Reset(ctx, f.cur); err != nil {
+	// A manager elected later still whose phase finds its work done (every
+	// user already holds both passwords: Apply changes no password) leaves
+	// its term all the same, as its session closes: the one before it is
+	// refused from then on.
+	newest := *f.b
+	newest.Term = 3_000
+	if _, err := newest.Apply(ctx, f.cur, f.pending, 2); err != nil {
+		t.Fatal(err)
+	}
+	for _, i := range c.Instances() {
+		f.accepts(t, i, true, true)
+		for _, u := range []string{f.app, f.ops} {
+			if got, _ := i.QueryString(`SELECT JSON_UNQUOTE(JSON_EXTRACT(ATTRIBUTE, '$."rekey.io/term"')) FROM INFORMATION_SCHEMA.USER_ATTRIBUTES WHERE USER=? AND HOST='%'`, u); got != "3000" {
+				t.Fatalf("%s on %s records term %q after a phase that changed no password, want 3000", u, i.Name, got)
+			}
+		}
+	}
+	if err := newer.Reset(ctx, f.cur); !errors.Is(err, leader.ErrNotLeader) || !strings.Contains(err.Error(), "elected later (term 3000)") {
+		t.Fatalf("Reset by the manager before: %v, want the term refusal", err)
+	}
+	// The newest manager is not held back by its own record.
+	if err := newest.Reset(ctx, f.cur); err != nil {
 		t.Fatal(err)
 	}
 	for _, i := range c.Instances() {

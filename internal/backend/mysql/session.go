@@ -56,6 +56,11 @@ type session struct {
 	// fence: a session that changes accounts locks the set and checks
 	// and records the leadership term first (fence.go); nil: none.
 	fence *fencing
+	// termRecord is the statement that records the term, run with the
+	// session's first account statement or, if it makes none, as it
+	// closes ("": nothing left to record). The set's lock is held from
+	// the check to the close, so no other manager sees the difference.
+	termRecord string
 }
 
 // dialTimeout bounds how long an unreachable instance holds a phase.
@@ -121,6 +126,7 @@ func openSession(ctx context.Context, step string, lift bool, f *fencing, inst I
 			s.fence = f
 		}
 		if err := s.prepare(ctx); err != nil {
+			s.termRecord = "" // a session that failed to open records nothing
 			s.close(ctx)
 			return nil, err
 		}
@@ -228,7 +234,7 @@ func (s *session) prepare(ctx context.Context) error {
 	s.opened = r
 	s.liftedSRO = s.lift && r.readOnly && !r.superReadOnly
 	if s.fence != nil {
-		if err := s.record(ctx, s.fence); err != nil {
+		if s.termRecord, err = s.recordStatement(ctx, s.fence); err != nil {
 			return err
 		}
 	}
@@ -251,19 +257,23 @@ func (s *session) write(ctx context.Context, stmt string) error {
 }
 
 // liftForWrite lifts super_read_only, if the instance had it (or
-// read_only) on when the session opened and it is not lifted already.
+// read_only) on when the session opened and it is not lifted already,
+// then records the term if it is not recorded yet.
 func (s *session) liftForWrite(ctx context.Context) error {
 	if !s.lift {
 		return fmt.Errorf("%s: a read-only session was asked to change accounts", s.inst.Name)
 	}
-	if s.liftedSRO || !(s.opened.readOnly || s.opened.superReadOnly) {
-		return nil
+	if !s.liftedSRO && (s.opened.readOnly || s.opened.superReadOnly) {
+		if err := s.exec(ctx, "SET GLOBAL super_read_only=OFF"); err != nil {
+			return err
+		}
+		s.liftedSRO = true
+		failpoint.Hit(s.step + "/read-only-lifted")
 	}
-	if err := s.exec(ctx, "SET GLOBAL super_read_only=OFF"); err != nil {
-		return err
+	if rec := s.termRecord; rec != "" {
+		s.termRecord = ""
+		return s.exec(ctx, rec)
 	}
-	s.liftedSRO = true
-	failpoint.Hit(s.step + "/read-only-lifted")
 	return nil
 }
 
@@ -286,7 +296,13 @@ func (s *session) settle(ctx context.Context) error {
 // connection), the cluster manager's loop restores it on replicas, as
 // MOCO's clustering loop does.
 func (s *session) close(ctx context.Context) error {
-	err := s.settle(ctx)
+	var err error
+	if s.termRecord != "" {
+		// A session that changed nothing still leaves its term: an older
+		// manager is refused here from now on, as if it had.
+		err = s.liftForWrite(ctx)
+	}
+	err = errors.Join(err, s.settle(ctx))
 	s.conn.Close()
 	s.db.Close()
 	return err
