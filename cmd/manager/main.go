@@ -106,7 +106,8 @@ func run() error {
 		}
 	}
 	cacheOpts.ByObject = controller.CacheByObject(secretNS...)
-	mgr, err := ctrl.NewManager(ctrl.GetConfigOrDie(), ctrl.Options{
+	cfg := ctrl.GetConfigOrDie()
+	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme:                  scheme,
 		Cache:                   cacheOpts,
 		Metrics:                 metricsOpts,
@@ -121,6 +122,8 @@ func run() error {
 		LeaseDuration:                 &leaseDuration,
 		RenewDeadline:                 &renewDeadline,
 		RetryPeriod:                   &retryPeriod,
+		// nil (the manager's own) except in the end-to-end tests' build.
+		LeaderElectionConfig: testLeaderConfig(cfg),
 		// Secrets are always read live; the cache holds only the ones
 		// rekey wrote, for the watch that restores hand edits.
 		Client: client.Options{Cache: &client.CacheOptions{DisableFor: []client.Object{&corev1.Secret{}}}},

@@ -18,6 +18,7 @@ import (
 
 	v1 "rekey.io/rekey/api/v1alpha1"
 	"rekey.io/rekey/internal/backend/registry"
+	"rekey.io/rekey/internal/failpoint"
 	"rekey.io/rekey/internal/leader"
 	"rekey.io/rekey/internal/metrics"
 	"rekey.io/rekey/internal/reason"
@@ -144,6 +145,9 @@ func (r *Reconciler) now() time.Time {
 
 // Reconcile implements reconcile.Reconciler.
 func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	// What a paused leader's elector waits for in the end-to-end tests
+	// (failpoint ":hold"); nothing in every other build.
+	defer failpoint.Reconciling()()
 	// One set at a time per backend server; a set that finds its backend
 	// busy frees the worker and is queued again when it is released. The
 	// lock is tried with the keys of the cached copy first, so that a set

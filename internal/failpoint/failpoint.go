@@ -5,7 +5,9 @@
 // A failpoint is "name" or "name:N" for the N-th hit. A ":pause" suffix
 // ("name:pause", "name:N:pause") stops the process instead (SIGSTOP, as a
 // long GC pause or a frozen VM would): it resumes on SIGCONT, right where
-// it stopped, with everything it read before.
+// it stopped, with everything it read before. A ":hold" suffix pauses
+// too, and holds the leader elector from the hit until every reconcile
+// under way at the pause has ended (hold.go).
 //
 // Only test builds can arm one. The end-to-end tests' manager, built with
 // -tags rekeytest, reads it from REKEY_FAILPOINT (env_rekeytest.go); a test
@@ -26,6 +28,7 @@ var (
 	armed  string
 	target = 1
 	pause  bool
+	held   bool // pause, holding the leader elector (hold.go)
 	hits   = map[string]int{}
 )
 
@@ -40,9 +43,11 @@ func Arm(spec string) {
 func set(spec string) {
 	mu.Lock()
 	defer mu.Unlock()
-	armed, target, pause, hits = "", 1, false, map[string]int{}
+	armed, target, pause, held, hits = "", 1, false, false, map[string]int{}
 	if rest, ok := strings.CutSuffix(spec, ":pause"); ok {
 		spec, pause = rest, true
+	} else if rest, ok := strings.CutSuffix(spec, ":hold"); ok {
+		spec, pause, held = rest, true, true
 	}
 	name, n, ok := strings.Cut(spec, ":")
 	armed = name
@@ -73,8 +78,12 @@ func Hit(name string) {
 		return
 	}
 	hits[name]++
-	n, stopHere := hits[name], pause
+	n, stopHere, hold := hits[name], pause, held
 	mu.Unlock()
+	if n == target && hold {
+		holdAndStop(name)
+		return
+	}
 	if n == target && stopHere {
 		os.Stderr.WriteString("failpoint " + name + " hit: pausing the process\n")
 		stop()

@@ -66,7 +66,15 @@ func staleStep(t *testing.T, c *testenv.MySQLCluster, name, step, unfenced strin
 	env := []string{"REKEY_TEST_UNFENCED=" + unfenced}
 	api := startAPIPartition(t)
 
-	a := startManagerProcessEnv(t, append(env, "KUBECONFIG="+api.kubeconfig), pausePoint+":pause", leaderFlags...)
+	// With only the server-side fence, the row asserts that the woken
+	// leader reaches it: held (":hold"), its elector waits until the
+	// reconcile it was in ended, so that it cannot end the process before
+	// the stale session's next statement (a loaded machine let it).
+	mode := ":pause"
+	if unfenced == "lease" {
+		mode = ":hold"
+	}
+	a := startManagerProcessEnv(t, append(env, "KUBECONFIG="+api.kubeconfig), pausePoint+mode, leaderFlags...)
 	cs := preparedAdminSet(t, ns, name, c)
 	if err := k8s.Create(ctxT(t), cs); err != nil {
 		t.Fatal(err)
@@ -120,7 +128,8 @@ func staleStep(t *testing.T, c *testenv.MySQLCluster, name, step, unfenced strin
 	select {
 	case <-a.exited: // its elector finds the Lease lost
 	case <-time.After(2 * time.Minute):
-		t.Fatal("the old leader did not exit within two minutes of waking up")
+		log, _ := os.ReadFile(a.log)
+		t.Fatalf("the old leader did not exit within two minutes of waking up:\n%s", tail(string(log), 3000))
 	}
 	log, _ := os.ReadFile(a.log)
 	if !strings.Contains(string(log), "resumed") {
