@@ -97,7 +97,7 @@ func runPausedRow(t *testing.T, r pausedRow) {
 		t.Fatal(err)
 	}
 	waitPhase(t, ns, name, v1.PhaseIdle, 1) // a leads: it is the only one
-	b := startManagerProcessEnv(t, env, "", flags...)
+	b := startManagerProcessEnv(t, env, "", takeoverFlags(r.flags...)...)
 	defer b.stop()
 	step := "rotation"
 	switch {

@@ -80,7 +80,7 @@ func staleStep(t *testing.T, c *testenv.MySQLCluster, name, step, unfenced strin
 		t.Fatal(err)
 	}
 	waitPhase(t, ns, name, v1.PhaseIdle, 1) // a leads: it is the only one
-	b := startManagerProcessEnv(t, env, "", leaderFlags...)
+	b := startManagerProcessEnv(t, env, "", takeoverFlags()...)
 	defer b.stop()
 	fence := map[string]string{"1": "none", "lease": "server side only", "": "Lease and server side"}[unfenced]
 	var (

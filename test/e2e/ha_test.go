@@ -18,6 +18,19 @@ import (
 var leaderFlags = []string{"--leader-elect", "--leader-elect-lease-duration=3s",
 	"--leader-elect-renew-deadline=2s", "--leader-elect-retry-period=500ms"}
 
+// takeoverLease, after leaderFlags, runs the replica that takes over: it
+// still acquires as soon as the old leader's 3 s Lease expires (the
+// duration its holder recorded is what counts), but renews with a 10 s
+// deadline. With 2 s, on a machine loaded to 40, a new leader lost its own
+// Lease to the slow API server and exited, and no manager was left to
+// complete the scenario.
+var takeoverLease = []string{"--leader-elect-lease-duration=15s", "--leader-elect-renew-deadline=10s"}
+
+// takeoverFlags are leaderFlags with takeoverLease.
+func takeoverFlags(flags ...string) []string {
+	return append(append(append([]string{}, leaderFlags...), flags...), takeoverLease...)
+}
+
 // TestPausedLeaderIsFenced runs two manager processes with leader
 // election. The leader stops itself (SIGSTOP, as a long GC pause or a
 // frozen VM would) right before it discards rotation r1's old password;
@@ -42,7 +55,7 @@ func TestPausedLeaderIsFenced(t *testing.T) {
 		t.Fatal(err)
 	}
 	cs = waitPhase(t, ns, "ha", v1.PhaseIdle, 1) // a leads: it is the only one
-	b := startManagerProcessWith(t, "", leaderFlags...)
+	b := startManagerProcessWith(t, "", takeoverFlags()...)
 	p := startProber(t, c.Instances(), ns, "ha-db", keys)
 	mk := proberMark(t, p, "leader paused before a discard, wakes after the new leader completed it and applied the next rotation (fence: Lease and server side)")
 
@@ -126,7 +139,7 @@ func TestKilledLeaderTakeover(t *testing.T) {
 	}
 	cs = waitPhase(t, ns, "takeover", v1.PhaseIdle, 1)
 	gen1 := userPasswords(sourceData(t, cs), keys, "")
-	startManagerProcessWith(t, "", leaderFlags...)
+	startManagerProcessWith(t, "", takeoverFlags()...)
 	p := startProber(t, c.Instances(), ns, "takeover-db", keys)
 	mk := proberMark(t, p, "leader killed after storing the new password, a second replica takes over")
 
