@@ -91,7 +91,8 @@ vet:
 ## make test runs it for under a minute; REKEY_EXPLORE_STALE=1 adds
 ## reconciles from a stale read of the set, REKEY_EXPLORE_SCALING=0 leaves
 ## out instances that scale in and return, REKEY_EXPLORE_SWITCHOVER=0
-## switchovers.
+## switchovers, REKEY_EXPLORE_SPECEDITS=0 spec edits (users, instances and
+## consumers removed from the spec and listed again).
 EXPLORE_SECONDS ?= 600
 EXPLORE_DEPTH ?= 9
 EXPLORE_WALKS ?= 500

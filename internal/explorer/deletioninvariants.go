@@ -26,8 +26,8 @@ func nothingLeftValid(w *World) string {
 	if !woundDown(w) || w.Set.Spec.OnDeletion() == v1.DeletionRetain {
 		return ""
 	}
-	for _, in := range w.present() {
-		for _, k := range modelKeys {
+	for _, in := range w.held() {
+		for _, k := range w.keys() {
 			a := in.acct(k)
 			if a.Hand || !a.Exists {
 				continue

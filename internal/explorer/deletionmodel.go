@@ -24,7 +24,7 @@ func (b *modelBackend) Deprovision(_ context.Context, cur engine.Secrets) error 
 	drop := map[string]bool{}
 	for _, k := range b.Keys() {
 		exists, mine := false, true
-		for _, in := range b.w.present() {
+		for _, in := range b.insts() {
 			if a := in.acct(k); a.Exists {
 				exists, mine = true, mine && a.Marked
 			}
@@ -38,7 +38,7 @@ func (b *modelBackend) deleteOwned(step string, cur engine.Secrets, drop map[str
 	if cur[AdminKey] == "" && !b.w.FixedAdmin {
 		return nil
 	}
-	for _, in := range b.w.present() {
+	for _, in := range b.insts() {
 		if in.Down {
 			return &engine.UnreachableError{Instance: in.Name, Err: errDown}
 		}

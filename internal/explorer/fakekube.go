@@ -190,6 +190,7 @@ func (w *World) reconcile(crashAt string, stale *v1.CredentialSet) (hit []string
 			}
 			err = errCrashed
 		} else {
+			w.Relisted = nil // the set's next reconcile after they were listed again has run
 			for _, in := range w.Instances {
 				// The set's next reconcile after the return has run, and
 				// reached it: one that did not answer was not repaired.

@@ -37,11 +37,11 @@ func Invariants() []Invariant {
 // rebuilt empty) holds what it held, which no rule of rekey's can prevent:
 // it is held to the rule from the set's next reconcile after its return on.
 func noLockout(w *World) string {
-	for _, in := range w.present() {
+	for _, in := range w.held() {
 		if in.Down || in.Returned || in.Stranded {
 			continue // nobody reaches it; not yet reconciled since it returned; or rekey cannot log in there
 		}
-		for k, pw := range w.Pod.Creds {
+		for k, pw := range podHolds(w) {
 			if a := in.acct(k); !a.Hand && !a.Accepts(pw) {
 				return fmt.Sprintf("the consumer's pod holds %s=%s, which %s refuses", k, pw, in.Name)
 			}
@@ -58,7 +58,7 @@ func adminAccepted(w *World) string {
 		return ""
 	}
 	cur, pending := string(w.Source.Data[AdminKey]), string(w.Source.Data[engine.PendingKey(AdminKey)])
-	for _, in := range w.present() {
+	for _, in := range w.held() {
 		if in.Down || in.Returned || in.Stranded {
 			continue
 		}
@@ -96,7 +96,7 @@ func recoverable(w *World) string {
 		}
 	}
 	for _, in := range w.Instances {
-		if !in.Present || in.Returned || in.Stranded {
+		if !in.Present || in.Returned || in.Stranded || !listedIn(w.Set, in.Name) {
 			// Away, its passwords do not count until it returns: rekey sets
 			// a user that missed what the set did since back to the
 			// current password at its next reconcile then.
@@ -276,7 +276,7 @@ func settled(c *World) bool {
 		return c.Gone
 	}
 	st := c.Set.Status
-	return st.Phase == v1.PhaseIdle && !st.ResetPending && c.Pod.Template == c.template()
+	return st.Phase == v1.PhaseIdle && !st.ResetPending && c.Pod.Template == c.template() && specServed(c)
 }
 
 // drainStep takes the next documented action on c and names it.
@@ -343,8 +343,8 @@ func staleRestore(w *World) bool {
 	if len(w.Lost) == 0 || w.Source == nil {
 		return false
 	}
-	for _, in := range w.present() {
-		for _, k := range modelKeys {
+	for _, in := range w.held() {
+		for _, k := range w.keys() {
 			a := in.acct(k)
 			if a.Hand || !a.Exists {
 				continue

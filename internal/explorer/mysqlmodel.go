@@ -48,16 +48,16 @@ func init() {
 		Build: func(_ context.Context, cs *v1.CredentialSet, k registry.Kube, _ registry.Options) (*registry.Plan, error) {
 			w := active
 			adopt := engine.Secrets{}
-			for _, k := range w.keys() {
+			for _, k := range keysOf(cs, w.FixedAdmin) {
 				adopt[k] = initial(k)
 			}
-			return &registry.Plan{Backend: &modelBackend{w: w, cs: cs, fence: k.Fence}, NoInstances: len(w.present()) == 0, Adopt: adopt}, nil
+			return &registry.Plan{Backend: &modelBackend{w: w, cs: cs, fence: k.Fence}, NoInstances: len(listedOf(cs, w.present())) == 0, Adopt: adopt}, nil
 		},
 		LockKeys: func(cs *v1.CredentialSet) []string { return []string{"explorer:" + cs.Annotations[Annotation]} },
 	})
 }
 
-func (b *modelBackend) Keys() []string        { return b.w.keys() }
+func (b *modelBackend) Keys() []string        { return keysOf(b.cs, b.w.FixedAdmin) }
 func (b *modelBackend) Traits() engine.Traits { return engine.Traits{Overlap: true} }
 
 // NewSecrets is deterministic, so that equal histories give equal states:
@@ -98,7 +98,7 @@ func (e *errAdminRefused) Error() string {
 // backend's errgroup), and the first error is returned. A failpoint after
 // each instance lets the explorer crash between instances.
 func (b *modelBackend) each(step string, passwords []string, fn func(in *Instance) error) error {
-	insts := b.w.present()
+	insts := b.insts()
 	if len(insts) == 0 {
 		return &engine.Refusal{Reason: string(reason.RotateRefused), Message: "no instances: scale the cluster up"}
 	}
@@ -272,7 +272,7 @@ func (b *modelBackend) Retire(ctx context.Context, cur, pending engine.Secrets) 
 }
 
 func (b *modelBackend) acceptedElsewhere(inst *Instance, key, pw string) bool {
-	for _, in := range b.w.present() {
+	for _, in := range b.insts() {
 		if in.Name != inst.Name && !in.Down && in.acct(key).Accepts(pw) {
 			return true
 		}
@@ -302,7 +302,7 @@ func (b *modelBackend) Reset(_ context.Context, cur engine.Secrets) error {
 func (b *modelBackend) Verify(_ context.Context, s engine.Secrets) error {
 	var refused []string
 	var other error
-	for _, in := range b.w.present() {
+	for _, in := range b.insts() {
 		if in.Down {
 			if other == nil {
 				other = &engine.UnreachableError{Instance: in.Name, Err: errDown}

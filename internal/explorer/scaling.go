@@ -9,8 +9,9 @@ func scaleIn(name string) func(*World) bool {
 	return func(w *World) bool {
 		in := w.instance(name)
 		// Not the primary, nor during a switchover: the cluster manager
-		// switches over before it scales the primary in.
-		if in == nil || !in.Present || len(w.present()) < 2 || !in.RO || w.Switch != "" {
+		// switches over before it scales the primary in. Nor the last
+		// instance the spec names (scaled to zero: a path of its own).
+		if in == nil || !in.Present || len(w.held()) < 2 && listedIn(w.Set, name) || !in.RO || w.Switch != "" {
 			return false
 		}
 		in.Present = false

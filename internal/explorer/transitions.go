@@ -68,6 +68,14 @@ type Options struct {
 	// Checks: the user asks for the set's checks (kubectl rekey check),
 	// with a fresh request ID and again with one already answered.
 	Checks bool
+	// SpecEdits: the user edits the spec at any state: removes the
+	// application user from spec.mysql.users and adds it back, an
+	// instance from the spec's instances, the consumer from
+	// spec.consumers (specedits.go).
+	SpecEdits bool
+	// UserAdds: with SpecEdits, also a new user added to the spec (and
+	// removed again).
+	UserAdds bool
 	// FixedAdmin: the admin rekey connects as is not rotated by the set
 	// (World.FixedAdmin).
 	FixedAdmin bool
@@ -98,7 +106,9 @@ func (o Options) keeps(name string) bool {
 
 // DefaultOptions is what `go test` explores. Instances scale in and
 // return (with their volume, or rebuilt) by default; REKEY_EXPLORE_SCALING=0
-// leaves that out. Likewise switchovers (REKEY_EXPLORE_SWITCHOVER=0). Some transitions are explored only on request:
+// leaves that out. Likewise switchovers (REKEY_EXPLORE_SWITCHOVER=0) and
+// spec edits (REKEY_EXPLORE_SPECEDITS=0). Some transitions are explored
+// only on request:
 // REKEY_EXPLORE_STALE=1 adds
 // reconciles from a stale read of the set (TestPathStaleReads explores
 // them by default among the transitions they need; across all of them
@@ -110,6 +120,7 @@ func DefaultOptions() Options {
 		PolicyEdits: true,
 		Scaling:     os.Getenv("REKEY_EXPLORE_SCALING") != "0",
 		Switchover:  os.Getenv("REKEY_EXPLORE_SWITCHOVER") != "0",
+		SpecEdits:   os.Getenv("REKEY_EXPLORE_SPECEDITS") != "0",
 		StaleReads:  os.Getenv("REKEY_EXPLORE_STALE") == "1"}
 }
 
@@ -250,6 +261,7 @@ func restartPod(w *World) bool {
 	}
 	before := w.Pod
 	w.Pod.Template = w.template()
+	w.Orphan = w.Orphan && !consumerListed(w.Set)
 	if w.Dist != nil {
 		w.Pod.Creds = map[string]string{}
 		for k, v := range w.Dist.Data {
@@ -347,6 +359,9 @@ func Transitions(o Options) []Transition {
 	}
 	if o.Switchover {
 		out = append(out, switchoverTransitions(o)...)
+	}
+	if o.SpecEdits {
+		out = append(out, specEditTransitions(o)...)
 	}
 	out = append(out, Transition{"consumer pod restarts (reads the Secret)", restartPod})
 	if o.Backups {

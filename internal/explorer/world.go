@@ -101,6 +101,15 @@ type World struct {
 	// Part of the state's identity, unlike Warnings: the same state
 	// reached without it must not hide it. Empty on the fixed code.
 	Unsafe []string `json:"unsafe,omitempty"`
+	// Orphan: the consumer's pod has run since a time its Deployment was
+	// not in spec.consumers (specedits.go).
+	Orphan bool `json:"orphan,omitempty"`
+	// Relisted are users the spec lists again and no reconcile has
+	// finished since (specedits.go).
+	Relisted []string `json:"relisted,omitempty"`
+	// EditedAt is the stage of the set the step's spec edit was made at,
+	// and the edit (specedits.go); not part of its identity.
+	EditedAt string `json:"-"`
 }
 
 // deleted: the user deleted the set (it may still be there, held by
@@ -228,7 +237,7 @@ func (w *World) Summary() string {
 		}
 		b.WriteString(roleNote(w, in) + "}")
 	}
-	return b.String()
+	return b.String() + specNote(w)
 }
 
 // template is the restart value on the consumer's pod template.
@@ -310,9 +319,4 @@ func initial(key string) string { return strings.TrimSuffix(key, "_PASSWORD") + 
 var fixedAdminPassword = initial(AdminKey)
 
 // keys are the source Secret keys the set rotates.
-func (w *World) keys() []string {
-	if w.FixedAdmin {
-		return []string{AppKey}
-	}
-	return modelKeys
-}
+func (w *World) keys() []string { return keysOf(w.Set, w.FixedAdmin) }
