@@ -17,13 +17,12 @@ import (
 // backend accepts. It stands down while a rotation has not applied its
 // secrets. A failure it can name is returned as a problem, not an error:
 // the engine still decides, as a rollback may be what repairs it.
-func (r *Reconciler) serveDistribution(ctx context.Context, t *turn) (*problem, error) {
-	usePending, write := engine.Distribution(t.cs.Status, t.pending)
-	if !write {
+func (r *Reconciler) serveDistribution(ctx context.Context, t *turn, u engine.Upkeep) (*problem, error) {
+	if !u.Serve {
 		return nil, nil
 	}
 	secrets := t.cur
-	if usePending {
+	if u.UsePending {
 		secrets = engine.Pending(t.src.Data, t.p.backend.Keys())
 	}
 	err := r.distribute(ctx, t.cs, t.p, secrets, r.servedGeneration(t.cs))

@@ -14,9 +14,10 @@ import (
 )
 
 // reconcile gathers what the set's world holds, lets the engine decide, and
-// carries the decision out. Before deciding it does the upkeep every
-// reconcile owes whatever the decision: serve the distribution Secrets,
-// restart consumers, repair an instance that lost the rotation's users.
+// carries the decision out. Before deciding it runs the upkeep steps every
+// reconcile owes whatever the decision (engine.UpkeepOf): serve the
+// distribution Secrets, restart consumers, repair an instance that lost
+// the rotation's users.
 // What it measures goes to obs, which the status writes carry.
 func (r *Reconciler) reconcile(ctx context.Context, cs *v1.CredentialSet, obs *observation) (ctrl.Result, *problem, error) {
 	if prob, err := r.checkNamespaces(ctx, cs); err != nil || prob != nil {
@@ -34,8 +35,10 @@ func (r *Reconciler) reconcile(ctx context.Context, cs *v1.CredentialSet, obs *o
 		return ctrl.Result{}, prob, nil
 	}
 
-	// Upkeep.
-	distProb, err := r.serveDistribution(ctx, t)
+	// Upkeep: the steps every reconcile owes, decided by the engine from
+	// the status and the source Secret (engine.UpkeepSteps).
+	u := engine.UpkeepOf(cs.Status, t.pending, t.p.noInstances)
+	distProb, err := r.serveDistribution(ctx, t, u)
 	if err != nil {
 		return ctrl.Result{}, nil, err
 	}
@@ -45,7 +48,7 @@ func (r *Reconciler) reconcile(ctx context.Context, cs *v1.CredentialSet, obs *o
 		return ctrl.Result{}, nil, err
 	}
 	rolledOut, hold := r.holdRetirement(ctx, t, rolledOut)
-	repairProb, err := r.repairPending(ctx, t)
+	repairProb, err := r.repairInstances(ctx, t, u.Repair)
 	if err != nil {
 		return ctrl.Result{}, nil, err
 	}
@@ -59,7 +62,7 @@ func (r *Reconciler) reconcile(ctx context.Context, cs *v1.CredentialSet, obs *o
 	t.obs.setWaiting(engine.Waiting(in, d), engine.WindowWaiting(due))
 	// Why a set does (or does not) move, for whoever debugs a stalled one
 	// (--zap-log-level=debug); decisions carry no secrets.
-	logFrom(ctx).V(1).Info("decided", "phase", cs.Status.Phase, "rotation", cs.Status.RotationID,
+	logFrom(ctx).V(1).Info("decided", "phase", cs.Status.Phase, "rotation", cs.Status.RotationID, "upkeep", u,
 		"action", d.Action.String(), "reason", string(d.Reason), "requeue", d.Requeue.String(), "rolledOut", rolledOut,
 		"rotateRequest", in.RotateRequest, "discardRequest", in.DiscardRequest)
 	if distProb != nil && d.Action != engine.Rollback && d.Action != engine.Recover {

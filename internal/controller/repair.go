@@ -16,52 +16,10 @@ import (
 // repaired while Distributed is tried again, as the health gate polls.
 const repairRecheck = 10 * time.Second
 
-// upkeep is the repair a reconcile owes before its decision: what keeps
-// every instance accepting whatever the consumers may hold, whatever
-// returned to the cluster (an instance scaled back in with its old
-// volume, or rebuilt empty from a backup) since the last reconcile.
-type upkeep int
-
-const (
-	upkeepNone upkeep = iota
-	// upkeepIdle: consumers hold, or are restarting onto, the current
-	// secrets only (engine.IdleRepairer): the set is at rest, or a reset
-	// is owed with no pending secrets left (a recovery's, or the rollback
-	// of a rotation that stored none), or a rotation stored nothing yet
-	// (stored before applied, so no instance holds anything else of it).
-	upkeepIdle
-	// upkeepPending: consumers may hold the current or the pending
-	// secrets, and every instance is meant to accept both
-	// (engine.Repairer): a rotation before its discard (Apply's
-	// work, which an abort may pre-empt), or a rollback whose reset is
-	// owed (the source Secret keeps the rotation's secrets until then).
-	upkeepPending
-)
-
-// upkeepOf decides it. Once a discard began, Retire repairs instead (with
-// pending only). With no instance (scaled to 0) nothing can refuse
-// anyone, and a repair would only report "no instances" every 10 s with
-// nobody asking. Pending secrets of another rotation, or only some of
-// them, were never applied by this one: nothing to repair with.
-func upkeepOf(st v1.CredentialSetStatus, pending engine.PendingState, noInstances bool) upkeep {
-	idle := st.Phase == v1.PhaseIdle
-	switch {
-	case st.KeyGeneration == 0 || noInstances || st.DiscardStarted || st.DiscardApplied:
-		return upkeepNone
-	case pending == engine.PendingNone && (idle || st.Phase == v1.PhaseRotating && !st.RotateApplied):
-		return upkeepIdle
-	case pending == engine.PendingMatch && engine.Active(st):
-		return upkeepPending
-	case pending == engine.PendingStale && idle && st.ResetPending:
-		return upkeepPending
-	}
-	return upkeepNone
-}
-
-// repairPending runs the upkeep upkeepOf names. Its failure (an instance
-// that does not answer, a refusal, a login refused) is a problem to
-// report, not an error: the reconcile goes on (consumers, discard, reset)
-// and polls.
+// repairInstances runs the repair the engine's upkeep names (the upkeep
+// step RepairInstances). Its failure (an instance that does not answer, a
+// refusal, a login refused) is a problem to report, not an error: the
+// reconcile goes on (consumers, discard, reset) and polls.
 //
 // Every reconcile in Distributed repairs an instance that lost the users
 // phase 1 made (rebuilt from an empty data directory): nothing else
@@ -69,11 +27,11 @@ func upkeepOf(st v1.CredentialSetStatus, pending engine.PendingState, noInstance
 // While a reset is owed, the reset would recreate them only once every
 // consumer rolled out (and each further recover request restarts them
 // again): until then the repair does.
-func (r *Reconciler) repairPending(ctx context.Context, t *turn) (*problem, error) {
-	switch upkeepOf(t.cs.Status, t.pending, t.p.noInstances) {
-	case upkeepIdle:
+func (r *Reconciler) repairInstances(ctx context.Context, t *turn, repair engine.Repair) (*problem, error) {
+	switch repair {
+	case engine.RepairCurrent:
 		return r.idleUpkeep(ctx, t)
-	case upkeepPending:
+	case engine.RepairBoth:
 		rp, ok := t.p.backend.(engine.Repairer)
 		if !ok {
 			return nil, nil
