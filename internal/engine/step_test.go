@@ -95,22 +95,7 @@ func TestStepTable(t *testing.T) {
 // TestStepTableInDocs: the concepts page's step table is the engine's,
 // row for row, so what users read is what status.step means.
 func TestStepTableInDocs(t *testing.T) {
-	raw, err := os.ReadFile("../../docs/concepts.md")
-	if err != nil {
-		t.Fatal(err)
-	}
-	doc := string(raw)
-	start := strings.Index(doc, "<!-- step table")
-	end := strings.Index(doc, "<!-- end of step table -->")
-	if start < 0 || end < start {
-		t.Fatal("docs/concepts.md has no step table between its markers")
-	}
-	var got []string
-	for _, line := range strings.Split(doc[start:end], "\n") {
-		if strings.HasPrefix(line, "| `") {
-			got = append(got, line)
-		}
-	}
+	got := conceptsTable(t, "step table")
 	var want []string
 	for _, s := range Steps {
 		want = append(want, "| `"+string(s.Step)+"` | "+string(s.Phase)+" | "+s.State+" | "+s.Next+" |")
@@ -118,4 +103,27 @@ func TestStepTableInDocs(t *testing.T) {
 	if !slices.Equal(got, want) {
 		t.Errorf("docs/concepts.md's step table differs from the engine's; want rows:\n%s", strings.Join(want, "\n"))
 	}
+}
+
+// conceptsTable is the rows of docs/concepts.md's table between the
+// markers "<!-- name" and "<!-- end of name -->".
+func conceptsTable(t *testing.T, name string) []string {
+	t.Helper()
+	raw, err := os.ReadFile("../../docs/concepts.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc := string(raw)
+	start := strings.Index(doc, "<!-- "+name)
+	end := strings.Index(doc, "<!-- end of "+name+" -->")
+	if start < 0 || end < start {
+		t.Fatalf("docs/concepts.md has no %s between its markers", name)
+	}
+	var rows []string
+	for _, line := range strings.Split(doc[start:end], "\n") {
+		if strings.HasPrefix(line, "| `") {
+			rows = append(rows, line)
+		}
+	}
+	return rows
 }

@@ -1,7 +1,6 @@
 package engine
 
 import (
-	"os"
 	"slices"
 	"strings"
 	"testing"
@@ -66,22 +65,8 @@ func TestUpkeepOf(t *testing.T) {
 
 // TestUpkeepTableInDocs: the concepts page's upkeep table is the engine's.
 func TestUpkeepTableInDocs(t *testing.T) {
-	raw, err := os.ReadFile("../../docs/concepts.md")
-	if err != nil {
-		t.Fatal(err)
-	}
-	doc := string(raw)
-	start := strings.Index(doc, "<!-- upkeep table")
-	end := strings.Index(doc, "<!-- end of upkeep table -->")
-	if start < 0 || end < start {
-		t.Fatal("docs/concepts.md has no upkeep table between its markers")
-	}
-	var got, want []string
-	for _, line := range strings.Split(doc[start:end], "\n") {
-		if strings.HasPrefix(line, "| `") {
-			got = append(got, line)
-		}
-	}
+	got := conceptsTable(t, "upkeep table")
+	var want []string
 	for _, s := range UpkeepSteps {
 		want = append(want, "| `"+s.Step+"` | "+s.When+" | "+s.Does+" |")
 	}

@@ -349,41 +349,6 @@ func (s *session) exec(ctx context.Context, stmt string) error {
 	return nil
 }
 
-// wrap says which step failed on which instance, in rekey's words: a
-// refusal (already rekey's text) passes as it is, a lost connection holds
-// the phase as an unreachable instance, a missing privilege is a
-// PermissionDenied refusal, and anything else keeps only MySQL's error
-// number.
-func (s *session) wrap(what string, err error) error {
-	if _, ok := engine.AsRefusal(err); ok {
-		return err
-	}
-	kind, text := explain(err)
-	if isConnError(err) || kind == failUnreachable {
-		return unreachable(s.inst, redact(err, s.secrets...))
-	}
-	if kind == failPermission {
-		return &engine.Refusal{Reason: string(reason.PermissionDenied), Message: fmt.Sprintf(
-			"%s on %s: %s for the admin user: grant it that privilege and rekey goes on by itself", what, s.inst.Name, text)}
-	}
-	return fmt.Errorf("%s on %s: %w", what, s.inst.Name, redact(err, s.secrets...))
-}
-
-func isAccessDenied(err error) bool {
-	var me *driver.MySQLError
-	return errors.As(err, &me) && (me.Number == 1045 || me.Number == 1698)
-}
-
-func isConnError(err error) bool {
-	var me *driver.MySQLError
-	if errors.As(err, &me) {
-		return false
-	}
-	return errors.Is(err, driver.ErrInvalidConn) || errors.Is(err, context.DeadlineExceeded) ||
-		strings.Contains(err.Error(), "connect") || strings.Contains(err.Error(), "broken pipe") ||
-		strings.Contains(err.Error(), "EOF")
-}
-
 // redactedError keeps secret values and whatever a server sent out of
 // messages: MySQL may echo part of a statement ("near '...'") in a syntax
 // error, and its messages name the manager's address. The chain is kept
