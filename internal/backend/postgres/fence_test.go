@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"rekey.io/rekey/internal/leader"
+	"rekey.io/rekey/internal/reason"
 	"rekey.io/rekey/internal/testenv"
 )
 
@@ -88,6 +89,23 @@ func TestTermFencingOnRealPostgres(t *testing.T) {
 	wantComment(t, p, "fen_g2", markTerm(uid, 200))
 	refused("discard", stale.Retire(ctx, g1, g2))
 	refused("reset", stale.Reset(ctx, g1))
+	// A stale reset that woke after repairing the current login goes on
+	// to drop fen_g2 while a client of it is logged in: it hears the
+	// term's refusal, not that the role is in use (which would send a
+	// person after a client, for a set this manager no longer leads).
+	client, err := p.Connect(ctx, p.Primary, "fen_g2", g2[KeyPassword], "postgres")
+	if err != nil {
+		t.Fatal(err)
+	}
+	top, err := stale.topology(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	refused("reset's drop of a login in use", stale.removeGenerations(ctx, top, stale.logins[0], reason.AbortSkipped, g1[KeyUsername]))
+	top.close(ctx)
+	if err := client.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
 	refused("release", stale.Release(ctx, g2))
 	for _, l := range []struct{ role, pw string }{{"fen_g1", g1[KeyPassword]}, {"fen_g2", g2[KeyPassword]}} {
 		if err := p.CanLogin(p.Primary, l.role, l.pw); err != nil {

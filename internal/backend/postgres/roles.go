@@ -223,23 +223,26 @@ func (b *Backend) dropLogin(ctx context.Context, t *topology, group, name string
 			return err
 		}
 	}
-	live, err := b.sessions(ctx, t, name)
-	if err != nil {
-		return err
-	}
-	if len(live) > 0 {
-		return &engine.Refusal{Reason: string(why), Message: fmt.Sprintf(
-			"role %s still has %d session(s): %s. rekey drops it only once they end, so that no client is cut off: restart the clients that still log in as %s (they are not among this set's consumers), or end the sessions with pg_terminate_backend; rekey retries by itself",
-			name, len(live), strings.Join(live, "; "), name)}
-	}
 	dbs, err := b.databases(ctx, t.primary)
 	if err != nil {
 		return err
 	}
 	// What the role owns is handed over database by database, each in a
 	// session of its own, while the fenced transaction holds the set's
-	// lock: no stale manager gets to disown a role either.
+	// lock: no stale manager gets to disown a role either. The sessions
+	// are looked at once the fence passed, so that a stale manager hears
+	// that it is stale, not a refusal that would send a person after a
+	// client.
 	err = b.fenced(ctx, t.primary, "drop role "+name, func(tx pgx.Tx) error {
+		live, err := b.sessions(ctx, t, name)
+		if err != nil {
+			return err
+		}
+		if len(live) > 0 {
+			return &engine.Refusal{Reason: string(why), Message: fmt.Sprintf(
+				"role %s still has %d session(s): %s. rekey drops it only once they end, so that no client is cut off: restart the clients that still log in as %s (they are not among this set's consumers), or end the sessions with pg_terminate_backend; rekey retries by itself",
+				name, len(live), strings.Join(live, "; "), name)}
+		}
 		for _, db := range dbs {
 			if err := b.disown(ctx, t.primary.host, db, group, name); err != nil {
 				return err
