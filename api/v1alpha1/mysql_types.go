@@ -146,7 +146,7 @@ type MySQLUser struct {
 	// +optional
 	// +kubebuilder:validation:Pattern=`^[A-Z][A-Z0-9_]{0,62}$`
 	// +kubebuilder:validation:MaxLength=63
-	// +kubebuilder:validation:XValidation:rule="!self.endsWith('_PENDING') && self != 'ROTATION_ID'",message="secretKey must not end in _PENDING nor be ROTATION_ID: rekey uses those"
+	// +kubebuilder:validation:XValidation:rule="!self.endsWith('_PENDING') && !self.endsWith('_ADDING') && self != 'ROTATION_ID'",message="secretKey must not end in _PENDING or _ADDING nor be ROTATION_ID: rekey uses those"
 	SecretKey string `json:"secretKey,omitempty"`
 	// Grants given when rekey creates the user.
 	// +optional

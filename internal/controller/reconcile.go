@@ -31,8 +31,8 @@ func (r *Reconciler) reconcile(ctx context.Context, cs *v1.CredentialSet, obs *o
 	if cs.Status.KeyGeneration == 0 {
 		return ctrl.Result{}, nil, r.provision(ctx, cs, t.p, t.src)
 	}
-	if prob := r.readSource(t); prob != nil {
-		return ctrl.Result{}, prob, nil
+	if prob, err := r.readSource(ctx, t); err != nil || prob != nil {
+		return ctrl.Result{}, prob, err
 	}
 
 	// Upkeep: the steps every reconcile owes, decided by the engine from
@@ -137,20 +137,26 @@ func (r *Reconciler) load(ctx context.Context, cs *v1.CredentialSet, obs *observ
 }
 
 // readSource reads the current secrets and the state of the pending ones
-// from a provisioned set's source Secret; a problem when current secrets
-// are missing, which only a restore from backup can bring back.
-func (r *Reconciler) readSource(t *turn) *problem {
-	name := naming.SourceSecretName(t.cs)
+// from a provisioned set's source Secret. Keys without a current secret
+// are identities added to the spec, provisioned now if they can be
+// (addIdentities), or secrets lost, which only a restore from backup can
+// bring back.
+func (r *Reconciler) readSource(ctx context.Context, t *turn) (*problem, error) {
 	if t.src == nil {
 		return &problem{reason.MissingRotationPending, fmt.Sprintf(
-			"source Secret %s/%s is gone, and with it the only copy of the current secrets; restore it from backup (rekey never recreates it, to avoid locking consumers out)", r.Namespace, name)}
+			"source Secret %s/%s is gone, and with it the only copy of the current secrets; restore it from backup (rekey never recreates it, to avoid locking consumers out)", r.Namespace, naming.SourceSecretName(t.cs))}, nil
 	}
 	keys := t.p.backend.Keys()
 	cur, missing := engine.Current(t.src.Data, keys)
 	if len(missing) > 0 {
-		return &problem{reason.MissingRotationPending, fmt.Sprintf(
-			"source Secret %s/%s lacks current secrets %v; restore them from backup", r.Namespace, name, missing)}
+		t.cur = cur
+		if prob, err := r.addIdentities(ctx, t, missing); err != nil || prob != nil {
+			return prob, err
+		}
+		// Added, or left out of an in-flight rotation (a narrower backend).
+		keys = t.p.backend.Keys()
+		cur, _ = engine.Current(t.src.Data, keys)
 	}
 	t.cur, t.pending = cur, engine.InspectPending(t.src.Data, keys, t.cs.Status.RotationID)
-	return nil
+	return nil, nil
 }

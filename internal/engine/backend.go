@@ -27,6 +27,13 @@ type Traits struct {
 	// the current secrets at once, so a rotation that applied can only
 	// complete, never roll back.
 	Overlap bool
+	// AddsAtRest: Provision, run again on a provisioned set at rest,
+	// creates the identities that exist nowhere yet and leaves the others
+	// as they are, refusing one that exists but does not accept the secret
+	// it is given. An identity added to the spec of a provisioned set is
+	// then provisioned on its own (DecideAdd); without it, the spec change
+	// is refused.
+	AddsAtRest bool
 }
 
 // Backend is what a credential store supplies to the engine. Every method
@@ -119,6 +126,15 @@ type DiscardGate interface {
 // phase 1 then and consumers reach every instance.
 type Repairer interface {
 	RepairPending(ctx context.Context, cur, pending Secrets) error
+}
+
+// Narrower is implemented by backends that can act on some of their
+// identities only. An identity added to the spec while a rotation or a
+// rollback is under way is left out of it (Without the keys it lacks)
+// until it ends, then added (DecideAdd). ok is false when it cannot be
+// left out (the admin the backend logs in as).
+type Narrower interface {
+	Without(keys []string) (b Backend, ok bool)
 }
 
 // IdleRepairer is implemented by backends whose instances can leave and

@@ -12,6 +12,16 @@ const (
 // PendingKey is the source Secret key of key's pending secret.
 func PendingKey(key string) string { return key + PendingSuffix }
 
+// AddingSuffix ends the source Secret key of a secret minted for an
+// identity added to the spec of a provisioned set: stored before any
+// instance learns it, and made current (moved to key) once every instance
+// accepts it, so that consumers are never given a secret an instance
+// refuses.
+const AddingSuffix = "_ADDING"
+
+// AddingKey is the source Secret key of key's secret while it is added.
+func AddingKey(key string) string { return key + AddingSuffix }
+
 // PendingState is what the source Secret holds for a rotation.
 type PendingState int
 

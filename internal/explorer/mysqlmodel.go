@@ -3,6 +3,7 @@ package explorer
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 
@@ -24,6 +25,9 @@ type modelBackend struct {
 	// backend asks it before a write it decided outside the engine's
 	// sequence: a repair.
 	fence func(context.Context) error
+	// without are keys the spec lists that an in-flight rotation leaves
+	// out (engine.Narrower).
+	without []string
 }
 
 var _ engine.Backend = (*modelBackend)(nil)
@@ -32,6 +36,7 @@ var _ engine.DiscardGate = (*modelBackend)(nil)
 var _ engine.Releaser = (*modelBackend)(nil)
 var _ engine.Deprovisioner = (*modelBackend)(nil)
 var _ engine.IdleRepairer = (*modelBackend)(nil)
+var _ engine.Narrower = (*modelBackend)(nil)
 
 // Annotation selects the model backend for a set.
 const Annotation = "explorer.rekey.io/world"
@@ -57,8 +62,20 @@ func init() {
 	})
 }
 
-func (b *modelBackend) Keys() []string        { return keysOf(b.cs, b.w.FixedAdmin) }
-func (b *modelBackend) Traits() engine.Traits { return engine.Traits{Overlap: true} }
+func (b *modelBackend) Keys() []string {
+	return slices.DeleteFunc(keysOf(b.cs, b.w.FixedAdmin), func(k string) bool { return slices.Contains(b.without, k) })
+}
+
+// Without implements engine.Narrower, as the MySQL backend's does.
+func (b *modelBackend) Without(keys []string) (engine.Backend, bool) {
+	if slices.Contains(keys, AdminKey) {
+		return nil, false
+	}
+	c := *b
+	c.without = keys
+	return &c, true
+}
+func (b *modelBackend) Traits() engine.Traits { return engine.Traits{Overlap: true, AddsAtRest: true} }
 
 // NewSecrets is deterministic, so that equal histories give equal states:
 // each rotation's passwords are named after it.

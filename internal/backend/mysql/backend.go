@@ -7,6 +7,7 @@ package mysql
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -130,9 +131,20 @@ func (b *Backend) Keys() []string {
 	return keys
 }
 
+// Without implements engine.Narrower: the backend for the other users.
+// The admin it logs in as cannot be left out.
+func (b *Backend) Without(keys []string) (engine.Backend, bool) {
+	if slices.Contains(keys, b.AdminKey) {
+		return nil, false
+	}
+	c := *b
+	c.Users = slices.DeleteFunc(slices.Clone(b.Users), func(u User) bool { return slices.Contains(keys, u.Key) })
+	return &c, true
+}
+
 // Traits implements engine.Backend: rekey mints passwords and stores them
 // first (MySQL keeps only a hash); dual passwords overlap until DISCARD.
-func (b *Backend) Traits() engine.Traits { return engine.Traits{Overlap: true} }
+func (b *Backend) Traits() engine.Traits { return engine.Traits{Overlap: true, AddsAtRest: true} }
 
 // NewSecrets implements engine.Backend: each user's password has the
 // length decided for it (passwordLength); user names do not change with

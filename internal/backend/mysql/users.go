@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	v1 "rekey.io/rekey/api/v1alpha1"
+	"rekey.io/rekey/internal/engine"
 	"rekey.io/rekey/internal/moco"
 )
 
@@ -116,8 +117,8 @@ func (u User) validate() error {
 	if !hostPattern.MatchString(u.Host) {
 		return fmt.Errorf("user %s: host %q: use letters, digits, '%%', '_', '.', ':' or '-'", u.Name, u.Host)
 	}
-	if !keyPattern.MatchString(u.Key) || strings.HasSuffix(u.Key, "_PENDING") || u.Key == "ROTATION_ID" {
-		return fmt.Errorf("user %s: secretKey %q: use upper-case letters, digits and '_', not ending in _PENDING", u.Name, u.Key)
+	if !keyPattern.MatchString(u.Key) || strings.HasSuffix(u.Key, engine.PendingSuffix) || strings.HasSuffix(u.Key, engine.AddingSuffix) || u.Key == engine.RotationIDKey {
+		return fmt.Errorf("user %s: secretKey %q: use upper-case letters, digits and '_', not ending in _PENDING or _ADDING, nor ROTATION_ID", u.Name, u.Key)
 	}
 	for _, g := range u.Grants {
 		if !onPattern.MatchString(g.Object) {

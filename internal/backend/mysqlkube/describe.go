@@ -23,7 +23,7 @@ var describe = registry.Describe{
 	Secrets: "passwords",
 	// MySQL keeps the current password next to the new one (dual
 	// passwords) until discard.
-	Traits:  func(*v1.CredentialSet) engine.Traits { return engine.Traits{Overlap: true} },
+	Traits:  func(*v1.CredentialSet) engine.Traits { return engine.Traits{Overlap: true, AddsAtRest: true} },
 	Resolve: asMOCO,
 	Words: func(*v1.CredentialSet) registry.Words {
 		return registry.Words{

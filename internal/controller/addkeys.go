@@ -1,0 +1,119 @@
+package controller
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+
+	"rekey.io/rekey/internal/engine"
+	"rekey.io/rekey/internal/failpoint"
+	"rekey.io/rekey/internal/naming"
+	"rekey.io/rekey/internal/reason"
+)
+
+// addIdentities provisions the identities the spec lists and the source
+// Secret has no current secret for (missing), as engine.DecideAdd says: a
+// user added to the spec of a provisioned set. Like provision, a secret is
+// stored before any instance learns it, under its AddingKey: it becomes
+// current, and so reaches the consumers, only once every instance accepts
+// it. A crash in between leaves it staged, and the next reconcile uses it
+// again. A key lost from the source Secret for an identity that exists
+// takes the same way and is refused by Provision (the identity refuses the
+// staged secret), with nothing served. nil: t.src now holds a current
+// secret for every key.
+func (r *Reconciler) addIdentities(ctx context.Context, t *turn, missing []string) (*problem, error) {
+	cs, keys := t.cs, t.p.backend.Keys()
+	name := naming.SourceSecretName(cs)
+	present := slices.DeleteFunc(slices.Clone(keys), func(k string) bool { return slices.Contains(missing, k) })
+	pending := engine.InspectPending(t.src.Data, present, cs.Status.RotationID)
+	switch engine.DecideAdd(cs.Status, pending, t.p.backend.Traits(), len(missing), len(keys)) {
+	case engine.AddLost:
+		return &problem{reason.MissingRotationPending, fmt.Sprintf(
+			"source Secret %s/%s lacks current secrets %v; restore them from backup", r.Namespace, name, missing)}, nil
+	case engine.AddUnsupported:
+		return &problem{reason.InvalidSpec, fmt.Sprintf(
+			"the spec lists identities the set was not provisioned with (source Secret keys %v), and this backend adds identities only when a set is first provisioned; nothing was changed: give them a CredentialSet of their own, or remove them from the spec", missing)}, nil
+	case engine.AddInFlight:
+		if n, ok := t.p.backend.(engine.Narrower); ok {
+			if b, ok := n.Without(missing); ok {
+				// Added once the rotation or rollback ended.
+				t.p.backend = b
+				return nil, nil
+			}
+		}
+		return &problem{reason.InvalidSpec, fmt.Sprintf(
+			"the spec lists identities the set was not provisioned with (source Secret keys %v), and rekey adds an identity only while no rotation or rollback is under way (step %s); nothing was changed, and until they are removed from the spec the set does not move: remove them, let the rotation complete (or abort it), then list them again", missing, engine.StepOf(cs.Status))}, nil
+	}
+
+	staged, err := r.stageAdded(ctx, t, missing)
+	if err != nil {
+		return nil, err
+	}
+	cur := maps.Clone(t.cur)
+	if cur == nil {
+		cur, _ = engine.Current(t.src.Data, present)
+	}
+	maps.Copy(cur, staged)
+	if err := r.fence(ctx); err != nil {
+		return nil, err
+	}
+	if _, err := t.p.backend.Provision(ctx, cur); err != nil {
+		if prob := classify(err); prob != nil {
+			prob.message = fmt.Sprintf("provisioning %v, which the spec lists and the source Secret holds no current secret for: %s; until then the set does not move (remove them from the spec to go on without them)", missing, prob.message)
+			return prob, nil
+		}
+		return nil, err
+	}
+	failpoint.Hit("add/provisioned")
+	next := maps.Clone(t.src.Data)
+	for k, v := range staged {
+		next[k] = []byte(v)
+		delete(next, engine.AddingKey(k))
+	}
+	if t.src, err = r.writeSourceSecret(ctx, cs, t.src, next); err != nil {
+		return nil, err
+	}
+	r.event(cs, "Normal", reason.Provisioned, "Provision", "%s added to the spec: provisioned on every instance at generation %d (step %s)",
+		strings.Join(slices.Sorted(maps.Keys(staged)), ", "), cs.Status.KeyGeneration, engine.StepOf(cs.Status))
+	return nil, nil
+}
+
+// stageAdded stores a secret for each of missing under its AddingKey,
+// keeping one a previous reconcile staged, and returns them by key.
+func (r *Reconciler) stageAdded(ctx context.Context, t *turn, missing []string) (engine.Secrets, error) {
+	staged, need := engine.Secrets{}, []string{}
+	for _, k := range missing {
+		v := t.src.Data[engine.AddingKey(k)]
+		if a, ok := t.p.adopt[k]; ok && a != string(v) {
+			// Adopted since (the fix a refusal names): restaged.
+			need = append(need, k)
+		} else if len(v) > 0 {
+			staged[k] = string(v)
+		} else {
+			need = append(need, k)
+		}
+	}
+	if len(need) == 0 {
+		return staged, nil
+	}
+	fresh, err := t.p.backend.NewSecrets(t.cs.Status.KeyGeneration)
+	if err != nil {
+		return nil, err
+	}
+	next := maps.Clone(t.src.Data)
+	for _, k := range need {
+		v, ok := t.p.adopt[k]
+		if !ok {
+			v = fresh[k]
+		}
+		staged[k] = v
+		next[engine.AddingKey(k)] = []byte(v)
+	}
+	if t.src, err = r.writeSourceSecret(ctx, t.cs, t.src, next); err != nil {
+		return nil, err
+	}
+	failpoint.Hit("add/staged")
+	return staged, nil
+}
