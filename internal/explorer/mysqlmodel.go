@@ -66,15 +66,6 @@ func (b *modelBackend) Keys() []string {
 	return slices.DeleteFunc(keysOf(b.cs, b.w.FixedAdmin), func(k string) bool { return slices.Contains(b.without, k) })
 }
 
-// Without implements engine.Narrower, as the MySQL backend's does.
-func (b *modelBackend) Without(keys []string) (engine.Backend, bool) {
-	if slices.Contains(keys, AdminKey) {
-		return nil, false
-	}
-	c := *b
-	c.without = keys
-	return &c, true
-}
 func (b *modelBackend) Traits() engine.Traits { return engine.Traits{Overlap: true, AddsAtRest: true} }
 
 // NewSecrets is deterministic, so that equal histories give equal states:

@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	v1 "rekey.io/rekey/api/v1alpha1"
+	"rekey.io/rekey/internal/engine"
 )
 
 // Spec edits (Options.SpecEdits): the user edits the set's spec at any
@@ -271,4 +272,14 @@ func specNote(w *World) string {
 		return ""
 	}
 	return " spec{" + strings.Join(parts, " ") + "}"
+}
+
+// Without implements engine.Narrower, as the MySQL backend's does.
+func (b *modelBackend) Without(keys []string) (engine.Backend, bool) {
+	if slices.Contains(keys, AdminKey) {
+		return nil, false
+	}
+	c := *b
+	c.without = keys
+	return &c, true
 }

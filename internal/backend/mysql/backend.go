@@ -7,7 +7,6 @@ package mysql
 import (
 	"context"
 	"fmt"
-	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -129,17 +128,6 @@ func (b *Backend) Keys() []string {
 		keys[i] = u.Key
 	}
 	return keys
-}
-
-// Without implements engine.Narrower: the backend for the other users.
-// The admin it logs in as cannot be left out.
-func (b *Backend) Without(keys []string) (engine.Backend, bool) {
-	if slices.Contains(keys, b.AdminKey) {
-		return nil, false
-	}
-	c := *b
-	c.Users = slices.DeleteFunc(slices.Clone(b.Users), func(u User) bool { return slices.Contains(keys, u.Key) })
-	return &c, true
 }
 
 // Traits implements engine.Backend: rekey mints passwords and stores them

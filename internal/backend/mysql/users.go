@@ -3,6 +3,7 @@ package mysql
 import (
 	"fmt"
 	"regexp"
+	"slices"
 	"strings"
 
 	v1 "rekey.io/rekey/api/v1alpha1"
@@ -183,4 +184,15 @@ func quote(s string) string {
 	}
 	b.WriteByte('\'')
 	return b.String()
+}
+
+// Without implements engine.Narrower: the backend for the other users.
+// The admin it logs in as cannot be left out.
+func (b *Backend) Without(keys []string) (engine.Backend, bool) {
+	if slices.Contains(keys, b.AdminKey) {
+		return nil, false
+	}
+	c := *b
+	c.Users = slices.DeleteFunc(slices.Clone(b.Users), func(u User) bool { return slices.Contains(keys, u.Key) })
+	return &c, true
 }

@@ -3,6 +3,7 @@ package mysql
 import (
 	"os"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 
@@ -120,5 +121,23 @@ func TestBackendPatternsMatchAdmission(t *testing.T) {
 		if !strings.Contains(string(src), "Pattern=`"+re.String()+"`") {
 			t.Errorf("the backend's %s pattern %s is not an admission pattern in api/v1alpha1/mysql_types.go", name, re)
 		}
+	}
+}
+
+// Without leaves users out of a backend (a user added mid-rotation), but
+// never the admin it logs in as, and leaves the backend it came from as
+// it was.
+func TestWithout(t *testing.T) {
+	b := &Backend{AdminUser: "root", AdminKey: "ROOT_PASSWORD", Users: []User{
+		{Name: "root", Host: "%", Key: "ROOT_PASSWORD"}, {Name: "app", Host: "%", Key: "APP_PASSWORD"}, {Name: "app2", Host: "%", Key: "APP2_PASSWORD"}}}
+	n, ok := b.Without([]string{"APP2_PASSWORD"})
+	if !ok || !slices.Equal(n.Keys(), []string{"ROOT_PASSWORD", "APP_PASSWORD"}) {
+		t.Fatalf("Without(APP2): %v %v", ok, n)
+	}
+	if len(b.Keys()) != 3 {
+		t.Fatalf("the original backend changed: %v", b.Keys())
+	}
+	if _, ok := b.Without([]string{"ROOT_PASSWORD"}); ok {
+		t.Fatal("Without left out the admin rekey logs in as")
 	}
 }
