@@ -188,6 +188,7 @@ var covered = map[string]cover{
 	// controller: its reconcile runs on the fake backend (backend/fake)
 	// against a real API server; the step and glue files are run by the
 	// tests that drive whole reconciles.
+	"controller/addkeys.go":           {[]string{"test/e2e.TestMySQLUserAdded", "internal/explorer.TestPathUserAdded"}, "a user added to a provisioned set, at rest and mid-rotation, on real servers and in every state the explorer reaches (engine.DecideAdd has the table test)"},
 	"controller/act.go":               {[]string{"TestEngineActions"}, "every engine action a reconcile takes goes through act"},
 	"controller/cronjob.go":           {[]string{"test/e2e.TestCronJobConsumer"}, "a CronJob consumer's Jobs listed and judged (engine.CronJobRollout has the table test)"},
 	"controller/gather.go":            {[]string{"TestEngineActions", "TestTargetReadOncePerReconcile"}, "each reconcile gathers the set's Secrets and targets, reading each once"},
