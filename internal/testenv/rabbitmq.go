@@ -51,7 +51,26 @@ type RabbitMQ struct {
 }
 
 // StartRabbitMQ starts a node and waits until its management API answers.
-func (e *Env) StartRabbitMQ() (m *RabbitMQ, err error) {
+func (e *Env) StartRabbitMQ() (*RabbitMQ, error) {
+	for attempt := 1; ; attempt++ {
+		m, err := e.startRabbitMQOnce()
+		if err == nil || attempt == 5 || m == nil || !rabbitPortTaken(filepath.Join(m.dir, "rabbitmq.log")) {
+			return m, err
+		}
+		// A port picked free was taken before the broker bound it (a server
+		// of a test running beside this one): a race of the test machine,
+		// not a failure; the next attempt picks other ports.
+		_ = os.RemoveAll(m.dir)
+	}
+}
+
+// rabbitPortTaken: the broker's log says a listener found its port in use.
+func rabbitPortTaken(logPath string) bool {
+	b, err := os.ReadFile(logPath)
+	return err == nil && strings.Contains(string(b), "eaddrinuse")
+}
+
+func (e *Env) startRabbitMQOnce() (m *RabbitMQ, err error) {
 	if err := e.requireFile(rabbitmqBin+"/rabbitmq-server", "rabbitmq-server"); err != nil {
 		return nil, err
 	}
