@@ -28,7 +28,7 @@ func (r *Reconciler) addIdentities(ctx context.Context, t *turn, missing []strin
 	name := naming.SourceSecretName(cs)
 	present := slices.DeleteFunc(slices.Clone(keys), func(k string) bool { return slices.Contains(missing, k) })
 	pending := engine.InspectPending(t.src.Data, present, cs.Status.RotationID)
-	switch engine.DecideAdd(cs.Status, pending, t.p.backend.Traits(), len(missing), len(keys)) {
+	switch engine.DecideAdd(cs.Status, pending, t.p.backend.Traits(), engine.CurrentCount(t.src.Data)) {
 	case engine.AddLost:
 		return &problem{reason.MissingRotationPending, fmt.Sprintf(
 			"source Secret %s/%s lacks current secrets %v; restore them from backup", r.Namespace, name, missing)}, nil

@@ -26,15 +26,17 @@ func (a Addition) String() string {
 	return [...]string{"AddNow", "AddLost", "AddInFlight", "AddUnsupported"}[a]
 }
 
-// DecideAdd decides for a provisioned set in st, of whose keys missing
-// have no current secret and the others (total in all) are in pending
-// state pending. An identity can only be new to the spec if some other
-// key still has its secret; it is added only while the set is at rest
-// (Idle, no reset owed, nothing pending), as Provision's contract is for a
-// set with nothing in flight.
-func DecideAdd(st v1.CredentialSetStatus, pending PendingState, traits Traits, missing, total int) Addition {
+// DecideAdd decides for a provisioned set in st whose source Secret holds
+// held current secrets (of any key, listed or not: CurrentCount), and
+// whose listed keys that have one are in pending state pending. A source
+// Secret that holds none was lost (or emptied); otherwise a key without
+// one is an identity new to the spec (a user added, or one listed in
+// place of another). It is added only while the set is at rest (Idle, no
+// reset owed, nothing pending), as Provision's contract is for a set with
+// nothing in flight.
+func DecideAdd(st v1.CredentialSetStatus, pending PendingState, traits Traits, held int) Addition {
 	switch {
-	case missing >= total:
+	case held == 0:
 		return AddLost
 	case !traits.AddsAtRest:
 		return AddUnsupported

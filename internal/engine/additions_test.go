@@ -15,26 +15,42 @@ func TestDecideAdd(t *testing.T) {
 		return st
 	}
 	for _, c := range []struct {
-		name           string
-		st             v1.CredentialSetStatus
-		pending        PendingState
-		traits         Traits
-		missing, total int
-		want           Addition
+		name    string
+		st      v1.CredentialSetStatus
+		pending PendingState
+		traits  Traits
+		held    int
+		want    Addition
 	}{
-		{"a user added to a set at rest", idle, PendingNone, adds, 1, 3, AddNow},
-		{"every key gone: the source Secret was lost", idle, PendingNone, adds, 3, 3, AddLost},
-		{"every key gone, whatever the backend", idle, PendingNone, Traits{}, 2, 2, AddLost},
-		{"a backend that provisions only once", idle, PendingNone, Traits{Overlap: true}, 1, 3, AddUnsupported},
-		{"mid-rotation", with(func(s *v1.CredentialSetStatus) { s.Phase = v1.PhaseRotating }), PendingMatch, adds, 1, 3, AddInFlight},
-		{"distributed", with(func(s *v1.CredentialSetStatus) { s.Phase = v1.PhaseDistributed }), PendingMatch, adds, 1, 3, AddInFlight},
-		{"a reset owed after a rollback", with(func(s *v1.CredentialSetStatus) { s.ResetPending = true }), PendingNone, adds, 1, 3, AddInFlight},
-		{"a discard under way", with(func(s *v1.CredentialSetStatus) { s.DiscardStarted = true }), PendingNone, adds, 1, 3, AddInFlight},
-		{"Idle with a rotation's secrets left", idle, PendingPartial, adds, 1, 3, AddInFlight},
-		{"Idle with another rotation's secrets", idle, PendingStale, adds, 1, 3, AddInFlight},
+		{"a user added to a set at rest", idle, PendingNone, adds, 2, AddNow},
+		{"a user listed in place of the only other: the source still holds that one's", idle, PendingNone, adds, 1, AddNow},
+		{"no current secret at all: the source Secret was lost or emptied", idle, PendingNone, adds, 0, AddLost},
+		{"lost, whatever the backend", idle, PendingNone, Traits{}, 0, AddLost},
+		{"a backend that provisions only once", idle, PendingNone, Traits{Overlap: true}, 2, AddUnsupported},
+		{"mid-rotation", with(func(s *v1.CredentialSetStatus) { s.Phase = v1.PhaseRotating }), PendingMatch, adds, 2, AddInFlight},
+		{"distributed", with(func(s *v1.CredentialSetStatus) { s.Phase = v1.PhaseDistributed }), PendingMatch, adds, 2, AddInFlight},
+		{"a reset owed after a rollback", with(func(s *v1.CredentialSetStatus) { s.ResetPending = true }), PendingNone, adds, 2, AddInFlight},
+		{"a discard under way", with(func(s *v1.CredentialSetStatus) { s.DiscardStarted = true }), PendingNone, adds, 2, AddInFlight},
+		{"Idle with a rotation's secrets left", idle, PendingPartial, adds, 2, AddInFlight},
+		{"Idle with another rotation's secrets", idle, PendingStale, adds, 2, AddInFlight},
 	} {
-		if got := DecideAdd(c.st, c.pending, c.traits, c.missing, c.total); got != c.want {
+		if got := DecideAdd(c.st, c.pending, c.traits, c.held); got != c.want {
 			t.Errorf("%s: %s, want %s", c.name, got, c.want)
 		}
+	}
+}
+
+// CurrentCount counts current secrets only: not a rotation's, nor one
+// staged for an identity being added, nor ROTATION_ID.
+func TestCurrentCount(t *testing.T) {
+	data := map[string][]byte{
+		"APP_PASSWORD": []byte("a"), "OLD_PASSWORD": []byte("o"), "EMPTY_PASSWORD": nil,
+		PendingKey("APP_PASSWORD"): []byte("p"), AddingKey("APP2_PASSWORD"): []byte("s"), RotationIDKey: []byte("r1"),
+	}
+	if n := CurrentCount(data); n != 2 {
+		t.Fatalf("CurrentCount = %d, want 2 (APP and OLD)", n)
+	}
+	if n := CurrentCount(WithoutPending(map[string][]byte{AddingKey("X_PASSWORD"): []byte("s")}, nil)); n != 0 {
+		t.Fatalf("CurrentCount of a Secret holding only a staged secret = %d, want 0", n)
 	}
 }

@@ -1,6 +1,9 @@
 package engine
 
-import "sort"
+import (
+	"sort"
+	"strings"
+)
 
 // Source Secret layout: current secrets
 // under their keys, and during a rotation <key>_PENDING plus ROTATION_ID.
@@ -74,6 +77,19 @@ func Current(data map[string][]byte, keys []string) (cur Secrets, missing []stri
 		}
 	}
 	return cur, missing
+}
+
+// CurrentCount is how many current secrets data holds, of any key (a
+// user the spec no longer lists too): every entry but pending and staged
+// secrets and ROTATION_ID.
+func CurrentCount(data map[string][]byte) int {
+	n := 0
+	for k, v := range data {
+		if len(v) > 0 && k != RotationIDKey && !strings.HasSuffix(k, PendingSuffix) && !strings.HasSuffix(k, AddingSuffix) {
+			n++
+		}
+	}
+	return n
 }
 
 // Pending returns the pending secrets of keys (only meaningful when
