@@ -22,8 +22,8 @@ import (
 // again. A key lost from the source Secret for an identity that exists
 // takes the same way and is refused by Provision (the identity refuses the
 // staged secret), with nothing served. nil: t.src now holds a current
-// secret for every key.
-func (r *Reconciler) addIdentities(ctx context.Context, t *turn, missing []string) (*problem, error) {
+// secret for every key. cur are the current secrets of the other keys.
+func (r *Reconciler) addIdentities(ctx context.Context, t *turn, cur engine.Secrets, missing []string) (*problem, error) {
 	cs, keys := t.cs, t.p.backend.Keys()
 	name := naming.SourceSecretName(cs)
 	present := slices.DeleteFunc(slices.Clone(keys), func(k string) bool { return slices.Contains(missing, k) })
@@ -51,10 +51,7 @@ func (r *Reconciler) addIdentities(ctx context.Context, t *turn, missing []strin
 	if err != nil {
 		return nil, err
 	}
-	cur := maps.Clone(t.cur)
-	if cur == nil {
-		cur, _ = engine.Current(t.src.Data, present)
-	}
+	cur = maps.Clone(cur)
 	maps.Copy(cur, staged)
 	if err := r.fence(ctx); err != nil {
 		return nil, err
@@ -85,14 +82,13 @@ func (r *Reconciler) addIdentities(ctx context.Context, t *turn, missing []strin
 func (r *Reconciler) stageAdded(ctx context.Context, t *turn, missing []string) (engine.Secrets, error) {
 	staged, need := engine.Secrets{}, []string{}
 	for _, k := range missing {
-		v := t.src.Data[engine.AddingKey(k)]
-		if a, ok := t.p.adopt[k]; ok && a != string(v) {
-			// Adopted since (the fix a refusal names): restaged.
+		v := string(t.src.Data[engine.AddingKey(k)])
+		// Restaged when none is, or when adopted since (the fix a
+		// refusal names).
+		if a, adopted := t.p.adopt[k]; v == "" || adopted && a != v {
 			need = append(need, k)
-		} else if len(v) > 0 {
-			staged[k] = string(v)
 		} else {
-			need = append(need, k)
+			staged[k] = v
 		}
 	}
 	if len(need) == 0 {

@@ -149,8 +149,7 @@ func (r *Reconciler) readSource(ctx context.Context, t *turn) (*problem, error) 
 	keys := t.p.backend.Keys()
 	cur, missing := engine.Current(t.src.Data, keys)
 	if len(missing) > 0 {
-		t.cur = cur
-		if prob, err := r.addIdentities(ctx, t, missing); err != nil || prob != nil {
+		if prob, err := r.addIdentities(ctx, t, cur, missing); err != nil || prob != nil {
 			return prob, err
 		}
 		// Added, or left out of an in-flight rotation (a narrower backend).
