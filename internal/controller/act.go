@@ -79,7 +79,7 @@ func (r *Reconciler) runStep(ctx context.Context, t *turn, d engine.Decision, st
 		return r.confirm(ctx, t)
 	case engine.StepRollingBack:
 		if d.Action == engine.Recover {
-			return r.recover(ctx, t, d.RecoverID)
+			return r.recover(ctx, t, d.RecoverID, d.RecoverID != t.cs.Annotations[engine.RecoverAnnotation])
 		}
 		return r.rollback(ctx, t, d.RecoverID)
 	case engine.StepResetting:

@@ -125,6 +125,7 @@ func (r *Reconciler) decisionInput(ctx context.Context, t *turn, rolledOut bool)
 		RolloutDone:    rolledOut,
 		Now:            r.now(),
 		Deleting:       !cs.DeletionTimestamp.IsZero(),
+		Generation:     cs.Generation,
 	}
 	var err error
 	if in.Irreversible, err = r.irreversible(ctx, t); err != nil {

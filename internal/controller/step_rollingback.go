@@ -69,8 +69,10 @@ func (r *Reconciler) rollback(ctx context.Context, t *turn, recoverID string) (c
 // the current secrets. Consumers restart first: an idle status does not
 // prove they run the current secrets (a status and source Secret restored
 // from a backup while they ran a later rotation's), and the reset would
-// refuse whatever else they hold.
-func (r *Reconciler) recover(ctx context.Context, t *turn, id string) (ctrl.Result, *problem, error) {
+// refuse whatever else they hold. leftover: started by the engine, not
+// asked for, for pending secrets some keys were left with
+// (engine.LeftoverRecoverID).
+func (r *Reconciler) recover(ctx context.Context, t *turn, id string, leftover bool) (ctrl.Result, *problem, error) {
 	cs := t.cs
 	if err := r.writeStatus(ctx, t, func(st *v1.CredentialSetStatus) {
 		st.ResetPending, st.LastRecoverID, st.RolledOutAt = true, id, nil
@@ -78,6 +80,11 @@ func (r *Reconciler) recover(ctx context.Context, t *turn, id string) (ctrl.Resu
 	}); err != nil {
 		return ctrl.Result{}, nil, err
 	}
-	r.stepEvent(cs, id, reason.RecoveryStarted, "Recover", "recovery %s: consumers restart onto the current secrets of the source Secret, then every instance is reset to them", id)
+	if leftover {
+		keys := engine.Pending(t.src.Data, t.p.backend.Keys()).SortedKeys()
+		r.stepEvent(cs, id, reason.RecoveryStarted, "Recover", "the source Secret holds new secrets of %v that no rotation accounts for (a user listed again in the spec after the rotation or rollback that went on without it ended), and its consumers may hold either: recovery %s restarts them onto the current secrets, then every instance is reset to them", keys, id)
+	} else {
+		r.stepEvent(cs, id, reason.RecoveryStarted, "Recover", "recovery %s: consumers restart onto the current secrets of the source Secret, then every instance is reset to them", id)
+	}
 	return ctrl.Result{RequeueAfter: time.Second}, nil, nil
 }

@@ -90,6 +90,9 @@ type Input struct {
 	// Deleting: the set is being deleted. A rotation in flight completes
 	// (or is aborted); none starts.
 	Deleting bool
+	// Generation is the set's metadata.generation: it names the recovery
+	// a reconcile starts by itself (LeftoverRecoverID).
+	Generation int64
 }
 
 // Decision is the outcome of Decide.
@@ -180,6 +183,16 @@ func decide(in Input) Decision {
 			// Whatever asks for a rotation, a deleted set only winds down:
 			// the finalizer runs now.
 			return Decision{Action: None}
+		}
+		if in.Pending == PendingPartial {
+			// Pending secrets with no rotation: a user the spec stopped
+			// listing while Distributed, left out of the discard (or the
+			// reset) that ended the rotation, and listed again. The
+			// instances may accept both its secrets and its consumers may
+			// hold either, so it is what a rollback leaves: consumers
+			// restart onto the current secret, every instance accepts both
+			// until then, and the reset drops the other.
+			return Decision{Action: Recover, RecoverID: LeftoverRecoverID(in.Generation), Reason: reason.RecoveryStarted}
 		}
 		if in.RotateRequest != "" {
 			if in.RotateRequest == st.LastRotationID || in.RotateRequest == st.LastRolledBackID {
@@ -334,6 +347,12 @@ func RollbackRestartID(id string) string { return "rollback-" + id }
 // (a status and source Secret restored from a backup taken before a
 // rotation its consumers already run).
 func RecoverRestartID(id string) string { return "recover-" + id }
+
+// LeftoverRecoverID names the recovery a reconcile of an idle set starts
+// by itself when its source Secret holds pending secrets that no rotation
+// accounts for, at the set's metadata.generation gen (each spec edit
+// bumps it, so a later one restarts the consumers again).
+func LeftoverRecoverID(gen int64) string { return fmt.Sprintf("leftover-g%d", gen) }
 
 // Distribution says what consumers' Secrets hold: current secrets when
 // idle, pending ones from the moment every instance accepts them, and

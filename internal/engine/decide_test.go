@@ -43,6 +43,12 @@ func TestDecide(t *testing.T) {
 			Decision{Action: Refuse, Reason: reason.DiscardSkipped, DropDiscard: true}},
 		{"stale discard while idle is dropped silently", Input{Status: idle, DiscardRequest: "old"},
 			Decision{Action: DropDiscardRequest}},
+		{"idle with pending secrets no rotation accounts for (a user listed again): a recovery of its own", Input{Status: idle, Pending: PendingPartial, Generation: 7},
+			Decision{Action: Recover, RecoverID: "leftover-g7", Reason: reason.RecoveryStarted}},
+		{"the leftover's recovery comes before a rotation", Input{Status: idle, Pending: PendingPartial, RotateRequest: "r1", Generation: 7},
+			Decision{Action: Recover, RecoverID: "leftover-g7", Reason: reason.RecoveryStarted}},
+		{"a deleted set with a leftover only winds down", Input{Status: idle, Pending: PendingPartial, Deleting: true},
+			Decision{Action: None}},
 
 		{"rotating continues without pending yet", Input{Status: rotating, Pending: PendingNone},
 			Decision{Action: ContinueRotation}},
@@ -161,6 +167,8 @@ func TestDecide(t *testing.T) {
 		{"deleting: a rotation in flight continues", Input{Status: rotating, Pending: PendingMatch, Deleting: true}, Decision{Action: ContinueRotation}},
 		{"deleting: a rolled-out rotation is discarded", Input{Status: distributed, Pending: PendingMatch, Policy: v1.DiscardAfterRollout, Consumers: 1, RolloutDone: true, RolloutDoneAt: now.Add(-time.Hour), Now: now, Deleting: true},
 			Decision{Action: Discard, AutoDiscarded: true}},
+		{"a leftover's recovery, once started, waits for the consumers like any reset", Input{Status: v1.CredentialSetStatus{Phase: v1.PhaseIdle, ResetPending: true}, Pending: PendingPartial, Generation: 8},
+			Decision{Action: Wait, Reason: reason.WaitingForRollout, Requeue: RequeueRollout}},
 		{"deleting: a reset finishes", Input{Status: v1.CredentialSetStatus{Phase: v1.PhaseIdle, ResetPending: true}, RolloutDone: true, Deleting: true}, Decision{Action: Reset}},
 		{"deleting: an abort is still served", Input{Status: distributed, Pending: PendingMatch, AbortRequest: "r1", Deleting: true}, Decision{Action: Rollback}},
 	}

@@ -33,7 +33,9 @@ const (
 	// and every instance is meant to accept both (Repairer): a rotation
 	// before its discard (Apply's work, which an abort may pre-empt), or a
 	// rollback whose reset is owed (the source Secret keeps the rotation's
-	// secrets until then).
+	// secrets until then), or an idle set whose source Secret holds pending
+	// secrets for some keys only (a user listed again; the others accept
+	// their current secret), until the reset of its recovery.
 	RepairBoth
 )
 
@@ -58,7 +60,7 @@ var UpkeepSteps = []UpkeepInfo{
 		"write each distribution Secret: the current secrets, or the rotation's from the moment every instance accepts them"},
 	{UpkeepRestartConsumers, "every reconcile",
 		"restart each declared consumer that does not run what is served, and record which have rolled out"},
-	{UpkeepRepairInstances, "at rest, during a rotation until its discard starts, and while a rollback's reset is owed; not with no instance",
+	{UpkeepRepairInstances, "at rest, during a rotation until its discard starts, and while a reset is owed; not with no instance",
 		"make an instance that returned or was rebuilt accept what consumers may hold: the current secrets, or both the current and the rotation's"},
 }
 
@@ -85,6 +87,11 @@ func repairOf(st v1.CredentialSetStatus, pending PendingState, noInstances bool)
 	case pending == PendingMatch && Active(st):
 		return RepairBoth
 	case pending == PendingStale && idle && st.ResetPending:
+		return RepairBoth
+	case pending == PendingPartial && idle:
+		// Pending secrets some keys were left with (a user listed again:
+		// LeftoverRecoverID): they may be held, so they stay valid until
+		// the reset; the other keys accept their current secret.
 		return RepairBoth
 	}
 	return RepairNone

@@ -33,10 +33,10 @@ func TestUpkeepOf(t *testing.T) {
 	}{
 		{"Idle: serve the current secrets; repair an instance back from a scale-in", idle, PendingNone, with(serveCur, RepairCurrent)},
 		{"Idle, pending secrets of another rotation left in the source Secret: never applied, nothing to repair with", idle, PendingStale, serveCur},
-		{"Idle, some pending secrets only", idle, PendingPartial, serveCur},
+		{"Idle, pending secrets for some keys only (a user listed again): its consumers may hold either, until the recovery this reconcile starts resets", idle, PendingPartial, with(serveCur, RepairBoth)},
 		{"a recovery's reset owed: consumers restart onto the current secrets", recovering, PendingNone, with(serveCur, RepairCurrent)},
 		{"a rollback's reset owed: the rotation's secrets stay valid until it", recovering, PendingStale, with(serveCur, RepairBoth)},
-		{"a reset owed, some pending secrets only", recovering, PendingPartial, serveCur},
+		{"a recovery's reset owed, pending secrets for some keys only (a user listed again): both stay valid until it", recovering, PendingPartial, with(serveCur, RepairBoth)},
 		{"Rotating, nothing stored yet: the distribution stays as it is; nothing of it applied anywhere", rotating, PendingNone, with(Upkeep{UsePending: true}, RepairCurrent)},
 		{"Rotating, pending stored but not applied everywhere: serve nothing new; Apply's work, which an abort may pre-empt", rotating, PendingMatch, with(Upkeep{UsePending: true}, RepairBoth)},
 		{"Rotating, phase 1 recorded: serve the new secrets; an instance rebuilt since would refuse Verify", rotatingApplied, PendingMatch, with(servePending, RepairBoth)},

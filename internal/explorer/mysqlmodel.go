@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"slices"
-	"sort"
 	"strings"
 
 	v1 "rekey.io/rekey/api/v1alpha1"
@@ -331,62 +330,6 @@ func (b *modelBackend) Verify(_ context.Context, s engine.Secrets) error {
 			strings.Join(refused, ", ") + ", so the distribution Secrets were not changed: the source Secret was edited by hand; run kubectl rekey recover"}
 	}
 	return nil
-}
-
-// RepairPending is pending_repair.go's decideRepair on each user.
-func (b *modelBackend) RepairPending(ctx context.Context, cur, pending engine.Secrets) error {
-	var unknown []string
-	err := b.each("model/repaired", []string{pending[AdminKey], cur[AdminKey]}, func(in *Instance) error {
-		if b.fence != nil && repairNeeded(in, cur, pending, b.gen()) {
-			// As the MySQL backend, before the session that repairs.
-			if err := b.fence(ctx); err != nil {
-				return err
-			}
-		}
-		for _, k := range b.Keys() {
-			a := in.acct(k)
-			switch {
-			case !a.Exists:
-				a.make(cur[k])
-				a.identifiedBy(pending[k], true)
-			case a.stale(b.gen()):
-				a.resetToCur(cur[k], b.gen())
-				a.identifiedBy(pending[k], true)
-			case a.Dual():
-				continue
-			case a.Accepts(cur[k]):
-				a.identifiedBy(pending[k], true)
-			case a.Accepts(pending[k]):
-				a.identifiedBy(cur[k], true)
-				a.identifiedBy(pending[k], true)
-			default:
-				unknown = append(unknown, k+" on "+in.Name)
-				continue
-			}
-			a.mark(b.target(), true)
-			in.set(k, a)
-		}
-		return nil
-	})
-	if err != nil {
-		return err
-	}
-	if len(unknown) > 0 {
-		sort.Strings(unknown)
-		return &engine.Refusal{Reason: string(reason.PendingRejected), Message: strings.Join(unknown, ", ") +
-			" accepts neither the current nor the new password; if the user was changed by hand there, set it back to the current password (ALTER USER ... IDENTIFIED BY, then ALTER USER ... DISCARD OLD PASSWORD) and rekey adds the new one by itself; if the source Secret was edited, run kubectl rekey recover"}
-	}
-	return nil
-}
-
-// repairNeeded: RepairPending would change a user on in.
-func repairNeeded(in *Instance, cur, pending engine.Secrets, gen int64) bool {
-	for k := range cur {
-		if a := in.acct(k); !a.Exists || a.stale(gen) || (!a.Dual() && (a.Accepts(cur[k]) || a.Accepts(pending[k]))) {
-			return true
-		}
-	}
-	return false
 }
 
 // CheckDiscardHealth: the health gate logs in as the admin on every
