@@ -1,6 +1,7 @@
 package mysql
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"sort"
@@ -27,6 +28,27 @@ import (
 // repair gets a session that lifts super_read_only, and only users that
 // are neither missing nor dual are tried by logging in.
 func (b *Backend) RepairPending(ctx context.Context, cur, pending engine.Secrets) error {
+	var has, lacks []string
+	for _, k := range b.Keys() {
+		if pending[k] != "" {
+			has = append(has, k)
+		} else {
+			lacks = append(lacks, k)
+		}
+	}
+	if len(has) > 0 && len(lacks) > 0 {
+		// Pending secrets for some keys only: a user listed again after
+		// the rotation that went on without it left its own (the
+		// engine's LeftoverRecoverID). The other users accept their
+		// current secret, as at rest.
+		return cmp.Or(b.only(has).repairPending(ctx, cur, pending), b.only(lacks).RepairIdle(ctx, cur))
+	}
+	return b.repairPending(ctx, cur, pending)
+}
+
+// repairPending makes every instance accept both cur and pending for
+// every user of b.
+func (b *Backend) repairPending(ctx context.Context, cur, pending engine.Secrets) error {
 	passwords := b.adminPasswords(pending, cur)
 	secrets := merge(cur, pending)
 	var (
@@ -141,12 +163,14 @@ func (b *Backend) repairSteps(ctx context.Context, s *session, cur, pending engi
 	// Logins in two rounds, each concurrent (loginAll): cur for every
 	// user mysql.user does not decide, then pending for those refusing cur.
 	// A user that missed what the set did before this rotation (marked
-	// stale: generation.go) needs no login: it is set back to cur, then
-	// gets pending retained.
+	// stale: generation.go) is set back to cur, then gets pending
+	// retained; unless it accepts both already (both rounds try it): a
+	// user listed again whose mark records the discard that went on
+	// without it. Setting it back would refuse pending in between.
 	stale := func(a account) bool { return a.exists && !a.creating && !a.swapping && staleMark(a.mark, s.gen) }
 	var first []login
 	for _, u := range b.Users {
-		if a := of(accts, u); !stale(a) && needsLogin(a, u.loginCheckable()) {
+		if a := of(accts, u); stale(a) && u.loginCheckable() || !stale(a) && needsLogin(a, u.loginCheckable()) {
 			first = append(first, login{u, cur[u.Key]})
 		}
 	}
@@ -156,7 +180,7 @@ func (b *Backend) repairSteps(ctx context.Context, s *session, cur, pending engi
 	}
 	var then []login
 	for _, l := range first {
-		if !curOK[l.u.Key] {
+		if !curOK[l.u.Key] || stale(of(accts, l.u)) {
 			then = append(then, login{l.u, pending[l.u.Key]})
 		}
 	}
@@ -166,9 +190,13 @@ func (b *Backend) repairSteps(ctx context.Context, s *session, cur, pending engi
 	}
 	var out []userStep
 	for _, u := range b.Users {
-		st := decideRepair(of(accts, u), u.loginCheckable(), curOK[u.Key], pendingOK[u.Key])
-		if stale(of(accts, u)) {
+		a := of(accts, u)
+		st := decideRepair(a, u.loginCheckable(), curOK[u.Key], pendingOK[u.Key])
+		if stale(a) {
 			st = repairStale
+			if curOK[u.Key] && pendingOK[u.Key] {
+				st = repairNone
+			}
 		}
 		if st != repairNone {
 			out = append(out, userStep{u, st})

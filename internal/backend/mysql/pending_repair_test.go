@@ -164,3 +164,73 @@ func userRows(t *testing.T, c *testenv.MySQLCluster) string {
 	}
 	return b.String()
 }
+
+// TestRepairPendingListedAgainOnRealMySQL: a user the spec stopped
+// listing while Distributed keeps both passwords when the discard goes on
+// without it; listed again, the source Secret holds a pending password
+// for it alone. RepairPending then keeps both of its passwords valid
+// without touching an instance that accepts them (its mark records the
+// discard it missed, and setting it back to the current password first
+// would refuse the other in between), gives a rebuilt instance both, and
+// the other users their current password only; the reset of the
+// recovery that follows leaves the current one.
+func TestRepairPendingListedAgainOnRealMySQL(t *testing.T) {
+	ctx := context.Background()
+	c := testenv.MySQLClusterForTest(t, testenv.MySQLOptions{})
+	all, r2 := c.Instances(), c.Replicas[1]
+	f := newRepairFixture(t, c, "l")
+	appKey, opsKey := DefaultKey(f.app), DefaultKey(f.ops)
+	g1, g2 := f.secretsOf("1"), f.secretsOf("2")
+	if err := f.at(all, 1).Reset(ctx, g1); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.at(all, 1).Apply(ctx, g1, g2, 2); err != nil {
+		t.Fatal(err)
+	}
+	// The discard without the app user: ops alone.
+	if err := f.at(all, 1).only([]string{opsKey}).Retire(ctx, g1, g2); err != nil {
+		t.Fatal(err)
+	}
+	cur := engine.Secrets{appKey: g1[appKey], opsKey: g2[opsKey]}
+	pending := engine.Secrets{appKey: g2[appKey]}
+	if m := markOf(t, c.Primary, f.app); m != `{"gen": 2, "dual": true}` {
+		t.Fatalf("the app user's mark after the discard without it: %q, want the stale one", m)
+	}
+	row := func(i *testenv.MySQLInstance) string {
+		s, err := i.QueryString("SELECT CONCAT(authentication_string, COALESCE(CAST(User_attributes AS CHAR), '')) FROM mysql.user WHERE User=? AND Host='%'", f.app)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	before := row(c.Primary) + row(c.Replicas[0])
+	if err := r2.Reinit(c.Primary, testenv.ReinitOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	for range 2 { // the second run changes nothing
+		if err := f.at(all, 2).RepairPending(ctx, cur, pending); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if after := row(c.Primary) + row(c.Replicas[0]); after != before {
+		t.Fatalf("the app user was written where it accepts both passwords already:\n%s\n%s", before, after)
+	}
+	logins := func(want map[string]bool) {
+		t.Helper()
+		for _, i := range all {
+			for who, ok := range want {
+				user, pw, _ := strings.Cut(who, " ")
+				if err := i.CanLogin(user, pw); (err == nil) != ok {
+					t.Fatalf("%s on %s: login ok=%v, want %v (%v)", user, i.Name, err == nil, ok, err)
+				}
+			}
+		}
+	}
+	logins(map[string]bool{f.app + " " + g1[appKey]: true, f.app + " " + g2[appKey]: true, f.ops + " " + g2[opsKey]: true, f.ops + " " + g1[opsKey]: false})
+	assertNoBinlogDDL(t, c)
+
+	if err := f.at(all, 2).Reset(ctx, cur); err != nil {
+		t.Fatal(err)
+	}
+	logins(map[string]bool{f.app + " " + g1[appKey]: true, f.app + " " + g2[appKey]: false, f.ops + " " + g2[opsKey]: true, f.ops + " " + g1[opsKey]: false})
+}

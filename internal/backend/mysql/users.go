@@ -196,3 +196,11 @@ func (b *Backend) Without(keys []string) (engine.Backend, bool) {
 	c.Users = slices.DeleteFunc(slices.Clone(b.Users), func(u User) bool { return slices.Contains(keys, u.Key) })
 	return &c, true
 }
+
+// only is b for the users of keys alone, the admin's too: a repair split
+// by key (RepairPending), never a rotation.
+func (b *Backend) only(keys []string) *Backend {
+	c := *b
+	c.Users = slices.DeleteFunc(slices.Clone(b.Users), func(u User) bool { return !slices.Contains(keys, u.Key) })
+	return &c
+}
