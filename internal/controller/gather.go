@@ -126,6 +126,7 @@ func (r *Reconciler) decisionInput(ctx context.Context, t *turn, rolledOut bool)
 		Now:            r.now(),
 		Deleting:       !cs.DeletionTimestamp.IsZero(),
 		Generation:     cs.Generation,
+		Overlap:        t.p.backend.Traits().Overlap,
 	}
 	var err error
 	if in.Irreversible, err = r.irreversible(ctx, t); err != nil {

@@ -93,6 +93,10 @@ type Input struct {
 	// Generation is the set's metadata.generation: it names the recovery
 	// a reconcile starts by itself (LeftoverRecoverID).
 	Generation int64
+	// Overlap: the backend keeps the current and the pending secrets
+	// valid together (Traits.Overlap), so a reset to the current ones
+	// refuses nobody who was restarted onto them.
+	Overlap bool
 }
 
 // Decision is the outcome of Decide.
@@ -184,7 +188,7 @@ func decide(in Input) Decision {
 			// the finalizer runs now.
 			return Decision{Action: None}
 		}
-		if in.Pending == PendingPartial {
+		if in.Pending == PendingPartial && in.Overlap {
 			// Pending secrets with no rotation: a user the spec stopped
 			// listing while Distributed, left out of the discard (or the
 			// reset) that ended the rotation, and listed again. The
