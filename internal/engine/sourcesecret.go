@@ -104,6 +104,20 @@ func Pending(data map[string][]byte, keys []string) Secrets {
 	return p
 }
 
+// SplitByPending splits keys into those pending holds a secret for and
+// the others (a repair with pending secrets for some keys only: a user
+// listed again after the rotation that went on without it).
+func SplitByPending(keys []string, pending Secrets) (has, lacks []string) {
+	for _, k := range keys {
+		if pending[k] != "" {
+			has = append(has, k)
+		} else {
+			lacks = append(lacks, k)
+		}
+	}
+	return has, lacks
+}
+
 // WithPending returns data plus pending secrets and ROTATION_ID.
 func WithPending(data map[string][]byte, pending Secrets, rotationID string) map[string][]byte {
 	out := clone(data)

@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"slices"
 	"strings"
 	"testing"
 )
@@ -72,4 +73,11 @@ func keysOf(m map[string][]byte) []string {
 		ks = append(ks, k)
 	}
 	return ks
+}
+
+func TestSplitByPending(t *testing.T) {
+	has, lacks := SplitByPending([]string{"ADMIN", "APP", "APP2"}, Secrets{"APP": "p", "APP2": ""})
+	if !slices.Equal(has, []string{"APP"}) || !slices.Equal(lacks, []string{"ADMIN", "APP2"}) {
+		t.Fatalf("SplitByPending = %v, %v", has, lacks)
+	}
 }

@@ -15,15 +15,7 @@ import (
 // (a user listed again left only its own) get RepairIdle, the others
 // decideRepair on each user.
 func (b *modelBackend) RepairPending(ctx context.Context, cur, pending engine.Secrets) error {
-	var has, lacks []string
-	for _, k := range b.Keys() {
-		if pending[k] != "" {
-			has = append(has, k)
-		} else {
-			lacks = append(lacks, k)
-		}
-	}
-	if len(has) > 0 && len(lacks) > 0 {
+	if has, lacks := engine.SplitByPending(b.Keys(), pending); len(has) > 0 && len(lacks) > 0 {
 		return cmp.Or(b.leaving(lacks).RepairPending(ctx, cur, pending), b.leaving(has).RepairIdle(ctx, cur))
 	}
 	var unknown []string

@@ -28,15 +28,7 @@ import (
 // repair gets a session that lifts super_read_only, and only users that
 // are neither missing nor dual are tried by logging in.
 func (b *Backend) RepairPending(ctx context.Context, cur, pending engine.Secrets) error {
-	var has, lacks []string
-	for _, k := range b.Keys() {
-		if pending[k] != "" {
-			has = append(has, k)
-		} else {
-			lacks = append(lacks, k)
-		}
-	}
-	if len(has) > 0 && len(lacks) > 0 {
+	if has, lacks := engine.SplitByPending(b.Keys(), pending); len(has) > 0 && len(lacks) > 0 {
 		// Pending secrets for some keys only: a user listed again after
 		// the rotation that went on without it left its own (the
 		// engine's LeftoverRecoverID). The other users accept their
