@@ -139,3 +139,37 @@ func RotationStuck(st v1.CredentialSetStatus, now time.Time, after time.Duration
 	}
 	return false, active, after - active
 }
+
+// RestartValue is the pod-template restart annotation value for consumers:
+// status.restartID, which each transition that changes what consumers are
+// given sets (the rotation once Distributed, rollback-<rotation> after a
+// rollback) and which stays stable across Distributed → Idle. Status
+// written before restartID existed: the active rotation once Distributed,
+// else the last completed one.
+func RestartValue(st v1.CredentialSetStatus) string {
+	if st.RestartID != "" {
+		return st.RestartID
+	}
+	if st.Phase == v1.PhaseDistributed {
+		return st.RotationID
+	}
+	return st.LastRotationID
+}
+
+// RollbackRestartID is the restart value after rotation id is rolled
+// back: new, so every consumer restarts onto the current secrets, even
+// when no rotation ever completed (no earlier value to return to).
+func RollbackRestartID(id string) string { return "rollback-" + id }
+
+// RecoverRestartID is the restart value after recover request id on an
+// idle set: new, so every consumer restarts onto the current secrets
+// before the reset makes the backend forget whatever else they may hold
+// (a status and source Secret restored from a backup taken before a
+// rotation its consumers already run).
+func RecoverRestartID(id string) string { return "recover-" + id }
+
+// LeftoverRecoverID names the recovery a reconcile of an idle set starts
+// by itself when its source Secret holds pending secrets that no rotation
+// accounts for, at the set's metadata.generation gen (each spec edit
+// bumps it, so a later one restarts the consumers again).
+func LeftoverRecoverID(gen int64) string { return fmt.Sprintf("leftover-g%d", gen) }
