@@ -39,6 +39,13 @@ type CredentialSetStatus struct {
 	// RotationID is the active rotation, empty when Idle.
 	// +optional
 	RotationID string `json:"rotationID"`
+	// RotationKeys are the source Secret keys the active rotation (or the
+	// reset a rollback owes) covers, recorded when it started. A key the
+	// spec lists since is left out of it and keeps its current secret; a
+	// key recorded here whose new secret is gone from the source Secret
+	// still stops the rotation. Empty when no rotation is in flight.
+	// +optional
+	RotationKeys []string `json:"rotationKeys,omitempty"`
 	// RotateApplied: every instance accepts the pending credentials.
 	// +optional
 	RotateApplied bool `json:"rotateApplied,omitempty"`

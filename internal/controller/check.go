@@ -77,8 +77,11 @@ func (r *Reconciler) checkInput(ctx context.Context, cs *v1.CredentialSet, p *pl
 		if in.Current == nil {
 			in.Current = engine.Secrets{}
 		}
-		if engine.RotationInFlight(cs.Status) && engine.InspectPending(src.Data, keys, cs.Status.RotationID) == engine.PendingMatch {
-			in.Pending = engine.Pending(src.Data, keys)
+		// A key listed since the rotation began has no new secret, and
+		// none is owed (engine.OutsideRotation).
+		rot := engine.InRotation(cs.Status, keys)
+		if engine.RotationInFlight(cs.Status) && engine.InspectPending(src.Data, rot, cs.Status.RotationID) == engine.PendingMatch {
+			in.Pending = engine.Pending(src.Data, rot)
 		}
 	}
 	for k, v := range p.adopt {

@@ -25,7 +25,7 @@ func (r *Reconciler) serveDistribution(ctx context.Context, t *turn, u engine.Up
 	if u.UsePending {
 		secrets = engine.Pending(t.src.Data, t.p.backend.Keys())
 	}
-	err := r.distribute(ctx, t.cs, t.p, secrets, r.servedGeneration(t.cs))
+	err := r.serve(ctx, t, secrets, r.servedGeneration(t.cs))
 	if err == nil {
 		return nil, nil
 	}

@@ -106,6 +106,12 @@ type turn struct {
 	// Read from src once it is known to hold every current secret.
 	cur     engine.Secrets
 	pending engine.PendingState
+	// outside: the current secrets of keys the spec lists that the
+	// rotation in flight did not begin with (engine.OutsideRotation). The
+	// plan's backend is narrowed to the rotation's keys; full is the
+	// backend before, which serves and repairs these too.
+	outside engine.Secrets
+	full    engine.Backend
 	// unserved: the distribution Secrets could not be brought to what the
 	// status says they hold (the backend refuses it), so no consumer is
 	// restarted: a pod starting now would read what is about to go, and

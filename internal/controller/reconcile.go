@@ -3,6 +3,7 @@ package controller
 import (
 	"context"
 	"fmt"
+	"maps"
 	"time"
 
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -15,9 +16,9 @@ import (
 
 // reconcile gathers what the set's world holds, lets the engine decide, and
 // carries the decision out. Before deciding it runs the upkeep steps every
-// reconcile owes whatever the decision (engine.UpkeepOf): serve the
-// distribution Secrets, restart consumers, repair an instance that lost
-// the rotation's users.
+// reconcile owes whatever the decision (engine.UpkeepOf), in the order of
+// engine.UpkeepSteps: repair an instance that lost the rotation's users,
+// serve the distribution Secrets, restart consumers.
 // What it measures goes to obs, which the status writes carry.
 func (r *Reconciler) reconcile(ctx context.Context, cs *v1.CredentialSet, obs *observation) (ctrl.Result, *problem, error) {
 	if prob, err := r.checkNamespaces(ctx, cs); err != nil || prob != nil {
@@ -38,6 +39,10 @@ func (r *Reconciler) reconcile(ctx context.Context, cs *v1.CredentialSet, obs *o
 	// Upkeep: the steps every reconcile owes, decided by the engine from
 	// the status and the source Secret (engine.UpkeepSteps).
 	u := engine.UpkeepOf(cs.Status, t.pending, t.p.noInstances)
+	repairProb, err := r.repairInstances(ctx, t, u.Repair)
+	if err != nil {
+		return ctrl.Result{}, nil, err
+	}
 	distProb, err := r.serveDistribution(ctx, t, u)
 	if err != nil {
 		return ctrl.Result{}, nil, err
@@ -48,10 +53,6 @@ func (r *Reconciler) reconcile(ctx context.Context, cs *v1.CredentialSet, obs *o
 		return ctrl.Result{}, nil, err
 	}
 	rolledOut, hold := r.holdRetirement(ctx, t, rolledOut)
-	repairProb, err := r.repairInstances(ctx, t, u.Repair)
-	if err != nil {
-		return ctrl.Result{}, nil, err
-	}
 
 	// Decide.
 	in, due, err := r.decisionInput(ctx, t, rolledOut)
@@ -156,6 +157,28 @@ func (r *Reconciler) readSource(ctx context.Context, t *turn) (*problem, error) 
 		keys = t.p.backend.Keys()
 		cur, _ = engine.Current(t.src.Data, keys)
 	}
+	t.full = t.p.backend
+	if out := engine.OutsideRotation(t.cs.Status, keys); len(out) > 0 {
+		if n, ok := t.p.backend.(engine.Narrower); ok {
+			if b, ok := n.Without(out); ok {
+				t.p.backend, keys = b, b.Keys()
+				t.outside, _ = engine.Current(t.src.Data, out)
+				cur, _ = engine.Current(t.src.Data, keys)
+			}
+		}
+	}
 	t.cur, t.pending = cur, engine.InspectPending(t.src.Data, keys, t.cs.Status.RotationID)
 	return nil, nil
+}
+
+// served is what the distribution Secrets hold, rendered by the backend
+// that knows every key served: s, beside the current secrets of keys left
+// out of the rotation in flight.
+func (t *turn) served(s engine.Secrets) (engine.Backend, engine.Secrets) {
+	if len(t.outside) == 0 {
+		return t.p.backend, s
+	}
+	all := maps.Clone(s)
+	maps.Copy(all, t.outside)
+	return t.full, all
 }

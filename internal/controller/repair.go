@@ -32,7 +32,11 @@ func (r *Reconciler) repairInstances(ctx context.Context, t *turn, repair engine
 	case engine.RepairCurrent:
 		return r.idleUpkeep(ctx, t)
 	case engine.RepairBoth:
-		rp, ok := t.p.backend.(engine.Repairer)
+		// The keys left out of the rotation in flight too, with their
+		// current secret (a Repairer repairs a key without a pending one
+		// as at rest).
+		b, cur := t.served(t.cur)
+		rp, ok := b.(engine.Repairer)
 		if !ok {
 			return nil, nil
 		}
@@ -41,7 +45,7 @@ func (r *Reconciler) repairInstances(ctx context.Context, t *turn, repair engine
 		// and the fence then also confirms the status it was decided from: a
 		// repair from a stale read (a discard done since) would make the
 		// discarded password valid again.
-		err := rp.RepairPending(withStatusConfirmed(ctx), t.cur, engine.Pending(t.src.Data, t.p.backend.Keys()))
+		err := rp.RepairPending(withStatusConfirmed(ctx), cur, engine.Pending(t.src.Data, t.p.backend.Keys()))
 		return upkeepProblem(ctx, err, "accepts both the old and the new passwords of the rotation")
 	}
 	return nil, nil

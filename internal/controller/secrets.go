@@ -11,6 +11,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1 "rekey.io/rekey/api/v1alpha1"
+	"rekey.io/rekey/internal/backend/registry"
 	"rekey.io/rekey/internal/engine"
 	"rekey.io/rekey/internal/naming"
 	"rekey.io/rekey/internal/reason"
@@ -96,7 +97,19 @@ func (r *Reconciler) writeSourceSecret(ctx context.Context, cs *v1.CredentialSet
 // by hand is refused there, while consumers keep what works: nobody is
 // locked out by a bad edit.
 func (r *Reconciler) distribute(ctx context.Context, cs *v1.CredentialSet, p *plan, secrets engine.Secrets, generation int64) error {
-	data, err := p.backend.Render(secrets)
+	return r.distributeBy(ctx, cs, p.extra, p.backend, secrets, generation)
+}
+
+// serve distributes s for a set in turn t, with the current secrets of
+// the keys left out of the rotation in flight beside them (turn.served).
+func (r *Reconciler) serve(ctx context.Context, t *turn, s engine.Secrets, generation int64) error {
+	b, all := t.served(s)
+	return r.distributeBy(ctx, t.cs, t.p.extra, b, all, generation)
+}
+
+// distributeBy is distribute with backend b rendering and verifying.
+func (r *Reconciler) distributeBy(ctx context.Context, cs *v1.CredentialSet, extra registry.ExtraSecrets, b engine.Backend, secrets engine.Secrets, generation int64) error {
+	data, err := b.Render(secrets)
 	if err != nil {
 		return err
 	}
@@ -115,15 +128,15 @@ func (r *Reconciler) distribute(ctx context.Context, cs *v1.CredentialSet, p *pl
 		}
 	}
 	extraStale := false
-	if p.extra != nil {
-		if extraStale, err = p.extra.Stale(ctx, secrets); err != nil {
+	if extra != nil {
+		if extraStale, err = extra.Stale(ctx, secrets); err != nil {
 			return err
 		}
 	}
 	if len(stale) == 0 && !extraStale {
 		return nil
 	}
-	if err := p.backend.Verify(ctx, secrets); err != nil {
+	if err := b.Verify(ctx, secrets); err != nil {
 		return err
 	}
 	// What the targets get was derived from the set's status as read; a
@@ -136,7 +149,7 @@ func (r *Reconciler) distribute(ctx context.Context, cs *v1.CredentialSet, p *pl
 	}
 	// The backend's system first: it must never be behind its consumers.
 	if extraStale {
-		if err := p.extra.Write(ctx, secrets); err != nil {
+		if err := extra.Write(ctx, secrets); err != nil {
 			return err
 		}
 	}

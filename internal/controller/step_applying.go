@@ -3,6 +3,7 @@ package controller
 import (
 	"context"
 	"maps"
+	"slices"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -38,6 +39,8 @@ func (r *Reconciler) startRotation(ctx context.Context, t *turn, id string) (ctr
 	started := metav1.NewTime(r.now())
 	if err := r.writeStatus(ctx, t, func(st *v1.CredentialSetStatus) {
 		st.Phase, st.RotationID = v1.PhaseRotating, id
+		// A key listed after this is left out of it (engine.OutsideRotation).
+		st.RotationKeys = slices.Sorted(slices.Values(p.backend.Keys()))
 		st.TargetGeneration, st.TargetKeyVersion = target, version
 		st.RotateApplied, st.DiscardApplied, st.DiscardStarted = false, false, false
 		st.RotationStartedAt, st.DistributedAt, st.RolledOutAt = &started, nil, nil

@@ -33,7 +33,7 @@ func (r *Reconciler) confirm(ctx context.Context, t *turn) (ctrl.Result, *proble
 	}
 	distributedAt := cs.Status.DistributedAt
 	if err := r.writeStatus(ctx, t, func(st *v1.CredentialSetStatus) {
-		st.LastRotationID, st.RotationID = id, ""
+		st.LastRotationID, st.RotationID, st.RotationKeys = id, "", nil
 		st.Phase, st.RotateApplied, st.DiscardApplied, st.DiscardStarted = v1.PhaseIdle, false, false, false
 		st.KeyGeneration, st.CurrentSince = gen, &now
 		st.KeyVersion, st.PriorKeyCount = st.TargetKeyVersion, priors

@@ -23,7 +23,7 @@ func (r *Reconciler) distributeRotation(ctx context.Context, t *turn) (ctrl.Resu
 	// The engine runs this step only with the rotation's pending secrets
 	// in the source Secret (it refuses otherwise).
 	pending := engine.Pending(src.Data, p.backend.Keys())
-	if err := r.distribute(ctx, cs, p, pending, gen); err != nil {
+	if err := r.serve(ctx, t, pending, gen); err != nil {
 		prob, err := distributionProblem(ctx, err)
 		return ctrl.Result{}, prob, err
 	}

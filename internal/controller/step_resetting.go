@@ -20,7 +20,7 @@ func (r *Reconciler) reset(ctx context.Context, t *turn) (ctrl.Result, *problem,
 	cs, p, src := t.cs, t.p, t.src
 	keys := p.backend.Keys()
 	cur, _ := engine.Current(src.Data, keys)
-	if err := r.distribute(ctx, cs, p, cur, cs.Status.KeyGeneration); err != nil {
+	if err := r.serve(ctx, t, cur, cs.Status.KeyGeneration); err != nil {
 		prob, err := distributionProblem(ctx, err)
 		return ctrl.Result{}, prob, err
 	}
@@ -41,7 +41,9 @@ func (r *Reconciler) reset(ctx context.Context, t *turn) (ctrl.Result, *problem,
 	if _, err := r.writeSourceSecret(ctx, cs, src, engine.WithoutPending(src.Data, keys)); err != nil {
 		return ctrl.Result{}, nil, err
 	}
-	if err := r.writeStatus(ctx, t, func(st *v1.CredentialSetStatus) { st.ResetPending, st.RolledOutAt = false, nil }); err != nil {
+	if err := r.writeStatus(ctx, t, func(st *v1.CredentialSetStatus) {
+		st.ResetPending, st.RolledOutAt, st.RotationKeys = false, nil, nil
+	}); err != nil {
 		return ctrl.Result{}, nil, err
 	}
 	r.event(cs, "Normal", reason.ResetApplied, "Reset", "every instance accepts only the current secrets again (generation %d) (step %s)", cs.Status.KeyGeneration, engine.StepOf(cs.Status))

@@ -76,6 +76,9 @@ func (r *Reconciler) recover(ctx context.Context, t *turn, id string, leftover b
 	cs := t.cs
 	if err := r.writeStatus(ctx, t, func(st *v1.CredentialSetStatus) {
 		st.ResetPending, st.LastRecoverID, st.RolledOutAt = true, id, nil
+		// The reset covers every key the spec lists, whatever an
+		// earlier rotation began with.
+		st.RotationKeys = nil
 		st.RestartID = engine.RecoverRestartID(id)
 	}); err != nil {
 		return ctrl.Result{}, nil, err

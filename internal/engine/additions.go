@@ -1,6 +1,10 @@
 package engine
 
-import v1 "rekey.io/rekey/api/v1alpha1"
+import (
+	"slices"
+
+	v1 "rekey.io/rekey/api/v1alpha1"
+)
 
 // Addition is what a reconcile of a provisioned set does with the keys its
 // spec lists and its source Secret has no current secret for.
@@ -44,4 +48,33 @@ func DecideAdd(st v1.CredentialSetStatus, pending PendingState, traits Traits, h
 		return AddInFlight
 	}
 	return AddNow
+}
+
+// OutsideRotation lists the keys of listed (keys the spec lists that hold
+// a current secret) that the rotation or rollback in flight in st did not
+// begin with: a user removed from the spec before it started and listed
+// again since. It holds no new secret, and none is owed: such a key keeps
+// its current secret, is served and repaired with it, and takes no part
+// in the rotation's steps. None when nothing is in flight, or when st
+// does not record the keys (a rotation started by an earlier rekey): every
+// listed key then counts as the rotation's, and one without a new secret
+// stops it, as a new secret deleted by hand must.
+func OutsideRotation(st v1.CredentialSetStatus, listed []string) []string {
+	if !RotationInFlight(st) || len(st.RotationKeys) == 0 {
+		return nil
+	}
+	var out []string
+	for _, k := range listed {
+		if !slices.Contains(st.RotationKeys, k) {
+			out = append(out, k)
+		}
+	}
+	return out
+}
+
+// InRotation is listed without the keys OutsideRotation names: the keys
+// whose new secrets the rotation or rollback in flight in st covers.
+func InRotation(st v1.CredentialSetStatus, listed []string) []string {
+	out := OutsideRotation(st, listed)
+	return slices.DeleteFunc(slices.Clone(listed), func(k string) bool { return slices.Contains(out, k) })
 }

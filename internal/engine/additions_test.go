@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"slices"
 	"testing"
 
 	v1 "rekey.io/rekey/api/v1alpha1"
@@ -52,5 +53,31 @@ func TestCurrentCount(t *testing.T) {
 	}
 	if n := CurrentCount(WithoutPending(map[string][]byte{AddingKey("X_PASSWORD"): []byte("s")}, nil)); n != 0 {
 		t.Fatalf("CurrentCount of a Secret holding only a staged secret = %d, want 0", n)
+	}
+}
+
+func TestOutsideRotation(t *testing.T) {
+	listed := []string{"ADMIN_PASSWORD", "APP_PASSWORD", "APP2_PASSWORD"}
+	began := []string{"ADMIN_PASSWORD", "APP2_PASSWORD"}
+	for _, c := range []struct {
+		name string
+		st   v1.CredentialSetStatus
+		want []string
+	}{
+		{"idle: nothing in flight", v1.CredentialSetStatus{Phase: v1.PhaseIdle, RotationKeys: began}, nil},
+		{"rotating: a key listed since", v1.CredentialSetStatus{Phase: v1.PhaseRotating, RotationID: "r1", RotationKeys: began}, []string{"APP_PASSWORD"}},
+		{"distributed: a key listed since", v1.CredentialSetStatus{Phase: v1.PhaseDistributed, RotationID: "r1", RotationKeys: began}, []string{"APP_PASSWORD"}},
+		{"reset owed after a rollback", v1.CredentialSetStatus{Phase: v1.PhaseIdle, ResetPending: true, RotationKeys: began}, []string{"APP_PASSWORD"}},
+		{"every listed key began with it", v1.CredentialSetStatus{Phase: v1.PhaseDistributed, RotationID: "r1", RotationKeys: listed}, nil},
+		{"a key it began with, no longer listed", v1.CredentialSetStatus{Phase: v1.PhaseDistributed, RotationID: "r1", RotationKeys: append(slices.Clone(listed), "OLD_PASSWORD")}, nil},
+		{"keys not recorded (an earlier rekey): all count", v1.CredentialSetStatus{Phase: v1.PhaseDistributed, RotationID: "r1"}, nil},
+	} {
+		if got := OutsideRotation(c.st, listed); !slices.Equal(got, c.want) {
+			t.Errorf("%s: OutsideRotation = %v, want %v", c.name, got, c.want)
+		}
+		in := InRotation(c.st, listed)
+		if len(in)+len(c.want) != len(listed) || slices.ContainsFunc(in, func(k string) bool { return slices.Contains(c.want, k) }) {
+			t.Errorf("%s: InRotation = %v, not the listed keys %v but %v", c.name, in, listed, c.want)
+		}
 	}
 }

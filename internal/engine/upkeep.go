@@ -54,14 +54,16 @@ type UpkeepInfo struct {
 }
 
 // UpkeepSteps is the upkeep table, in the order a reconcile runs it. The
-// concepts page's copy is checked against it.
+// concepts page's copy is checked against it. Instances are repaired
+// first: what is served next is verified against every instance, and one
+// that returned empty must not make a served secret look refused.
 var UpkeepSteps = []UpkeepInfo{
+	{UpkeepRepairInstances, "at rest, during a rotation until its discard starts, and while a reset is owed; not with no instance",
+		"make an instance that returned or was rebuilt accept what consumers may hold: the current secrets, or both the current and the rotation's"},
 	{UpkeepServeDistribution, "every reconcile, except while a rotation's secrets are not yet accepted everywhere or are missing from the source Secret (what is served stays as it is)",
 		"write each distribution Secret: the current secrets, or the rotation's from the moment every instance accepts them"},
 	{UpkeepRestartConsumers, "every reconcile",
 		"restart each declared consumer that does not run what is served, and record which have rolled out"},
-	{UpkeepRepairInstances, "at rest, during a rotation until its discard starts, and while a reset is owed; not with no instance",
-		"make an instance that returned or was rebuilt accept what consumers may hold: the current secrets, or both the current and the rotation's"},
 }
 
 // UpkeepOf decides the upkeep of a provisioned set. Once a discard began,
