@@ -164,7 +164,12 @@ func switchoverTransitions(o Options) []Transition {
 		out = append(out,
 			Transition{"switchover to " + name + " begins: the primary made super_read_only", beginSwitchover(name)},
 			Transition{"switchover to " + name + ": " + name + " promoted (STOP REPLICA, RESET REPLICA, writable)", promote(name)},
-			Transition{"switchover to " + name + ": the others re-pointed to it", repoint(name)})
+			Transition{"switchover to " + name + ": the others re-pointed to it", repoint(name)},
+			Transition{"failover to " + name + ": the primary fails, " + name + " promoted, the others re-pointed", failover(name)})
+	}
+	out = append(out, Transition{"abandoned switchover: the primary made writable again before the candidate was promoted", abandonSwitch})
+	for _, name := range o.Instances {
+		out = append(out, Transition{name + " answers again (a replica, after its failover)", failedBack(name)})
 	}
 	return out
 }

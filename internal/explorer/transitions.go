@@ -30,7 +30,8 @@ type Options struct {
 	// passes (each a transition of its own).
 	Crashes bool
 	// Scaling: an instance leaves the cluster with its volume and returns
-	// with what it held then, or rebuilt empty.
+	// with what it held then, rebuilt empty, or rebuilt by CLONE from the
+	// primary.
 	Scaling bool
 	// HandChanges: a DBA sets an application user's password on one
 	// instance by hand; and sets it back as rekey's message says.
@@ -63,7 +64,10 @@ type Options struct {
 	// produces, and to the current one.
 	DiscardGenerations bool
 	// Switchover: the primary is switched over to another instance, in
-	// the steps MOCO's switchover (or a DBA's) takes (switchover.go).
+	// the steps MOCO's switchover (or a DBA's) takes (switchover.go); the
+	// cluster manager abandons one before the promotion; the primary
+	// fails over to a replica, and answers again as a replica
+	// (failover.go).
 	Switchover bool
 	// Checks: the user asks for the set's checks (kubectl rekey check),
 	// with a fresh request ID and again with one already answered.
@@ -383,7 +387,8 @@ func Transitions(o Options) []Transition {
 			out = append(out,
 				Transition{name + " scaled in (keeps its volume)", scaleIn(name)},
 				Transition{name + " returns with its volume", returns(name)},
-				Transition{name + " returns rebuilt empty", rebuilt(name)})
+				Transition{name + " returns rebuilt empty", rebuilt(name)},
+				Transition{name + " returns rebuilt by CLONE from the primary", cloned(name)})
 		}
 	}
 	return slices.DeleteFunc(out, func(t Transition) bool { return !o.keeps(t.Name) })

@@ -96,6 +96,9 @@ type World struct {
 	Waiting []string `json:"-"`
 	// Switch is the instance a switchover under way promotes ("": none).
 	Switch string `json:"sw,omitempty"`
+	// Abandoned: a switchover was abandoned half way (failover.go); for
+	// a test's proof that it explored one.
+	Abandoned bool `json:"ab,omitempty"`
 	// Unsafe is what the step's reconcile did while a switchover was
 	// under way that must wait for the roles to settle (switchover.go).
 	// Part of the state's identity, unlike Warnings: the same state
