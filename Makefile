@@ -36,8 +36,9 @@ bench: env
 	$(GO) test -run '^$$' -bench Scale -benchtime 1x -timeout 45m ./test/bench/
 	REKEY_BENCH_SETS=1000 REKEY_BENCH_BATCH=100 $(GO) test -run '^$$' -bench BlackHole -benchtime 1x -timeout 60m ./test/bench/
 
-## reliability: the MySQL and PostgreSQL fault matrix on real servers, run on a clean checkout of HEAD (edits not committed
-## are not tested); regenerates docs/reliability.md naming that commit. The test log is kept in bin/reliability.log.
+## reliability: the MySQL and PostgreSQL fault matrix on real servers, then the state-space explorer, run on a clean
+## checkout of HEAD (edits not committed are not tested); regenerates docs/reliability.md naming that commit. The test
+## log is kept in bin/reliability.log.
 MATRIX_RUN := ^(TestPodConsumersSeeLockouts|TestDeletion|TestDeletionCrashSafety|TestPausedLeaderIsFenced|TestPausedLeaderStaleReset|TestPausedLeaderMySQLApply|TestPausedLeaderPostgres|TestPausedLeaderRabbitMQ|TestKilledLeaderTakeover|TestAPIConflicts|TestCrashSafety|TestSwitchoverMidRotation|TestAbortAndRecover|TestRefusalsAndHealthGate|TestPendingTampering|TestPendingAltered|TestMySQLFullCycle|TestReinitReplicaMidRotation|TestInstanceStoppedMidPhase|TestPostgresCrashSafety|TestPostgresLoginTargets)$$
 reliability: env
 	@set -u; commit=$$(git rev-parse HEAD); subject=$$(git log -1 --format=%s HEAD); \
@@ -48,10 +49,15 @@ reliability: env
 	status=0; \
 	(cd "$$tree" && REKEY_MATRIX_OUT=$(CURDIR)/bin/matrix.jsonl $(GO) test -v $(GOTESTFLAGS) ./test/e2e/ -run '$(MATRIX_RUN)') \
 	  > bin/reliability.log 2>&1 || status=1; \
+	rm -f bin/explore.jsonl; \
+	(cd "$$tree" && REKEY_EXPLORE_OUT=$(CURDIR)/bin/explore.jsonl $(GO) test -v $(GOTESTFLAGS) ./internal/explorer/) \
+	  >> bin/reliability.log 2>&1 || status=1; \
 	grep -E '^(--- |ok|FAIL|panic)' bin/reliability.log || true; \
 	(cd "$$tree" && $(GO) run ./hack/reliability -in $(CURDIR)/bin/matrix.jsonl -out $(CURDIR)/docs/reliability.md \
 	  -commit "$$commit" -subject "$$subject" \
-	  -command "make reliability (on a clean checkout of the commit: REKEY_MATRIX_OUT=bin/matrix.jsonl go test -v $(GOTESTFLAGS) ./test/e2e/ -run '$(MATRIX_RUN)')") \
+	  -command "make reliability (on a clean checkout of the commit: REKEY_MATRIX_OUT=bin/matrix.jsonl go test -v $(GOTESTFLAGS) ./test/e2e/ -run '$(MATRIX_RUN)')" \
+	  -explore $(CURDIR)/bin/explore.jsonl \
+	  -explore-command "make reliability (after the matrix, on the same checkout: REKEY_EXPLORE_OUT=bin/explore.jsonl go test -v $(GOTESTFLAGS) ./internal/explorer/)") \
 	  || status=1; \
 	exit $$status
 
@@ -67,11 +73,13 @@ E2E_PKG := ./test/e2e/
 # was the longest of the three (42 of make test's 44 min in CI).
 BACKENDS_RUN := ^(TestCeph(AdminRotationCrash|CapsPromise|Deletion|InPlace|InPlaceCrashThenAbort|NoLockout|Overlapping|RotationPolicies)|TestAdmissionCeph(HostileValues|RabbitMQPolicies)|TestRabbitMQ.*|TestAdmissionRabbitMQ.*|TestOsloMessagingRPC|TestPausedLeaderCeph)$$
 test: env vet
-	@mkdir -p bin; status=0; \
+	@mkdir -p bin; rm -f bin/explore.jsonl; status=0; \
 	$(GO) test $(GOTESTFLAGS) $(E2E_PKG) -run '$(MATRIX_RUN)' > bin/test-matrix.log 2>&1 & matrix=$$!; \
 	$(GO) test $(GOTESTFLAGS) $(E2E_PKG) -run '$(BACKENDS_RUN)' > bin/test-e2e-backends.log 2>&1 & backends=$$!; \
 	$(GO) test $(GOTESTFLAGS) $(E2E_PKG) -skip '$(MATRIX_RUN)|$(BACKENDS_RUN)' > bin/test-e2e.log 2>&1 & e2e=$$!; \
-	$(GO) test $(GOTESTFLAGS) $$($(GO) list ./... | grep -v '/test/e2e$$') || status=1; \
+	REKEY_EXPLORE_OUT=$(CURDIR)/bin/explore.jsonl $(GO) test $(GOTESTFLAGS) $$($(GO) list ./... | grep -v '/test/e2e$$') || status=1; \
+	echo "--- what the state-space explorer covered (internal/explorer):"; \
+	$(GO) run ./hack/reliability -explore-summary bin/explore.jsonl || status=1; \
 	wait $$e2e || status=1; \
 	echo "--- the end-to-end suite but the fault matrix and the Ceph and RabbitMQ tests below (go test $(E2E_PKG) -skip '$(MATRIX_RUN)|$(BACKENDS_RUN)'):"; \
 	cat bin/test-e2e.log; \

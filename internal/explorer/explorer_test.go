@@ -34,12 +34,15 @@ func TestExplore(t *testing.T) {
 	budget := time.Duration(envInt("REKEY_EXPLORE_SECONDS", 45)) * time.Second
 	r := BFS(start, o, depth, budget)
 	t.Logf("breadth first: %s; %d invariants in every state: %v", r, len(Invariants()), invariantNames())
+	recordModel(t, o)
+	recordRun(t, "breadth first", 0, r)
 	for _, v := range r.Violations {
 		t.Error(v)
 	}
 	seed := int64(envInt("REKEY_EXPLORE_SEED", 1))
 	wr := Walk(start, o, seed, envInt("REKEY_EXPLORE_WALKS", 20), 40, budget/3)
 	t.Logf("random walks (seed %d): %s", seed, wr)
+	recordRun(t, "random walks", seed, wr)
 	for _, v := range wr.Violations {
 		t.Error(v)
 	}
@@ -67,6 +70,39 @@ func explorePath(t *testing.T, o Options, depth int) Report {
 	// finds the same.
 	r := BFS(start, o, depth, time.Duration(1<<62))
 	t.Logf("%s", r)
+	recordRun(t, "breadth first", 0, r)
+	for _, v := range r.Violations {
+		t.Error(v)
+	}
+	return r
+}
+
+// reconcileStep is a reconcile as a replayed path's step.
+func reconcileStep(w *World) bool { _, _ = w.Reconcile(""); return true }
+
+// replay starts o's world and takes steps, each of which must apply: a
+// known path replayed to where its test explores from.
+func replay(t *testing.T, o Options, steps []Transition) *World {
+	t.Helper()
+	w, err := Start(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range steps {
+		if !s.Apply(w) {
+			t.Fatalf("%s did not apply at %s", s.Name, w.Summary())
+		}
+	}
+	return w
+}
+
+// exploreFrom explores o breadth first from w to depth and fails on any
+// violation.
+func exploreFrom(t *testing.T, w *World, o Options, depth int) Report {
+	t.Helper()
+	r := BFS(w, o, depth, time.Duration(1<<62))
+	t.Logf("from the replayed path: %s", r)
+	recordRun(t, "breadth first", 0, r)
 	for _, v := range r.Violations {
 		t.Error(v)
 	}

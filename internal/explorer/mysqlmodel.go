@@ -289,6 +289,7 @@ func (b *modelBackend) acceptedElsewhere(inst *Instance, key, pw string) bool {
 
 // Reset: IDENTIFIED BY cur keeps the secondary, so DISCARD follows.
 func (b *modelBackend) Reset(_ context.Context, cur engine.Secrets) error {
+	b.noteUnreset()
 	return b.each("model/reset", []string{cur[AdminKey]}, func(in *Instance) error {
 		for _, k := range b.Keys() {
 			a := in.acct(k)
@@ -339,4 +340,32 @@ func (b *modelBackend) CheckDiscardHealth(_ context.Context, cur, pending engine
 		return err
 	}
 	return b.health(true)
+}
+
+// noteUnreset notes, as a reset begins, the pending secrets it is about
+// to make invalid (and the controller then drops from the source Secret)
+// that an instance it does not reach accepts: one out of the spec, or
+// scaled in, while the rollback ran. Listed again, or back, it holds a
+// secret no Secret holds; its marks cannot tell that from a status
+// restored from an older backup (both record a generation the status
+// does not), so rekey reports it (DualPasswordExists, naming recover)
+// rather than reset it by itself, and "nothing lost" excuses it
+// (recoverable).
+func (b *modelBackend) noteUnreset() {
+	if b.w.Source == nil {
+		return
+	}
+	reached := b.insts()
+	for _, in := range b.w.Instances {
+		if slices.Contains(reached, in) {
+			continue
+		}
+		for _, k := range b.Keys() {
+			pw := string(b.w.Source.Data[engine.PendingKey(k)])
+			if e := in.Name + "=" + pw; pw != "" && in.acct(k).Accepts(pw) && !slices.Contains(b.w.Unreset, e) {
+				b.w.Unreset = append(b.w.Unreset, e)
+			}
+		}
+	}
+	slices.Sort(b.w.Unreset)
 }

@@ -5,7 +5,6 @@ import (
 	"slices"
 	"strings"
 	"testing"
-	"time"
 
 	"rekey.io/rekey/internal/engine"
 )
@@ -97,24 +96,15 @@ func TestPathUserAdded(t *testing.T) {
 // scaling, rebuilt instances, consumer restarts, requests and crashes.
 func TestPathUserListedAgain(t *testing.T) {
 	o := Options{Instances: []string{"i0", "i1"}, SpecEdits: true, Scaling: true, Crashes: true}
-	w, err := Start(o)
-	if err != nil {
-		t.Fatal(err)
-	}
-	reconcile := func(w *World) bool { _, _ = w.Reconcile(""); return true }
-	for _, s := range []Transition{
+	w := replay(t, o, []Transition{
 		{"user: rotate r1", annotate(engine.RotateAnnotation, "r1")},
-		{"reconcile", reconcile},
+		{"reconcile", reconcileStep},
 		{"consumer pod restarts", restartPod},
 		{"user: removes APP from spec.mysql.users", setUsers(AppKey, false)},
 		{"user: discard (active ID)", activeRequest(engine.DiscardAnnotation)},
-		{"reconcile", reconcile},
+		{"reconcile", reconcileStep},
 		{"user: adds APP back to spec.mysql.users", setUsers(AppKey, true)},
-	} {
-		if !s.Apply(w) {
-			t.Fatalf("%s did not apply at %s", s.Name, w.Summary())
-		}
-	}
+	})
 	if got := string(w.Source.Data[engine.PendingKey(AppKey)]); got != "APP-r1" || w.Pod.Creds[AppKey] != "APP-r1" {
 		t.Fatalf("the replay no longer reaches the leftover (source pending %q, pod holds %q): %s", got, w.Pod.Creds[AppKey], w.Summary())
 	}
@@ -129,11 +119,7 @@ func TestPathUserListedAgain(t *testing.T) {
 			rebuiltRepaired = true
 		}
 	}
-	r := BFS(w, o, 5, time.Duration(1<<62))
-	t.Logf("from the relisting: %s", r)
-	for _, v := range r.Violations {
-		t.Error(v)
-	}
+	exploreFrom(t, w, o, 5)
 	if !recovered || !rebuiltRepaired {
 		t.Errorf("never reached: the leftover's recovery completed (%v), i1 rebuilt and given both passwords (%v)", recovered, rebuiltRepaired)
 	}
@@ -153,21 +139,12 @@ func TestPathUserListedAgain(t *testing.T) {
 // restarts, requests and crashes.
 func TestPathUserListedMidRotation(t *testing.T) {
 	o := Options{Instances: []string{"i0", "i1"}, SpecEdits: true, Scaling: true, Crashes: true}
-	w, err := Start(o)
-	if err != nil {
-		t.Fatal(err)
-	}
-	reconcile := func(w *World) bool { _, _ = w.Reconcile(""); return true }
-	for _, s := range []Transition{
+	w := replay(t, o, []Transition{
 		{"user: rotate r1", annotate(engine.RotateAnnotation, "r1")},
 		{"user: removes APP from spec.mysql.users", setUsers(AppKey, false)},
-		{"reconcile", reconcile},
+		{"reconcile", reconcileStep},
 		{"user: adds APP back to spec.mysql.users", setUsers(AppKey, true)},
-	} {
-		if !s.Apply(w) {
-			t.Fatalf("%s did not apply at %s", s.Name, w.Summary())
-		}
-	}
+	})
 	if st := w.Set.Status; st.RotationID != "r1" || !slices.Equal(st.RotationKeys, []string{AdminKey}) {
 		t.Fatalf("the replay no longer reaches a rotation that began without APP (rotation %q, keys %v): %s", st.RotationID, st.RotationKeys, w.Summary())
 	}
@@ -182,12 +159,64 @@ func TestPathUserListedMidRotation(t *testing.T) {
 			rebuiltRepaired = true
 		}
 	}
-	r := BFS(w, o, 5, time.Duration(1<<62))
-	t.Logf("from the relisting: %s", r)
-	for _, v := range r.Violations {
-		t.Error(v)
-	}
+	exploreFrom(t, w, o, 5)
 	if !completed || !rebuiltRepaired {
 		t.Errorf("never reached: r1 completed with APP keeping its password (%v), i1 rebuilt and given APP's and the rotation's admin password (%v)", completed, rebuiltRepaired)
+	}
+}
+
+// An instance removed from the spec while a rotation that reached it is
+// rolled back, and listed again once the reset is done: it still accepts
+// the rotation's passwords, which the reset dropped from the source
+// Secret. rekey cannot tell that from a status restored from an older
+// backup (the marks record generations), so it resets nothing by itself:
+// it reports DualPasswordExists naming recover, and recover resets it
+// ("nothing lost" excuses the secret meanwhile: noteUnreset). The seeded
+// random walks found it (39 steps, once the failover transitions changed
+// their choices, 2026-11-30); the test fails unless that instance was
+// listed again holding such a password and recover then left it one.
+func TestPathRollbackWithoutInstance(t *testing.T) {
+	listedBack := false
+	o := Options{Instances: []string{"i0", "i1"}, SpecEdits: true,
+		Only: []string{"user: rotate r1", "user: abort (active", "consumer", "user: removes i1", "user: adds i1"}}
+	o.Observe = func(w *World) {
+		if in := w.instance("i1"); len(w.Unreset) > 0 && listedIn(w.Set, in.Name) && in.acct(AdminKey).Dual() {
+			listedBack = true
+		}
+	}
+	explorePath(t, o, 9)
+	if !listedBack {
+		t.Error("never reached: i1 listed again holding the rolled-back passwords")
+	}
+
+	// The shortest such path, then recover.
+	w := replay(t, o, []Transition{
+		{"user: rotate r1", annotate(engine.RotateAnnotation, "r1")},
+		{"reconcile", reconcileStep},
+		{"user: removes i1 from spec.mysql.instances", setInstance("i1", false)},
+		{"user: abort (active ID)", activeRequest(engine.AbortAnnotation)},
+	})
+	// The rollback: the pod restarts onto the current passwords, then the
+	// reset, on i0 alone.
+	for i := 0; i < 5 && (w.Set.Status.ResetPending || w.Set.Status.RotationID != ""); i++ {
+		reconcileStep(w)
+		restartPod(w)
+	}
+	setInstance("i1", true)(w)
+	reconcileStep(w)
+	if i1 := w.instance("i1"); !i1.acct(AdminKey).Dual() || !strings.HasPrefix(first(w.Warnings), "DualPasswordExists:") {
+		t.Fatalf("the replay no longer leaves i1 with the rolled-back passwords, reported: %s %v", w.Summary(), w.Warnings)
+	}
+	o.Only = []string{"reconcile", "consumer", "user: recover c1"}
+	reset := false
+	o.Observe = func(w *World) {
+		i1, st := w.instance("i1"), w.Set.Status
+		if st.LastRecoverID == "c1" && !st.ResetPending && !i1.acct(AdminKey).Dual() && !i1.acct(AppKey).Dual() {
+			reset = true
+		}
+	}
+	exploreFrom(t, w, o, 5)
+	if !reset {
+		t.Error("never reached: recover c1 done, i1 left with one password per user")
 	}
 }

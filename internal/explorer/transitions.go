@@ -289,9 +289,17 @@ func restoreBackup(w *World) bool {
 	for _, v := range w.Source.Data {
 		if !kept[string(v)] && !slices.Contains(w.Lost, string(v)) {
 			w.Lost = append(w.Lost, string(v))
+			for _, in := range w.present() {
+				for _, a := range in.Users {
+					if a.Accepts(string(v)) && !slices.Contains(w.LostHeld, in.Name+"="+string(v)) {
+						w.LostHeld = append(w.LostHeld, in.Name+"="+string(v))
+					}
+				}
+			}
 		}
 	}
 	sort.Strings(w.Lost)
+	sort.Strings(w.LostHeld)
 	w.Set.Status = *w.Backup.Status.DeepCopy()
 	w.Source.Data = maps.Clone(w.Backup.Source)
 	return true

@@ -71,6 +71,14 @@ type World struct {
 	// Lost are secrets a restore from backup dropped from the source
 	// Secret.
 	Lost []string `json:"lost,omitempty"`
+	// LostHeld are the instances that accepted a lost secret when the
+	// restore dropped it, as "instance=secret": those must keep
+	// accepting it for a consumer that holds it (noLockout).
+	LostHeld []string `json:"lostHeld,omitempty"`
+	// Unreset are the rotation's secrets a rollback's reset left on an
+	// instance it did not reach (out of the spec, or scaled in), as
+	// "instance=secret" (noteUnreset).
+	Unreset []string `json:"unreset,omitempty"`
 	// Older is the set as it was before the last reconcile that changed
 	// its status: what a lagging cache may still hand a manager.
 	Older *v1.CredentialSet `json:"older,omitempty"`

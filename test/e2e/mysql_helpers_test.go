@@ -64,7 +64,7 @@ func appUserSet(t testing.TB, ns, name string, c *testenv.MySQLCluster, grants .
 // once (prepareAdmin), for tests that make sets in several namespaces.
 func preparedAdminSet(t testing.TB, ns, name string, c *testenv.MySQLCluster) *v1.CredentialSet {
 	t.Helper()
-	createSecret(t, ns, "ops-admin", map[string]string{"password": "ops-admin-password-for-tests"})
+	createSecret(t, ns, "ops-admin", map[string]string{"password": opsAdminPassword})
 	return &v1.CredentialSet{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
 		Spec: v1.CredentialSetSpec{
@@ -254,3 +254,6 @@ func assertSuperReadOnly(t testing.TB, insts ...*testenv.MySQLInstance) {
 	}
 	observed(t, "super_read_only=1 on %s", strings.Join(names, ", "))
 }
+
+// opsAdminPassword is the password preparedAdminSet's admin logs in with.
+const opsAdminPassword = "ops-admin-password-for-tests"

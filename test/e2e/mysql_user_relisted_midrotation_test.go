@@ -26,13 +26,7 @@ import (
 // deleted by hand: every reconcile refused with MissingRotationPending,
 // nothing was repaired, and the discard never ran (the explorer's path).
 func TestMySQLUserListedMidRotation(t *testing.T) {
-	c := matrixCluster(t, testenv.MySQLOptions{Replicas: 1})
-	const adminPassword = "ops-admin-password-for-tests"
-	prepareAdmin(t, c.Instances(), "ops-admin", adminPassword)
-	startManager(t, cp.Config)
-	ns := newNamespace(t)
-	set := preparedAdminSet(t, ns, "mid", c)
-	set.Spec.MySQL.Users = append(set.Spec.MySQL.Users, v1.MySQLUser{Name: "mid2"})
+	c, ns, set := twoUserSet(t, "mid")
 	keys := map[string]string{"MID_PASSWORD": "mid", "MID2_PASSWORD": "mid2"}
 	// The pods log in as mid2, the user that rotates, on the instances
 	// listed in targets (the replica leaves while it is rebuilt).
@@ -43,14 +37,7 @@ func TestMySQLUserListedMidRotation(t *testing.T) {
 	}
 	cs := waitPhase(t, ns, "mid", v1.PhaseIdle, 1)
 	gen1 := userPasswords(sourceData(t, cs), keys, "")
-	setUsers := func(names ...string) {
-		updateSpec(t, ns, "mid", func(cs *v1.CredentialSet) {
-			cs.Spec.MySQL.Users = nil
-			for _, n := range names {
-				cs.Spec.MySQL.Users = append(cs.Spec.MySQL.Users, v1.MySQLUser{Name: n})
-			}
-		})
-	}
+	setUsers := func(names ...string) { setMySQLUsers(t, ns, "mid", names...) }
 
 	setUsers("mid2")
 	rotate(t, ns, "mid", "r1")
@@ -78,7 +65,7 @@ func TestMySQLUserListedMidRotation(t *testing.T) {
 	replica := c.Replicas[0]
 	targets.remove(replica)
 	if err := replica.Reinit(c.Primary, testenv.ReinitOptions{Bootstrap: []string{
-		fmt.Sprintf("CREATE USER 'ops-admin'@'%%' IDENTIFIED BY '%s'", adminPassword),
+		fmt.Sprintf("CREATE USER 'ops-admin'@'%%' IDENTIFIED BY '%s'", opsAdminPassword),
 		"GRANT ALL PRIVILEGES ON *.* TO 'ops-admin'@'%' WITH GRANT OPTION",
 	}}); err != nil {
 		t.Fatal(err)

@@ -25,12 +25,7 @@ import (
 // leftover (no repair of that user, a rotate refused, nothing to restart
 // the pods), as the explorer found.
 func TestMySQLUserListedAgain(t *testing.T) {
-	c := matrixCluster(t, testenv.MySQLOptions{Replicas: 1})
-	prepareAdmin(t, c.Instances(), "ops-admin", "ops-admin-password-for-tests")
-	startManager(t, cp.Config)
-	ns := newNamespace(t)
-	set := preparedAdminSet(t, ns, "lst", c)
-	set.Spec.MySQL.Users = append(set.Spec.MySQL.Users, v1.MySQLUser{Name: "lst2"})
+	c, ns, set := twoUserSet(t, "lst")
 	keys := map[string]string{"LST_PASSWORD": "lst", "LST2_PASSWORD": "lst2"}
 	pc := deployConsumers(t, set, keys, c.Instances)
 	if err := k8s.Create(ctxT(t), set); err != nil {
@@ -38,14 +33,7 @@ func TestMySQLUserListedAgain(t *testing.T) {
 	}
 	cs := waitPhase(t, ns, "lst", v1.PhaseIdle, 1)
 	gen1 := userPasswords(sourceData(t, cs), keys, "")
-	setUsers := func(names ...string) {
-		updateSpec(t, ns, "lst", func(cs *v1.CredentialSet) {
-			cs.Spec.MySQL.Users = nil
-			for _, n := range names {
-				cs.Spec.MySQL.Users = append(cs.Spec.MySQL.Users, v1.MySQLUser{Name: n})
-			}
-		})
-	}
+	setUsers := func(names ...string) { setMySQLUsers(t, ns, "lst", names...) }
 
 	rotate(t, ns, "lst", "r1")
 	waitRolledOut(t, ns, "lst")
@@ -87,4 +75,29 @@ func TestMySQLUserListedAgain(t *testing.T) {
 	gen3 := userPasswords(sourceData(t, cs), keys, "")
 	loginMatrix(t, "after r2", c.Instances(), gen3, map[string]string{"lst": gen1["lst"], "lst2": r1["lst2"]})
 	assertNoRefusals(t, pc)
+}
+
+// twoUserSet is a real primary and replica on a full control plane, a
+// manager, and set name (not created yet) rotating users name and name2,
+// with an admin it does not rotate.
+func twoUserSet(t *testing.T, name string) (*testenv.MySQLCluster, string, *v1.CredentialSet) {
+	t.Helper()
+	c := matrixCluster(t, testenv.MySQLOptions{Replicas: 1})
+	prepareAdmin(t, c.Instances(), "ops-admin", opsAdminPassword)
+	startManager(t, cp.Config)
+	ns := newNamespace(t)
+	set := preparedAdminSet(t, ns, name, c)
+	set.Spec.MySQL.Users = append(set.Spec.MySQL.Users, v1.MySQLUser{Name: name + "2"})
+	return c, ns, set
+}
+
+// setMySQLUsers makes set ns/name's spec list exactly users.
+func setMySQLUsers(t *testing.T, ns, name string, users ...string) {
+	t.Helper()
+	updateSpec(t, ns, name, func(cs *v1.CredentialSet) {
+		cs.Spec.MySQL.Users = nil
+		for _, n := range users {
+			cs.Spec.MySQL.Users = append(cs.Spec.MySQL.Users, v1.MySQLUser{Name: n})
+		}
+	})
 }
