@@ -23,8 +23,9 @@ import (
 // (a problem, nil when there is none), as a rotation does
 // (DualPasswordExists), until kubectl rekey recover restarts the
 // consumers onto the current secrets and resets the backend to them.
-// Only that refusal of the backend's precheck holds: anything else is for
-// the wind-down to meet as before.
+// Only that refusal of the backend's precheck holds, and the health gate's
+// (ClusterUnhealthy), which refuses before the backend looks: anything
+// else is for the wind-down to meet as before.
 func (r *Reconciler) unaccountedSecond(ctx context.Context, cs *v1.CredentialSet) (*problem, error) {
 	if cs.Status.KeyGeneration == 0 || engine.RotationInFlight(cs.Status) {
 		return nil, nil
@@ -42,6 +43,14 @@ func (r *Reconciler) unaccountedSecond(ctx context.Context, cs *v1.CredentialSet
 		return nil, nil
 	}
 	rf, ok := engine.AsRefusal(p.backend.Precheck(ctx, cur))
+	if ok && rf.Reason == string(reason.ClusterUnhealthy) {
+		// The health gate refused before the backend looked for a second
+		// password (a switchover under way): winding down now would be
+		// blind to one. It waits for the roles to settle, as a rotation
+		// does.
+		return &problem{reason: reason.ClusterUnhealthy, message: fmt.Sprintf(
+			"the set is deleted (deletionPolicy %s) but is not wound down yet: %s; it is wound down once the cluster is healthy again, or set spec.deletionPolicy to Retain to let go at once leaving the backend as it is", cs.Spec.OnDeletion(), rf.Message)}, nil
+	}
 	if !ok || rf.Reason != string(reason.DualPasswordExists) {
 		return nil, nil
 	}

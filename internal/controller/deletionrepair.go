@@ -3,6 +3,7 @@ package controller
 import (
 	"context"
 
+	v1 "rekey.io/rekey/api/v1alpha1"
 	"rekey.io/rekey/internal/engine"
 	"rekey.io/rekey/internal/reason"
 )
@@ -27,4 +28,35 @@ func repairBeforeRelease(ctx context.Context, b engine.Backend, cur engine.Secre
 		return nil
 	}
 	return err
+}
+
+// repairWhileInUse keeps a set deleted with deletionPolicy Delete serving
+// its consumers while it waits for them to go: they still log in with the
+// current secrets, so an instance that returned to the cluster since (a
+// replica rebuilt empty, or back with an old volume) is repaired as an
+// Idle set's reconcile would. Its failure (an instance that does not
+// answer) is logged, and the wait goes on: the next pass tries again, and
+// nothing is deleted while a consumer is left.
+func (r *Reconciler) repairWhileInUse(ctx context.Context, cs *v1.CredentialSet) {
+	if cs.Status.KeyGeneration == 0 || engine.RotationInFlight(cs.Status) {
+		return
+	}
+	err := func() error {
+		p, err := r.planFor(ctx, cs)
+		if err != nil || p.noInstances {
+			return err
+		}
+		src, err := r.getSourceSecret(ctx, cs)
+		if err != nil || src == nil {
+			return err
+		}
+		cur, missing := engine.Current(src.Data, p.backend.Keys())
+		if len(missing) > 0 {
+			return nil // lost from the source Secret: nothing to repair with
+		}
+		return repairBeforeRelease(ctx, p.backend, cur)
+	}()
+	if err != nil {
+		logFrom(ctx).Info("could not repair the instances while the deleted set waits for its consumers; trying again on the next pass", "error", err.Error())
+	}
 }

@@ -114,6 +114,7 @@ func (r *Reconciler) finalize(ctx context.Context, cs *v1.CredentialSet, giveUp 
 	}
 	if len(inUse) > 0 {
 		slices.Sort(inUse)
+		r.repairWhileInUse(ctx, cs)
 		r.event(cs, "Warning", reason.UsersInUse, "Delete", "the set and its backend identities are kept because %s may still use them: delete those consumers, or remove them from spec.consumers / spec.consumerGroups, or set spec.deletionPolicy to Discard to keep the current credentials valid, and the deletion completes", summarize(inUse, "consumers", "spec.consumers"))
 		return ctrl.Result{RequeueAfter: 30 * time.Second}, nil
 	}

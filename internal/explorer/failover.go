@@ -30,12 +30,18 @@ func failover(name string) func(*World) bool {
 }
 
 // abandonSwitch: the cluster manager gives up a switchover before it
-// promoted the candidate (it did not catch up in time), and makes the old
-// primary writable again: the roles are as before it began.
+// promoted the candidate or re-pointed anyone to it (it did not catch up
+// in time), and makes the old primary writable again: the roles are as
+// before it began.
 func abandonSwitch(w *World) bool {
 	to := w.instance(w.Switch)
 	if to == nil || !to.RO {
 		return false
+	}
+	for _, in := range w.Instances {
+		if in != to && in.From == to.Name {
+			return false
+		}
 	}
 	for _, in := range w.Instances {
 		if in.Present && in.RO && in.From == "" {

@@ -184,22 +184,28 @@ func (w *World) reconcile(crashAt string, stale *v1.CredentialSet) (hit []string
 	}
 	defer func() {
 		failpoint.Crash, active = nil, nil
+		crash := false
 		if p := recover(); p != nil {
 			if _, ok := p.(crashed); !ok {
 				panic(p)
 			}
-			err = errCrashed
+			err, crash = errCrashed, true
 		} else {
 			w.Relisted = nil // the set's next reconcile after they were listed again has run
+		}
+		w.read(kc)
+		if !crash && !w.Gone {
 			for _, in := range w.Instances {
 				// The set's next reconcile after the return has run, and
-				// reached it: one that did not answer was not repaired.
+				// reached it: one that did not answer was not repaired. A
+				// reconcile that let the set go (deletionPolicy Retain)
+				// repaired nothing, and none follows: what the instance
+				// holds stays the user's doing.
 				if !in.Down {
 					in.Returned = false
 				}
 			}
 		}
-		w.read(kc)
 		w.Warnings = rec.warnings
 		if sameStage(before.Status, w.Set.Status) {
 			// Said of the state before the reconcile; still true of

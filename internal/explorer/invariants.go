@@ -317,6 +317,9 @@ func drainStep(c *World, recovers *int) string {
 			return "DBA sets APP on " + in.Name + " back to the current password"
 		}
 	}
+	if step := createMissing(c); step != "" {
+		return step
+	}
 	if c.Pod.Template != c.template() {
 		restartPod(c)
 		return "consumer pod restarts"
@@ -393,4 +396,24 @@ func saysDeleteConsumers(w *World) bool {
 		}
 	}
 	return false
+}
+
+// createMissing is what a discard's refusal for a user missing on an
+// instance, with no other instance to prove its new password, asks of a
+// person: create it there with the new password from the source Secret.
+func createMissing(c *World) string {
+	if !slices.ContainsFunc(c.Warnings, func(m string) bool { return strings.Contains(m, "create the user there by hand with the new password") }) || c.Source == nil {
+		return ""
+	}
+	for _, in := range c.held() {
+		for _, k := range c.keys() {
+			pw := string(c.Source.Data[engine.PendingKey(k)])
+			if a := in.acct(k); !a.Exists && pw != "" {
+				a.create(pw)
+				in.set(k, a)
+				return "DBA creates " + k + " on " + in.Name + " with the new password, as the refusal says"
+			}
+		}
+	}
+	return ""
 }

@@ -1,6 +1,10 @@
 package explorer
 
-import "testing"
+import (
+	"testing"
+
+	v1 "rekey.io/rekey/api/v1alpha1"
+)
 
 // An instance leaves the cluster with its volume at every step of a
 // rotation and its discard, and returns with what it held then, or
@@ -106,5 +110,28 @@ func TestPathScalingDeletion(t *testing.T) {
 		Only: []string{"user: rotate r1", "user: delete the set", "consumer", "i1 scaled in", "i1 returns"}}, 5)
 	if !reached {
 		t.Error("no instance returned rebuilt while a deleted set waited to wind down")
+	}
+}
+
+// A set deleted with deletionPolicy Delete waits for its consumer to go
+// (UsersInUse) while an instance returns rebuilt empty, or with its old
+// volume: the consumer still logs in with the current credentials, so the
+// wait repairs that instance as an Idle set's reconcile would. It used to
+// repair nothing until the consumer was gone (no lockout, 4 steps: delete,
+// i1 scaled in, returns rebuilt, reconcile; found by the random walks,
+// seed 3, 2026-11-30). The test fails unless a rebuilt instance was
+// repaired while the deleted set waited.
+func TestPathScalingDeletePolicy(t *testing.T) {
+	repaired := false
+	explorePath(t, Options{Instances: []string{"i0", "i1"}, Scaling: true, Crashes: true, Deletion: true, Policy: v1.DeletionDelete,
+		Observe: func(w *World) {
+			in := w.instance("i1")
+			waiting := w.deleted() && !w.Gone && w.Source != nil && w.Web != nil
+			repaired = repaired || waiting && in.Present && !in.Returned && in.acct(AppKey).Exists && !in.acct(AppKey).Hand &&
+				in.acct(AppKey).Accepts(string(w.Source.Data[AppKey])) && in.acct(AppKey).Gen == w.Set.Status.KeyGeneration && in.acct(AppKey).Marked
+		},
+		Only: []string{"user: delete the set", "consumer", "i1 scaled in", "i1 returns", "user: delete the consumer"}}, 6)
+	if !repaired {
+		t.Error("no instance returned rebuilt and was repaired while a deleted set waited for its consumer")
 	}
 }

@@ -257,3 +257,16 @@ func assertSuperReadOnly(t testing.TB, insts ...*testenv.MySQLInstance) {
 
 // opsAdminPassword is the password preparedAdminSet's admin logs in with.
 const opsAdminPassword = "ops-admin-password-for-tests"
+
+// reinitWithOpsAdmin rebuilds replica from an empty data directory, its
+// bootstrap creating preparedAdminSet's admin (what a cluster manager's
+// does), and nothing rekey made.
+func reinitWithOpsAdmin(t testing.TB, replica, primary *testenv.MySQLInstance) {
+	t.Helper()
+	if err := replica.Reinit(primary, testenv.ReinitOptions{Bootstrap: []string{
+		fmt.Sprintf("CREATE USER 'ops-admin'@'%%' IDENTIFIED BY '%s'", opsAdminPassword),
+		"GRANT ALL PRIVILEGES ON *.* TO 'ops-admin'@'%' WITH GRANT OPTION",
+	}}); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -1,7 +1,6 @@
 package e2e
 
 import (
-	"fmt"
 	"slices"
 	"testing"
 	"time"
@@ -11,7 +10,6 @@ import (
 	v1 "rekey.io/rekey/api/v1alpha1"
 	"rekey.io/rekey/internal/engine"
 	"rekey.io/rekey/internal/reason"
-	"rekey.io/rekey/internal/testenv"
 )
 
 // TestMySQLUserListedMidRotation: a user removed from spec.mysql.users
@@ -64,12 +62,7 @@ func TestMySQLUserListedMidRotation(t *testing.T) {
 
 	replica := c.Replicas[0]
 	targets.remove(replica)
-	if err := replica.Reinit(c.Primary, testenv.ReinitOptions{Bootstrap: []string{
-		fmt.Sprintf("CREATE USER 'ops-admin'@'%%' IDENTIFIED BY '%s'", opsAdminPassword),
-		"GRANT ALL PRIVILEGES ON *.* TO 'ops-admin'@'%' WITH GRANT OPTION",
-	}}); err != nil {
-		t.Fatal(err)
-	}
+	reinitWithOpsAdmin(t, replica, c.Primary)
 	annotate(t, ns, "mid", "test.rekey.io/touch", "rebuilt") // rather than wait for the repair's poll
 	waitFor(t, 2*time.Minute, "the rebuilt replica given mid's current password and both of mid2's", func() (bool, string) {
 		ok := replica.CanLogin("mid", gen1["mid"]) == nil && replica.CanLogin("mid2", r1["mid2"]) == nil && replica.CanLogin("mid2", gen1["mid2"]) == nil
