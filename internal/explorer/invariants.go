@@ -50,20 +50,6 @@ func noLockout(w *World) string {
 	return ""
 }
 
-// lostElsewhere: a restore from an older backup dropped pw, the only copy
-// rekey trusts, while in did not accept it (it was away, or out of the
-// spec, while the rotation that made pw ran). A consumer may still hold
-// pw (read before the restore, or from a distribution Secret rekey keeps
-// serving while the backend refuses the current secrets), but rekey
-// cannot give in a secret it no longer has: it never takes one from a
-// distribution Secret, which the consumers' namespace can write. The
-// restore's doing, as adminAccepted and staleRestore say. An instance that
-// accepted pw when it was dropped is still held to it: rekey must not
-// take it away while a consumer holds it (TestPathRecoverAfterRestore).
-func lostElsewhere(w *World, in *Instance, pw string) bool {
-	return slices.Contains(w.Lost, pw) && !slices.Contains(w.LostHeld, in.Name+"="+pw)
-}
-
 // adminAccepted: rekey's own admin logs in everywhere with a password the
 // source Secret holds (current or pending), unless a restore from backup
 // dropped the one it has.
@@ -295,125 +281,9 @@ func settled(c *World) bool {
 	return st.Phase == v1.PhaseIdle && !st.ResetPending && c.Pod.Template == c.template() && specServed(c)
 }
 
-// drainStep takes the next documented action on c and names it.
-func drainStep(c *World, recovers *int) string {
-	for _, in := range c.present() {
-		if in.Down {
-			in.Down = false
-			return in.Name + " answers again (what an unreachable instance's refusal waits for)"
-		}
-	}
-	if step := finishSwitch(c); step != "" {
-		return step + " (what a ClusterUnhealthy refusal waits for)"
-	}
-	for _, in := range c.present() {
-		if in.Stranded && c.Source != nil {
-			unstrand(c, in)
-			return "DBA sets the admin's password on " + in.Name + " to the current one, as the refusal says"
-		}
-	}
-	for _, in := range c.present() {
-		if handFix(in.Name)(c) {
-			return "DBA sets APP on " + in.Name + " back to the current password"
-		}
-	}
-	if step := createMissing(c); step != "" {
-		return step
-	}
-	if c.Pod.Template != c.template() {
-		restartPod(c)
-		return "consumer pod restarts"
-	}
-	if saysDeleteConsumers(c) && deleteConsumer(c) {
-		return "user: deletes the consumer Deployment, as the warning says"
-	}
-	st := c.Set.Status
-	switch {
-	case saysRemoveRecover(c) && c.Set.Annotations[engine.RecoverAnnotation] != "":
-		delete(c.Set.Annotations, engine.RecoverAnnotation)
-		return "user: removes the recover request, as the refusal says"
-	case warned(c, recoverCmd) && *recovers < 2:
-		*recovers++
-		id := fmt.Sprintf("drain%d", *recovers)
-		c.Set.Annotations[engine.RecoverAnnotation] = id
-		return "user: recover " + id
-	case warned(c, abortCmd) && st.RotationID != "" && c.Set.Annotations[engine.AbortAnnotation] != st.RotationID:
-		c.Set.Annotations[engine.AbortAnnotation] = st.RotationID
-		return "user: abort " + st.RotationID
-	case st.Phase == v1.PhaseDistributed && st.RotateApplied && c.Set.Annotations[engine.DiscardAnnotation] != st.RotationID:
-		c.Set.Annotations[engine.DiscardAnnotation] = st.RotationID
-		return "user: discard " + st.RotationID
-	}
-	_, _ = c.Reconcile("")
-	return "reconcile"
-}
-
 func warningsNote(w *World) string {
 	if len(w.Warnings) == 0 {
 		return ""
 	}
 	return "  [" + strings.Join(w.Warnings, " | ") + "]"
-}
-
-// staleRestore: a restore from backup dropped the only secret an instance
-// accepts for a user; only a newer backup brings it back (the user's way
-// out, not one rekey can name), so no way back to Idle is owed.
-func staleRestore(w *World) bool {
-	if len(w.Lost) == 0 || w.Source == nil {
-		return false
-	}
-	for _, in := range w.held() {
-		for _, k := range w.keys() {
-			a := in.acct(k)
-			if a.Hand || !a.Exists {
-				continue
-			}
-			if !a.Accepts(string(w.Source.Data[k])) && !a.Accepts(string(w.Source.Data[engine.PendingKey(k)])) && slices.ContainsFunc(w.Lost, a.Accepts) {
-				return true
-			}
-		}
-	}
-	return false
-}
-
-// saysRemoveRecover: a refusal asks to remove the recover request (a
-// rotation that can only complete).
-func saysRemoveRecover(w *World) bool {
-	for _, m := range w.Warnings {
-		if strings.Contains(m, "remove the recover request") {
-			return true
-		}
-	}
-	return false
-}
-
-// saysDeleteConsumers: a deleted set with deletionPolicy Delete waits for
-// its consumers to go.
-func saysDeleteConsumers(w *World) bool {
-	for _, m := range w.Warnings {
-		if strings.Contains(m, "may still use them: delete those consumers") {
-			return true
-		}
-	}
-	return false
-}
-
-// createMissing is what a discard's refusal for a user missing on an
-// instance, with no other instance to prove its new password, asks of a
-// person: create it there with the new password from the source Secret.
-func createMissing(c *World) string {
-	if !slices.ContainsFunc(c.Warnings, func(m string) bool { return strings.Contains(m, "create the user there by hand with the new password") }) || c.Source == nil {
-		return ""
-	}
-	for _, in := range c.held() {
-		for _, k := range c.keys() {
-			pw := string(c.Source.Data[engine.PendingKey(k)])
-			if a := in.acct(k); !a.Exists && pw != "" {
-				a.create(pw)
-				in.set(k, a)
-				return "DBA creates " + k + " on " + in.Name + " with the new password, as the refusal says"
-			}
-		}
-	}
-	return ""
 }

@@ -5,7 +5,6 @@ import (
 	"maps"
 	"os"
 	"slices"
-	"sort"
 	"strings"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -273,36 +272,6 @@ func restartPod(w *World) bool {
 		}
 	}
 	return before.Template != w.Pod.Template || !maps.Equal(before.Creds, w.Pod.Creds)
-}
-
-// restoreBackup: what the source Secret held since the backup is lost by
-// the restore, the user's doing: noted in Lost, which "nothing lost"
-// excuses.
-func restoreBackup(w *World) bool {
-	if w.Backup == nil || w.Source == nil || w.Gone {
-		return false
-	}
-	kept := map[string]bool{}
-	for _, v := range w.Backup.Source {
-		kept[string(v)] = true
-	}
-	for _, v := range w.Source.Data {
-		if !kept[string(v)] && !slices.Contains(w.Lost, string(v)) {
-			w.Lost = append(w.Lost, string(v))
-			for _, in := range w.present() {
-				for _, a := range in.Users {
-					if a.Accepts(string(v)) && !slices.Contains(w.LostHeld, in.Name+"="+string(v)) {
-						w.LostHeld = append(w.LostHeld, in.Name+"="+string(v))
-					}
-				}
-			}
-		}
-	}
-	sort.Strings(w.Lost)
-	sort.Strings(w.LostHeld)
-	w.Set.Status = *w.Backup.Status.DeepCopy()
-	w.Source.Data = maps.Clone(w.Backup.Source)
-	return true
 }
 
 // handChange: a DBA sets the application user's password on one
