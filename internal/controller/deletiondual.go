@@ -69,11 +69,14 @@ func dualAtDeletionNote(cs *v1.CredentialSet, found string) string {
 // holdForSecond is deleted's answer when unaccountedSecond found one: a
 // recover request not yet served goes to the usual reconcile (handled
 // false), which runs it; otherwise the set reads Degraded with the problem
-// (what kubectl rekey recover expects) and is looked at again later.
+// (what kubectl rekey recover expects) and is looked at again later. The
+// consumers still log in meanwhile, so the hold repairs the instances as
+// the wait for consumers does (repairWhileInUse).
 func (r *Reconciler) holdForSecond(ctx context.Context, cs *v1.CredentialSet, prob *problem) (ctrl.Result, bool, error) {
 	if req := cs.Annotations[engine.RecoverAnnotation]; req != "" && req != cs.Status.LastRecoverID {
 		return ctrl.Result{}, false, nil
 	}
+	r.repairWhileInUse(ctx, cs)
 	res, err := r.report(ctx, cs, &observation{}, ctrl.Result{RequeueAfter: 30 * time.Second}, prob, nil)
 	return res, true, err
 }

@@ -30,13 +30,14 @@ func repairBeforeRelease(ctx context.Context, b engine.Backend, cur engine.Secre
 	return err
 }
 
-// repairWhileInUse keeps a set deleted with deletionPolicy Delete serving
-// its consumers while it waits for them to go: they still log in with the
-// current secrets, so an instance that returned to the cluster since (a
-// replica rebuilt empty, or back with an old volume) is repaired as an
+// repairWhileInUse keeps a deleted set serving its consumers while it
+// waits: for them to go (deletionPolicy Delete), or held by a second
+// secret or a switchover under way (holdForSecond). They still log in with
+// the current secrets, so an instance that returned to the cluster since
+// (a replica rebuilt empty, or back with an old volume) is repaired as an
 // Idle set's reconcile would. Its failure (an instance that does not
 // answer) is logged, and the wait goes on: the next pass tries again, and
-// nothing is deleted while a consumer is left.
+// nothing is deleted meanwhile.
 func (r *Reconciler) repairWhileInUse(ctx context.Context, cs *v1.CredentialSet) {
 	if cs.Status.KeyGeneration == 0 || engine.RotationInFlight(cs.Status) {
 		return

@@ -111,6 +111,10 @@ type Instance struct {
 	// outside rekey: no lockout holds it to the rule only from the set's
 	// next reconcile on.
 	Returned bool `json:"ret,omitempty"`
+	// Returned2 is Returned for the second set of a two-set world
+	// (twosets.go): each set is held to the rule from its own next
+	// reconcile on.
+	Returned2 bool `json:"ret2,omitempty"`
 	// Stranded: it returned with its volume holding an admin password the
 	// source Secret no longer holds (it was away while a rotation of the
 	// admin completed): rekey cannot log in there, and says so, until a

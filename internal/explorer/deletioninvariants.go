@@ -26,7 +26,16 @@ func nothingLeftValid(w *World) string {
 	if !woundDown(w) || w.Set.Spec.OnDeletion() == v1.DeletionRetain {
 		return ""
 	}
+	if w.rabbit() {
+		return rabbitLeftValid(w)
+	}
 	for _, in := range w.held() {
+		if w.returned(in) {
+			// It came back after the set's last reconcile (for a gone
+			// set, after its wind-down): what it holds is what it left
+			// with, which no rule of rekey's can reach.
+			continue
+		}
 		for _, k := range w.keys() {
 			a := in.acct(k)
 			if a.Hand || !a.Exists {

@@ -23,7 +23,7 @@ func drainStep(c *World, recovers *int) string {
 		return step + " (what a ClusterUnhealthy refusal waits for)"
 	}
 	for _, in := range c.present() {
-		if in.Stranded && c.Source != nil {
+		if c.stranded(in) && c.Source != nil {
 			unstrand(c, in)
 			return "DBA sets the admin's password on " + in.Name + " to the current one, as the refusal says"
 		}

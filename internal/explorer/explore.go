@@ -14,8 +14,11 @@ import (
 // backup of the set's status and source Secret taken then.
 func Start(o Options) (*World, error) {
 	w := NewWorld(o.Instances...)
+	if o.RabbitMQ {
+		w = NewRabbitWorld()
+	}
 	w.Set.Spec.DeletionPolicy = o.Policy
-	w.FixedAdmin = o.FixedAdmin
+	w.FixedAdmin = o.FixedAdmin || o.RabbitMQ
 	if o.Schedule {
 		w.Set.Spec.Rotation = scheduled(w.Set.Spec.Rotation)
 	}
@@ -36,6 +39,11 @@ func Start(o Options) (*World, error) {
 		return nil, err
 	}
 	restartPod(w)
+	if o.TwoSets {
+		if err := addPeer(w); err != nil {
+			return nil, err
+		}
+	}
 	if o.Backups {
 		w.Backup = &Backup{Status: *w.Set.Status.DeepCopy(), Source: w.Source.DeepCopy().Data}
 	}
@@ -59,28 +67,18 @@ func Successors(w *World, o Options) []Step {
 		// Not read by any transition: kept, it would only split states.
 		for _, s := range out {
 			s.World.Older = nil
+			if s.World.Peer != nil {
+				s.World.Peer.Older = nil
+			}
 		}
 	}
 	return out
 }
 
 func successors(w *World, o Options) []Step {
-	var out []Step
-	c := w.Clone()
-	hit, err := c.Reconcile("")
-	out = append(out, Step{"reconcile" + errNote(err), c})
-	if o.Crashes {
-		count := map[string]int{}
-		for _, h := range hit {
-			count[h]++
-			if !crashPoints[h] {
-				continue
-			}
-			at := fmt.Sprintf("%s#%d", h, count[h])
-			c := w.Clone()
-			_, _ = c.Reconcile(at)
-			out = append(out, Step{"manager crashes after " + at, c})
-		}
+	out := reconciles(w, o, itself)
+	if w.Peer != nil {
+		out = append(out, reconciles(w, o, peerOf)...)
 	}
 	if o.StaleReads && w.Older != nil {
 		c := w.Clone()
@@ -91,6 +89,7 @@ func successors(w *World, o Options) []Step {
 		c := w.Clone()
 		c.Warnings, c.Unsafe = nil, nil
 		if t.Apply(c) {
+			c.link()
 			out = append(out, Step{t.Name, c})
 		}
 	}
@@ -149,6 +148,12 @@ func check(w *World, r *Report) (string, string) {
 		r.Checks++
 		if d := inv.Check(w); d != "" {
 			return inv.Name, d
+		}
+		if p := w.link(); p != nil {
+			r.Checks++
+			if d := inv.Check(p); d != "" {
+				return inv.Name, peerName + ": " + d
+			}
 		}
 	}
 	return "", ""

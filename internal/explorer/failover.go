@@ -15,7 +15,7 @@ import "maps"
 func failover(name string) func(*World) bool {
 	return func(w *World) bool {
 		p, to := primaryOf(w), w.instance(name)
-		if w.Switch != "" || w.Gone || p == nil || p.Down || to == nil || to == p || !to.Present || to.Down || to.From != p.Name {
+		if !canFailOver(w, p, to) {
 			return false
 		}
 		p.Down = true
@@ -25,6 +25,31 @@ func failover(name string) func(*World) bool {
 				in.From, in.Stopped, in.RO = name, false, true
 			}
 		}
+		return true
+	}
+}
+
+// canFailOver: the primary p answers and to, a replica of it that
+// answers, can take over.
+func canFailOver(w *World, p, to *Instance) bool {
+	return w.Switch == "" && !w.Gone && p != nil && !p.Down && to != nil && to != p && to.Present && !to.Down && to.From == p.Name
+}
+
+// failoverStaged is a failover of a cluster of more than one replica, as
+// the cluster manager carries it out: the primary fails and name is
+// promoted; the other replicas go on replicating from the failed primary
+// until the manager re-points them, a step later (the switchover's
+// "re-pointed" step, or the drain's finishSwitch). Until then the roles
+// are a switchover under way (w.Switch): no rotation or discard may start.
+func failoverStaged(name string) func(*World) bool {
+	return func(w *World) bool {
+		p, to := primaryOf(w), w.instance(name)
+		if len(w.Instances) < 3 || !canFailOver(w, p, to) {
+			return false
+		}
+		p.Down = true
+		to.RO, to.Stopped = false, true
+		w.Switch = name
 		return true
 	}
 }
@@ -63,7 +88,7 @@ func cloned(name string) func(*World) bool {
 		if in == nil || in.Present || donor == nil || donor.Down || w.Switch != "" {
 			return false
 		}
-		in.Present, in.Returned = true, true
+		w.cameBack(in)
 		in.Users = maps.Clone(donor.Users)
 		in.RO, in.From, in.Stopped = true, donor.Name, false
 		in.Stranded = w.Source != nil && !w.FixedAdmin && !adminHeld(w, in.acct(AdminKey))

@@ -78,7 +78,7 @@ func (w *World) read(kc client.Client) {
 	}
 	w.Set = clean(cs).(*v1.CredentialSet)
 	w.Source = readSecret(kc, opNamespace, naming.SourceSecretName(w.Set))
-	w.Dist = readSecret(kc, appNamespace, distName)
+	w.Dist = readSecret(kc, appNamespace, w.Set.Spec.Distribution[0].Name)
 	if w.WebGone {
 		return
 	}
@@ -202,7 +202,8 @@ func (w *World) reconcile(crashAt string, stale *v1.CredentialSet) (hit []string
 				// repaired nothing, and none follows: what the instance
 				// holds stays the user's doing.
 				if !in.Down {
-					in.Returned = false
+					in.Returned = in.Returned && w.Second
+					in.Returned2 = in.Returned2 && !w.Second
 				}
 			}
 		}

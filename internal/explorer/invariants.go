@@ -38,10 +38,10 @@ func Invariants() []Invariant {
 // it is held to the rule from the set's next reconcile after its return on.
 func noLockout(w *World) string {
 	for _, in := range w.held() {
-		if in.Down || in.Returned || in.Stranded {
+		if w.unreached(in) {
 			continue // nobody reaches it; not yet reconciled since it returned; or rekey cannot log in there
 		}
-		for k, pw := range podHolds(w) {
+		for k, pw := range loginsOf(w, podHolds(w)) {
 			if a := in.acct(k); !a.Hand && !a.Accepts(pw) && !lostElsewhere(w, in, pw) {
 				return fmt.Sprintf("the consumer's pod holds %s=%s, which %s refuses", k, pw, in.Name)
 			}
@@ -59,7 +59,7 @@ func adminAccepted(w *World) string {
 	}
 	cur, pending := string(w.Source.Data[AdminKey]), string(w.Source.Data[engine.PendingKey(AdminKey)])
 	for _, in := range w.held() {
-		if in.Down || in.Returned || in.Stranded {
+		if w.unreached(in) {
 			continue
 		}
 		a := in.acct(AdminKey)
@@ -96,7 +96,7 @@ func recoverable(w *World) string {
 		}
 	}
 	for _, in := range w.Instances {
-		if !in.Present || in.Returned || in.Stranded || !listedIn(w.Set, in.Name) {
+		if !in.Present || w.returned(in) || w.stranded(in) || !listedIn(w.Set, in.Name) {
 			// Away, its passwords do not count until it returns: rekey sets
 			// a user that missed what the set did since back to the
 			// current password at its next reconcile then.
@@ -105,7 +105,7 @@ func recoverable(w *World) string {
 		// A rollback's secrets its reset could not reach here are excused
 		// (noteUnreset): reported, and recover resets them.
 		for k, a := range in.Users {
-			if a.Hand || !a.Exists || w.FixedAdmin && k == AdminKey {
+			if a.Hand || !a.Exists || w.FixedAdmin && k == AdminKey || !w.mine(k) {
 				continue
 			}
 			for _, pw := range []string{a.Primary, a.Secondary} {

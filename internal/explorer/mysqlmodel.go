@@ -37,8 +37,12 @@ var _ engine.Deprovisioner = (*modelBackend)(nil)
 var _ engine.IdleRepairer = (*modelBackend)(nil)
 var _ engine.Narrower = (*modelBackend)(nil)
 
-// Annotation selects the model backend for a set.
-const Annotation = "explorer.rekey.io/world"
+// Annotation selects the model backend for a set: mysqlWorld (this
+// one), or RabbitWorld (rabbitmodel.go).
+const (
+	Annotation = "explorer.rekey.io/world"
+	mysqlWorld = "model"
+)
 
 // active is the World the step being run acts on; the explorer runs one
 // step at a time.
@@ -48,7 +52,7 @@ func init() {
 	registry.Register(registry.Entry{
 		Kind:    "explorer-mysql",
 		Field:   "the " + Annotation + " annotation",
-		Selects: func(cs *v1.CredentialSet) bool { return cs.Annotations[Annotation] != "" },
+		Selects: func(cs *v1.CredentialSet) bool { return cs.Annotations[Annotation] == mysqlWorld },
 		Build: func(_ context.Context, cs *v1.CredentialSet, k registry.Kube, _ registry.Options) (*registry.Plan, error) {
 			w := active
 			adopt := engine.Secrets{}
@@ -133,9 +137,9 @@ func (b *modelBackend) each(step string, passwords []string, fn func(in *Instanc
 
 func (b *modelBackend) admin(in *Instance, passwords []string) error {
 	if b.w.FixedAdmin {
-		passwords = []string{fixedAdminPassword}
+		passwords = []string{initial(b.w.adminAccount())}
 	}
-	a := in.acct(AdminKey)
+	a := in.acct(b.w.adminAccount())
 	for _, pw := range passwords {
 		if a.Accepts(pw) {
 			return nil

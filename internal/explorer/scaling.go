@@ -26,7 +26,7 @@ func returns(name string) func(*World) bool {
 		if in == nil || in.Present {
 			return false
 		}
-		in.Present, in.Returned = true, true
+		w.cameBack(in)
 		in.Stranded = w.Source != nil && !w.FixedAdmin && !adminHeld(w, in.acct(AdminKey))
 		return true
 	}
@@ -57,12 +57,16 @@ func rebuilt(name string) func(*World) bool {
 		if in == nil || in.Present || w.Dist == nil {
 			return false
 		}
-		in.Present, in.Returned = true, true
+		w.cameBack(in)
 		admin := string(w.Dist.Data[AdminKey])
 		if w.FixedAdmin {
 			admin = fixedAdminPassword
 		}
 		in.Users = map[string]Account{AdminKey: {Exists: true, Primary: admin}}
+		if w.Peer != nil {
+			// Its bootstrap recreates the other set's admin account too.
+			in.set(RootKey, Account{Exists: true, Primary: initial(RootKey)})
+		}
 		// The distribution Secret may hold an admin password the source
 		// Secret no longer does (a restore from backup dropped it).
 		in.Stranded = w.Source != nil && !w.FixedAdmin && !adminHeld(w, in.acct(AdminKey))

@@ -135,3 +135,30 @@ func TestPathScalingDeletePolicy(t *testing.T) {
 		t.Error("no instance returned rebuilt and was repaired while a deleted set waited for its consumer")
 	}
 }
+
+// A deleted set held by a switchover under way (ClusterUnhealthy, as a
+// rotation is held) while its consumer still runs, and an instance returns
+// rebuilt empty: the consumer still logs in with the current credentials,
+// so the hold repairs that instance as the wait for consumers does. It
+// used to repair nothing until the roles settled (no lockout, 5 steps:
+// delete, i1 scaled in, returns rebuilt, switchover to i1 begins,
+// reconcile; found by the two-set world's random walks, seed 4,
+// 2026-11-30, for the second set). Both policies that wind down hold so.
+// The test fails unless a rebuilt instance was repaired during a hold.
+func TestPathDeletionHeldRepairs(t *testing.T) {
+	for _, policy := range []v1.DeletionPolicy{v1.DeletionDelete, v1.DeletionDiscard} {
+		t.Run(string(policy), func(t *testing.T) {
+			repaired := false
+			explorePath(t, Options{Instances: []string{"i0", "i1"}, Scaling: true, Switchover: true, Crashes: true, Deletion: true, Policy: policy,
+				Observe: func(w *World) {
+					in := w.instance("i1")
+					held := w.deleted() && !w.Gone && w.Switch != "" && w.Source != nil && len(w.Source.Data) > 0
+					repaired = repaired || held && in.Present && !in.Returned && in.acct(AppKey).Accepts(string(w.Source.Data[AppKey])) && in.acct(AppKey).Marked
+				},
+				Only: []string{"user: delete the set", "consumer", "i1 scaled in", "i1 returns rebuilt empty", "switchover to i1 begins"}}, 6)
+			if !repaired {
+				t.Error("no instance returned rebuilt and was repaired while a switchover held the deleted set")
+			}
+		})
+	}
+}

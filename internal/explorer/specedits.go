@@ -37,6 +37,9 @@ const App2Key = "APP2_PASSWORD"
 
 // keysOf are the source Secret keys cs's spec rotates.
 func keysOf(cs *v1.CredentialSet, fixedAdmin bool) []string {
+	if cs.Annotations[Annotation] == RabbitWorld {
+		return []string{rabbitUserKey, rabbitPasswordKey}
+	}
 	apps := []string{AppKey}
 	if v, ok := cs.Annotations[UsersAnnotation]; ok {
 		apps = nil
@@ -72,8 +75,8 @@ func (b *modelBackend) insts() []*Instance { return listedOf(b.cs, b.w.present()
 func (w *World) held() []*Instance { return listedOf(w.Set, w.present()) }
 
 // consumerListed: spec.consumers names the consumer's Deployment.
-func consumerListed(cs *v1.CredentialSet) bool {
-	return slices.ContainsFunc(cs.Spec.Consumers, func(c v1.ConsumerRef) bool { return c.Name == webName })
+func (w *World) consumerListed() bool {
+	return slices.ContainsFunc(w.Set.Spec.Consumers, func(c v1.ConsumerRef) bool { return c.Name == w.Web.Name })
 }
 
 // podHolds is what the consumer's pod holds that no lockout covers: the
@@ -201,11 +204,11 @@ func setInstance(name string, add bool) func(*World) bool {
 // consumer's Deployment. Removed, its pod runs on with what it holds.
 func setConsumer(add bool) func(*World) bool {
 	return edit(func(w *World) bool {
-		if w.WebGone || consumerListed(w.Set) == add {
+		if w.WebGone || w.consumerListed() == add {
 			return false
 		}
 		if add {
-			w.Set.Spec.Consumers = []v1.ConsumerRef{{Kind: v1.KindDeployment, Name: webName}}
+			w.Set.Spec.Consumers = []v1.ConsumerRef{{Kind: v1.KindDeployment, Name: w.Web.Name}}
 		} else {
 			w.Set.Spec.Consumers, w.Orphan = nil, true
 		}
@@ -253,7 +256,7 @@ func specNote(w *World) string {
 	if v, ok := w.Set.Annotations[InstancesAnnotation]; ok {
 		parts = append(parts, "instances="+v)
 	}
-	if !consumerListed(w.Set) {
+	if !w.consumerListed() {
 		parts = append(parts, "consumers=none")
 	}
 	if w.Orphan {

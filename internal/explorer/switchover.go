@@ -166,6 +166,9 @@ func switchoverTransitions(o Options) []Transition {
 			Transition{"switchover to " + name + ": " + name + " promoted (STOP REPLICA, RESET REPLICA, writable)", promote(name)},
 			Transition{"switchover to " + name + ": the others re-pointed to it", repoint(name)},
 			Transition{"failover to " + name + ": the primary fails, " + name + " promoted, the others re-pointed", failover(name)})
+		if len(o.Instances) > 2 {
+			out = append(out, Transition{"failover to " + name + ", the others re-pointed a step later: the primary fails, " + name + " promoted", failoverStaged(name)})
+		}
 	}
 	out = append(out, Transition{"abandoned switchover: the primary made writable again before the candidate was promoted", abandonSwitch})
 	for _, name := range o.Instances {

@@ -86,6 +86,12 @@ type Options struct {
 	// provisioning creates it, marked for the set (deletionPolicy Delete
 	// drops it); otherwise every user is adopted.
 	AppMade bool
+	// TwoSets: a second set on the same instances, with its own user,
+	// consumer and admin account, and what its user does (twosets.go).
+	TwoSets bool
+	// RabbitMQ: the set is the RabbitMQ model's (rabbitmodel.go), on one
+	// broker (Instances is ignored), which may stop answering.
+	RabbitMQ bool
 	// Observe, when set, sees every new state breadth first explores (a
 	// test's proof that it reached what it is about).
 	Observe func(*World)
@@ -135,6 +141,9 @@ var crashPoints = map[string]bool{
 	"discard/discard-started": true, "discard/discard-applied": true, "discard/confirmed": true, "discard/phase-idle": true,
 	"abort/phase-idle": true, "reset/backend-reset": true, "provision/source-stored": true,
 	"model/applied": true, "model/retired": true, "model/reset": true, "model/repaired": true, "model/upkeep": true,
+	"provision/rabbitmq-user-put": true, "rotate/rabbitmq-user-put": true, "rotate/rabbitmq-user-deleted": true,
+	"discard/rabbitmq-user-deleted": true, "reset/rabbitmq-user-put": true, "reset/rabbitmq-user-deleted": true,
+	"deprovision/rabbitmq-user-deleted": true, "release/rabbitmq-user-deleted": true, "release/rabbitmq-user-released": true,
 }
 
 // annotate makes a user request; false when it is already there.
@@ -264,7 +273,7 @@ func restartPod(w *World) bool {
 	}
 	before := w.Pod
 	w.Pod.Template = w.template()
-	w.Orphan = w.Orphan && !consumerListed(w.Set)
+	w.Orphan = w.Orphan && !w.consumerListed()
 	if w.Dist != nil {
 		w.Pod.Creds = map[string]string{}
 		for k, v := range w.Dist.Data {
@@ -345,6 +354,12 @@ func Transitions(o Options) []Transition {
 		out = append(out, specEditTransitions(o)...)
 	}
 	out = append(out, Transition{"consumer pod restarts (reads the Secret)", restartPod})
+	if o.TwoSets {
+		out = append(out, peerTransitions()...)
+	}
+	if o.RabbitMQ {
+		out = append(out, rabbitTransitions()...)
+	}
 	if o.Backups {
 		out = append(out, Transition{"status and source Secret restored from backup", restoreBackup})
 	}

@@ -26,6 +26,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
@@ -121,6 +122,11 @@ type World struct {
 	// EditedAt is the stage of the set the step's spec edit was made at,
 	// and the edit (specedits.go); not part of its identity.
 	EditedAt string `json:"-"`
+	// Peer is the second set of a two-set world (twosets.go): its own
+	// set, Secrets, consumer and pod, on this world's instances (it
+	// shares Instances; it is nil otherwise). Second marks the peer.
+	Peer   *World `json:"peer,omitempty"`
+	Second bool   `json:"second,omitempty"`
 }
 
 // deleted: the user deleted the set (it may still be there, held by
@@ -148,32 +154,40 @@ func (w *World) instance(name string) *Instance {
 	return nil
 }
 
-// Clone is a deep copy.
-func (w *World) Clone() *World {
+// encode is w's JSON; a peer's instances are w's, written once.
+func (w *World) encode() []byte {
+	if w.Peer != nil {
+		shared := w.Peer.Instances
+		w.Peer.Instances = nil
+		defer func() { w.Peer.Instances = shared }()
+	}
 	b, err := json.Marshal(w)
 	if err != nil {
 		panic(err)
 	}
+	return b
+}
+
+// Clone is a deep copy (a peer's Clone is a world of its own, with a
+// copy of the instances).
+func (w *World) Clone() *World {
 	out := &World{}
-	if err := json.Unmarshal(b, out); err != nil {
+	if err := json.Unmarshal(w.encode(), out); err != nil {
 		panic(err)
 	}
+	out.link()
 	return out
 }
 
 // Hash identifies the state.
 func (w *World) Hash() string {
-	b, err := json.Marshal(w)
-	if err != nil {
-		panic(err)
-	}
-	sum := sha256.Sum256(b)
+	sum := sha256.Sum256(w.encode())
 	return hex.EncodeToString(sum[:12])
 }
 
 // Summary is the state in one line, for traces.
 func (w *World) Summary() string {
-	st := w.Set.Status
+	st, app := w.Set.Status, w.appKey()
 	var b strings.Builder
 	switch {
 	case w.Gone:
@@ -211,8 +225,8 @@ func (w *World) Summary() string {
 	if w.Source != nil && len(w.Source.Data) == 0 {
 		b.WriteString(" source=emptied")
 	} else if w.Source != nil {
-		fmt.Fprintf(&b, " source{cur=%s", w.Source.Data[AppKey])
-		if p := w.Source.Data[engine.PendingKey(AppKey)]; len(p) > 0 {
+		fmt.Fprintf(&b, " source{cur=%s", w.shown(func(k string) string { return string(w.Source.Data[k]) }))
+		if p := w.shown(func(k string) string { return string(w.Source.Data[engine.PendingKey(k)]) }); p != "" {
 			fmt.Fprintf(&b, " pending=%s/%s", p, w.Source.Data[engine.RotationIDKey])
 		}
 		b.WriteString("}")
@@ -223,20 +237,24 @@ func (w *World) Summary() string {
 		fmt.Fprintf(&b, " switchover-to=%s", w.Switch)
 	}
 	if w.Dist != nil {
-		fmt.Fprintf(&b, " served=%s", w.Dist.Data[AppKey])
+		fmt.Fprintf(&b, " served=%s", w.shown(func(k string) string { return string(w.Dist.Data[k]) }))
 	}
 	if w.WebGone {
 		b.WriteString(" consumer=deleted")
 	} else {
-		fmt.Fprintf(&b, " pod{holds=%s template=%q rollout=%q}", w.Pod.Creds[AppKey], w.Pod.Template, w.template())
+		fmt.Fprintf(&b, " pod{holds=%s template=%q rollout=%q}", w.shown(func(k string) string { return w.Pod.Creds[k] }), w.Pod.Template, w.template())
 	}
 	for _, in := range w.Instances {
 		if !in.Present {
 			fmt.Fprintf(&b, " %s=away", in.Name)
 			continue
 		}
-		a := in.acct(AppKey)
-		fmt.Fprintf(&b, " %s{app=%s", in.Name, a.Primary)
+		if w.rabbit() {
+			b.WriteString(" " + rabbitUsers(in))
+			continue
+		}
+		a := in.acct(app)
+		fmt.Fprintf(&b, " %s{%s=%s", in.Name, strings.ToLower(strings.TrimSuffix(app, "_PASSWORD")), a.Primary)
 		if a.Secondary != "" {
 			fmt.Fprintf(&b, "+%s", a.Secondary)
 		}
@@ -248,7 +266,11 @@ func (w *World) Summary() string {
 		}
 		b.WriteString(roleNote(w, in) + "}")
 	}
-	return b.String() + specNote(w)
+	b.WriteString(specNote(w))
+	if w.Peer != nil {
+		b.WriteString(" || " + w.Peer.Set.Name + ": " + w.Peer.Summary())
+	}
+	return b.String()
 }
 
 // template is the restart value on the consumer's pod template.
@@ -288,24 +310,7 @@ var now = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 // MySQL cluster of the given instances, whose users already exist with
 // the passwords the set adopts (MOCO made them), before provisioning.
 func NewWorld(instances ...string) *World {
-	one := int32(1)
-	w := &World{
-		Set: &v1.CredentialSet{
-			TypeMeta: metav1.TypeMeta{APIVersion: v1.GroupVersion.String(), Kind: "CredentialSet"},
-			ObjectMeta: metav1.ObjectMeta{Namespace: appNamespace, Name: setName, UID: "uid-1",
-				Annotations: map[string]string{Annotation: "model"}},
-			Spec: v1.CredentialSetSpec{
-				Distribution: []v1.SecretTarget{{Namespace: appNamespace, Name: distName}},
-				Consumers:    []v1.ConsumerRef{{Kind: v1.KindDeployment, Name: webName}},
-				Rotation:     v1.RotationSpec{DiscardPolicy: v1.DiscardManual},
-			},
-		},
-		Web: &appsv1.Deployment{
-			TypeMeta:   metav1.TypeMeta{APIVersion: "apps/v1", Kind: "Deployment"},
-			ObjectMeta: metav1.ObjectMeta{Namespace: appNamespace, Name: webName},
-			Spec:       appsv1.DeploymentSpec{Replicas: &one},
-		},
-	}
+	w := newSetWorld(setName, "uid-1", distName, webName)
 	for i, name := range instances {
 		// The first instance is the primary; the others replicate from it.
 		in := &Instance{Name: name, Present: true, Users: map[string]Account{}}
@@ -320,6 +325,29 @@ func NewWorld(instances ...string) *World {
 		w.Instances = append(w.Instances, in)
 	}
 	return w
+}
+
+// newSetWorld is a world of one set (no instances yet) with one consumer,
+// Deployment app/web (one pod), and one distribution Secret, app/dist.
+func newSetWorld(name, uid, dist, web string) *World {
+	one := int32(1)
+	return &World{
+		Set: &v1.CredentialSet{
+			TypeMeta: metav1.TypeMeta{APIVersion: v1.GroupVersion.String(), Kind: "CredentialSet"},
+			ObjectMeta: metav1.ObjectMeta{Namespace: appNamespace, Name: name, UID: types.UID(uid),
+				Annotations: map[string]string{Annotation: mysqlWorld}},
+			Spec: v1.CredentialSetSpec{
+				Distribution: []v1.SecretTarget{{Namespace: appNamespace, Name: dist}},
+				Consumers:    []v1.ConsumerRef{{Kind: v1.KindDeployment, Name: web}},
+				Rotation:     v1.RotationSpec{DiscardPolicy: v1.DiscardManual},
+			},
+		},
+		Web: &appsv1.Deployment{
+			TypeMeta:   metav1.TypeMeta{APIVersion: "apps/v1", Kind: "Deployment"},
+			ObjectMeta: metav1.ObjectMeta{Namespace: appNamespace, Name: web},
+			Spec:       appsv1.DeploymentSpec{Replicas: &one},
+		},
+	}
 }
 
 // initial is key's password before rekey: the source Secret is given it

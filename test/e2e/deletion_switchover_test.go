@@ -70,3 +70,58 @@ func TestDeletionWaitsForSwitchover(t *testing.T) {
 	loginMatrix(t, "after the wind-down", c.Instances(), gen1, r1)
 	assertNoRefusals(t, pc)
 }
+
+// TestDeletionHeldRepairs: a set deleted while a switchover is under way
+// is held (ClusterUnhealthy) until the roles settle, while its consumer
+// pods still log in with the current passwords; the replica is rebuilt
+// from an empty data directory meanwhile, on real servers. The hold gives
+// the rebuilt replica the set's users again, as the wait for consumers
+// does; before, nothing was repaired until the switchover ended (the
+// explorer's path: delete, replica rebuilt, switchover begins, reconcile).
+// Once the primary is writable again the set winds down (deletionPolicy
+// Discard: the current passwords stay valid), and no pod login is refused.
+func TestDeletionHeldRepairs(t *testing.T) {
+	c, ns, set := twoUserSet(t, "hold")
+	keys := map[string]string{"HOLD_PASSWORD": "hold", "HOLD2_PASSWORD": "hold2"}
+	targets := &probeTargets{insts: c.Instances()}
+	pc := deployConsumers(t, set, keys, targets.list)
+	if err := k8s.Create(ctxT(t), set); err != nil {
+		t.Fatal(err)
+	}
+	cur := userPasswords(sourceData(t, waitPhase(t, ns, "hold", v1.PhaseIdle, 1)), keys, "")
+
+	if err := c.Primary.Exec("SET GLOBAL super_read_only=ON"); err != nil {
+		t.Fatal(err)
+	}
+	observed(t, "a switchover begun (the primary made super_read_only)")
+	if err := k8s.Delete(ctxT(t), getSet(t, ns, "hold")); err != nil {
+		t.Fatal(err)
+	}
+	mustContain(t, "ClusterUnhealthy event", waitEventNoting(t, ns, "hold", reason.ClusterUnhealthy, "the set is deleted"), "not wound down yet")
+	replica := c.Replicas[0]
+	targets.remove(replica)
+	reinitWithOpsAdmin(t, replica, c.Primary)
+	observed(t, "the replica rebuilt empty while the deleted set is held by the switchover")
+	// The hold looks again every 30 s; nothing else wakes a deleted set.
+	waitFor(t, 3*time.Minute, "the rebuilt replica given the set's users with their current passwords", func() (bool, string) {
+		for name, pw := range cur {
+			if err := replica.CanLogin(name, pw); err != nil {
+				return false, err.Error()
+			}
+		}
+		return true, ""
+	})
+	targets.add(replica)
+	if cs := getSet(t, ns, "hold"); cs.DeletionTimestamp.IsZero() {
+		t.Fatal("the set is no longer being deleted")
+	}
+	loginMatrix(t, "held by the switchover, the replica repaired", c.Instances(), cur, nil)
+
+	if err := c.Primary.Exec("SET GLOBAL super_read_only=OFF", "SET GLOBAL read_only=OFF"); err != nil {
+		t.Fatal(err)
+	}
+	observed(t, "the switchover abandoned: the primary writable again")
+	waitSetGone(t, ns, "hold")
+	loginMatrix(t, "after the wind-down", c.Instances(), cur, nil)
+	assertNoRefusals(t, pc)
+}

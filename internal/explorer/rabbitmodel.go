@@ -1,0 +1,366 @@
+package explorer
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+
+	v1 "rekey.io/rekey/api/v1alpha1"
+	"rekey.io/rekey/internal/backend/registry"
+	"rekey.io/rekey/internal/engine"
+	"rekey.io/rekey/internal/failpoint"
+	"rekey.io/rekey/internal/reason"
+)
+
+// The RabbitMQ world (option RabbitMQ): one broker, whose users are the
+// World's one instance's accounts, keyed by user name (a password each,
+// Marked when it carries the set's mark). The set rotates a user per
+// generation, <base>-g<N>: a rotation creates the next generation's user
+// beside the current one, consumers move to it, and the discard deletes the
+// current one. The decisions are the RabbitMQ backend's
+// (internal/backend/rabbitmq rotation.go, users.go, verify.go), carried
+// out on that model; each is proven on a real rabbitmq-server by that
+// package's and test/e2e's RabbitMQ tests (TestRabbitMQRotation,
+// TestRabbitMQCrashSafety, TestRabbitMQDeletion, TestRabbitMQOwnership).
+const (
+	// RabbitWorld is the model annotation's value that selects it.
+	RabbitWorld = "rabbitmq"
+	// The source Secret's keys, as the RabbitMQ backend's.
+	rabbitUserKey     = "username"
+	rabbitPasswordKey = "password"
+	// broker is the one instance; rabbitBase the user's base name.
+	broker     = "broker"
+	rabbitBase = "app"
+)
+
+// rabbit: w's set is the RabbitMQ model's.
+func (w *World) rabbit() bool { return w.Set.Annotations[Annotation] == RabbitWorld }
+
+// rabbitGeneration is N of a user named <base>-g<N>.
+func rabbitGeneration(user string) (int64, bool) {
+	n, err := strconv.ParseInt(strings.TrimPrefix(user, rabbitBase+"-g"), 10, 64)
+	return n, err == nil && strings.HasPrefix(user, rabbitBase+"-g") && n > 0
+}
+
+type rabbitBackend struct {
+	w  *World
+	cs *v1.CredentialSet
+}
+
+var _ engine.Backend = (*rabbitBackend)(nil)
+var _ engine.Releaser = (*rabbitBackend)(nil)
+var _ engine.Deprovisioner = (*rabbitBackend)(nil)
+
+func init() {
+	registry.Register(registry.Entry{
+		Kind:    "explorer-rabbitmq",
+		Field:   "the " + Annotation + " annotation (" + RabbitWorld + ")",
+		Selects: func(cs *v1.CredentialSet) bool { return cs.Annotations[Annotation] == RabbitWorld },
+		Build: func(_ context.Context, cs *v1.CredentialSet, _ registry.Kube, _ registry.Options) (*registry.Plan, error) {
+			return &registry.Plan{Backend: &rabbitBackend{w: active, cs: cs}}, nil
+		},
+		LockKeys: func(cs *v1.CredentialSet) []string { return []string{"explorer:" + RabbitWorld} },
+	})
+}
+
+func (b *rabbitBackend) Keys() []string { return []string{rabbitUserKey, rabbitPasswordKey} }
+
+func (b *rabbitBackend) Traits() engine.Traits { return engine.Traits{Overlap: true} }
+
+// NewSecrets: the generation's user; a password named after the rotation
+// (deterministic, so that equal histories give equal states).
+func (b *rabbitBackend) NewSecrets(gen int64) (engine.Secrets, error) {
+	id := b.cs.Status.RotationID
+	if id == "" {
+		id = fmt.Sprintf("g%d", gen)
+	}
+	return engine.Secrets{rabbitUserKey: fmt.Sprintf("%s-g%d", rabbitBase, gen), rabbitPasswordKey: "pw-" + id}, nil
+}
+
+func (b *rabbitBackend) Render(s engine.Secrets) (map[string][]byte, error) {
+	out := map[string][]byte{}
+	for k, v := range s {
+		out[k] = []byte(v)
+	}
+	return out, nil
+}
+
+func (b *rabbitBackend) Version(context.Context, engine.Secrets) (string, error) { return "4.1.4", nil }
+
+// broker is the one instance; nil (unreachable) while it does not answer.
+func (b *rabbitBackend) broker() (*Instance, error) {
+	in := b.w.instance(broker)
+	if in == nil || !in.Present || in.Down {
+		return nil, &engine.UnreachableError{Instance: broker, Err: errDown}
+	}
+	return in, nil
+}
+
+// ensure is ensureUser: a user without the set's mark is refused (NotOwned);
+// otherwise it is made, or its password set, marked.
+func (b *rabbitBackend) ensure(in *Instance, step, user, pw string) error {
+	if a := in.acct(user); a.Exists && !a.Marked {
+		return b.notOwned(user)
+	}
+	in.set(user, Account{Exists: true, Primary: pw, Marked: true})
+	failpoint.Hit(step + "/rabbitmq-user-put")
+	return nil
+}
+
+func (b *rabbitBackend) notOwned(user string) error {
+	return &engine.Refusal{Reason: string(reason.NotOwned), Message: fmt.Sprintf("user %s on %s does not carry this set's mark, so rekey does not change it", user, broker)}
+}
+
+// removeGenerations deletes every marked <base>-g<N> user but keep.
+func (b *rabbitBackend) removeGenerations(in *Instance, step string, keep ...string) {
+	var names []string
+	for name, a := range in.Users {
+		if _, ok := rabbitGeneration(name); ok && a.Exists && a.Marked && !slices.Contains(keep, name) {
+			names = append(names, name)
+		}
+	}
+	sort.Strings(names)
+	for _, n := range names {
+		delete(in.Users, n)
+		failpoint.Hit(step + "/rabbitmq-user-deleted")
+	}
+}
+
+// Provision: a user that exists must carry the mark and accept cur.
+func (b *rabbitBackend) Provision(_ context.Context, cur engine.Secrets) (engine.Provisioned, error) {
+	in, err := b.broker()
+	if err != nil {
+		return engine.Provisioned{}, err
+	}
+	user, pw := cur[rabbitUserKey], cur[rabbitPasswordKey]
+	if a := in.acct(user); a.Exists && !a.Marked {
+		return engine.Provisioned{}, b.notOwned(user)
+	} else if a.Exists && !a.Accepts(pw) {
+		return engine.Provisioned{}, &engine.Refusal{Reason: string(reason.ProvisionFailed), Message: "user " + user + " already exists and does not accept the password rekey holds for it"}
+	}
+	if err := b.ensure(in, "provision", user, pw); err != nil {
+		return engine.Provisioned{}, err
+	}
+	gen, _ := rabbitGeneration(user)
+	return engine.Provisioned{Secrets: cur, Generation: gen}, nil
+}
+
+// Precheck: the current user exists, carries the mark and logs in.
+func (b *rabbitBackend) Precheck(_ context.Context, cur engine.Secrets) error {
+	in, err := b.broker()
+	if err != nil {
+		return err
+	}
+	user := cur[rabbitUserKey]
+	a := in.acct(user)
+	switch {
+	case a.Exists && !a.Marked:
+		return b.notOwned(user)
+	case !a.Exists:
+		return &engine.Refusal{Reason: string(reason.RotateRefused), Message: "user " + user + ", the current user in the source Secret, does not exist, so the rotation did not start: recreate it with the source Secret's password (kubectl rekey recover resets the broker to the source Secret), then rotate again"}
+	case !a.Accepts(cur[rabbitPasswordKey]):
+		return &engine.Refusal{Reason: string(reason.KeyMismatch), Message: "user " + user + " does not accept the password the source Secret holds for it, so the rotation did not start: once no consumer depends on the broker's password, reset the user to the source Secret's (kubectl rekey recover), then rotate again"}
+	}
+	return nil
+}
+
+// Apply makes the pending user beside the current one, then sweeps the
+// generations of interrupted rotations.
+func (b *rabbitBackend) Apply(_ context.Context, cur, pending engine.Secrets, _ int64) (engine.Secrets, error) {
+	in, err := b.broker()
+	if err != nil {
+		return nil, err
+	}
+	user := pending[rabbitUserKey]
+	if user == cur[rabbitUserKey] {
+		return nil, b.sameUser(reason.RotateRefused, user)
+	}
+	if err := b.ensure(in, "rotate", user, pending[rabbitPasswordKey]); err != nil {
+		return nil, err
+	}
+	b.removeGenerations(in, "rotate", cur[rabbitUserKey], user)
+	return pending, nil
+}
+
+func (b *rabbitBackend) sameUser(r reason.Reason, user string) error {
+	return &engine.Refusal{Reason: string(r), Message: "the pending user " + user + " is also the current user, so retiring one would delete the other: abort the rotation (kubectl rekey abort) and rotate again"}
+}
+
+// Retire deletes the current user once the pending one logs in.
+func (b *rabbitBackend) Retire(_ context.Context, cur, pending engine.Secrets) error {
+	in, err := b.broker()
+	if err != nil {
+		return err
+	}
+	user, old := pending[rabbitUserKey], cur[rabbitUserKey]
+	if old == user {
+		return b.sameUser(reason.DiscardRefused, user)
+	}
+	if !in.acct(user).Accepts(pending[rabbitPasswordKey]) {
+		return &engine.Refusal{Reason: string(reason.PendingRejected), Message: "user " + user + " does not accept the pending password the source Secret holds, so " + old + " was not deleted (its consumers could be locked out): run kubectl rekey recover to roll the rotation back"}
+	}
+	a := in.acct(old)
+	if !a.Exists {
+		return nil // gone already: a Retire after a crash
+	}
+	if !a.Marked {
+		return b.notOwned(old)
+	}
+	delete(in.Users, old)
+	failpoint.Hit("discard/rabbitmq-user-deleted")
+	return nil
+}
+
+// Reset repairs the current user first, then deletes every other
+// generation.
+func (b *rabbitBackend) Reset(_ context.Context, cur engine.Secrets) error {
+	in, err := b.broker()
+	if err != nil {
+		return err
+	}
+	user := cur[rabbitUserKey]
+	if err := b.ensure(in, "reset", user, cur[rabbitPasswordKey]); err != nil {
+		return err
+	}
+	b.removeGenerations(in, "reset", user)
+	return nil
+}
+
+// Verify: the user logs in with the password s holds.
+func (b *rabbitBackend) Verify(_ context.Context, s engine.Secrets) error {
+	in, err := b.broker()
+	if err != nil {
+		return err
+	}
+	user := s[rabbitUserKey]
+	if in.acct(user).Accepts(s[rabbitPasswordKey]) {
+		return nil
+	}
+	return &engine.Refusal{Reason: string(reason.PendingRejected), Message: "user " + user + " does not accept the password the source Secret holds for it, so the distribution Secrets were not changed (consumers keep what works): the source Secret or the broker was changed outside rekey; run kubectl rekey recover"}
+}
+
+// Deprovision deletes every generation the set made.
+func (b *rabbitBackend) Deprovision(_ context.Context, _ engine.Secrets) error {
+	in, err := b.broker()
+	if err != nil {
+		return err
+	}
+	b.removeGenerations(in, "deprovision")
+	return nil
+}
+
+// Release deletes every other generation, then takes the set's mark off
+// the current user.
+func (b *rabbitBackend) Release(_ context.Context, cur engine.Secrets) error {
+	in, err := b.broker()
+	if err != nil {
+		return err
+	}
+	user := cur[rabbitUserKey]
+	if user == "" {
+		return &engine.Refusal{Reason: string(reason.KeyMismatch), Message: "the source Secret names no current user, so rekey cannot tell which user consumers log in as and deleted none: restore the source Secret, or choose deletionPolicy Retain and delete the set's users by hand"}
+	}
+	b.removeGenerations(in, "release", user)
+	if a := in.acct(user); a.Exists && a.Marked {
+		a.Marked = false
+		in.set(user, a)
+		failpoint.Hit("release/rabbitmq-user-released")
+	}
+	return nil
+}
+
+// loginsOf are the accounts creds (a pod's, or a Secret's, by source
+// Secret key) log in as, with the password each: MySQL's users are the
+// keys themselves; RabbitMQ's one user is named by the username key.
+func loginsOf(w *World, creds map[string]string) map[string]string {
+	if !w.rabbit() {
+		return creds
+	}
+	if user := creds[rabbitUserKey]; user != "" {
+		return map[string]string{user: creds[rabbitPasswordKey]}
+	}
+	return nil
+}
+
+// rabbitLeftValid is "nothing left valid after deletion" on the broker:
+// with deletionPolicy Delete no user the set made is left; with Discard
+// only the user its consumers were given stays, without the set's mark,
+// with the password they were given.
+func rabbitLeftValid(w *World) string {
+	in := w.instance(broker)
+	if in == nil || !in.Present || w.returned(in) {
+		return ""
+	}
+	served := map[string]string{}
+	if w.Dist != nil {
+		served = loginsOf(w, map[string]string{rabbitUserKey: string(w.Dist.Data[rabbitUserKey]), rabbitPasswordKey: string(w.Dist.Data[rabbitPasswordKey])})
+	}
+	for name, a := range in.Users {
+		if !w.mine(name) || !a.Exists || a.Hand {
+			continue
+		}
+		pw, given := served[name]
+		switch {
+		case a.Marked:
+			return fmt.Sprintf("the set is %s (deletionPolicy %s) and user %s still carries its mark", goneOrEmptied(w), w.Set.Spec.OnDeletion(), name)
+		case !given && !lostElsewhere(w, in, a.Primary):
+			return fmt.Sprintf("the set is %s (deletionPolicy %s) and user %s, which its consumers were not given, still logs in", goneOrEmptied(w), w.Set.Spec.OnDeletion(), name)
+		case given && a.Primary != pw:
+			return fmt.Sprintf("the set is %s (deletionPolicy %s) and user %s accepts %s, while its consumers were given %s", goneOrEmptied(w), w.Set.Spec.OnDeletion(), name, a.Primary, pw)
+		}
+	}
+	return ""
+}
+
+// NewRabbitWorld is a set with one consumer on an empty broker: rekey
+// makes the first generation's user when it provisions.
+func NewRabbitWorld() *World {
+	w := newSetWorld(setName, "uid-1", distName, webName)
+	w.Set.Annotations[Annotation] = RabbitWorld
+	w.FixedAdmin = true // the broker's admin is not the set's to rotate
+	w.Instances = []*Instance{{Name: broker, Present: true, Users: map[string]Account{}}}
+	return w
+}
+
+// rabbitTransitions: the broker stops answering, and answers again.
+func rabbitTransitions() []Transition {
+	return []Transition{
+		{"broker stops answering", func(w *World) bool { return outage(broker, true)(w) }},
+		{"broker answers again", func(w *World) bool { return outage(broker, false)(w) }},
+	}
+}
+
+// rabbitUsers is the broker in a trace: each user, its password, and
+// whether it carries the set's mark.
+func rabbitUsers(in *Instance) string {
+	var users []string
+	for name, a := range in.Users {
+		mark := ""
+		if a.Marked {
+			mark = "*"
+		}
+		users = append(users, name+mark+"="+a.Primary)
+	}
+	sort.Strings(users)
+	down := ""
+	if in.Down {
+		down = " down"
+	}
+	return in.Name + "{" + strings.Join(users, " ") + down + "}"
+}
+
+// shown is, for a trace, the application credential a Secret or the pod
+// holds (get reads a key): the password of the set's application user, or
+// RabbitMQ's user/password ("" when it holds none).
+func (w *World) shown(get func(k string) string) string {
+	if !w.rabbit() {
+		return get(w.appKey())
+	}
+	if get(rabbitUserKey) == "" {
+		return ""
+	}
+	return get(rabbitUserKey) + "/" + get(rabbitPasswordKey)
+}
