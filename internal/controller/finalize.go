@@ -126,6 +126,8 @@ func (r *Reconciler) finalize(ctx context.Context, cs *v1.CredentialSet, giveUp 
 		rf, refused := engine.AsRefusal(err)
 		notOwned := refused && rf.Reason == string(reason.NotOwned)
 		switch {
+		case apierrors.IsConflict(err):
+			return ctrl.Result{}, err // read from an older copy: read again
 		case errors.As(err, &se) || apierrors.IsNotFound(err) || notOwned:
 			// The backend cannot be reached as the spec says (its admin
 			// Secret went with the namespace, say): retrying cannot help.
@@ -232,6 +234,15 @@ func (r *Reconciler) windDownBackend(ctx context.Context, cs *v1.CredentialSet, 
 		return nil // lost, not emptied by rekey: nothing is known to keep
 	}
 	if err := r.fence(ctx); err != nil {
+		return err
+	}
+	// What follows cannot be undone, so it runs only on the set as it is
+	// now: one read from a cache that lags (a new leader's) may predate a
+	// rollback or a recovery recorded since, which still needs the source
+	// Secret this empties. The patch changes nothing; it is conditional on
+	// the resourceVersion read, so it fails on such a copy (a conflict:
+	// the set is read again).
+	if err := r.patchFinalizers(ctx, cs, cs.Finalizers); err != nil {
 		return err
 	}
 	if policy == v1.DeletionDiscard {

@@ -56,6 +56,28 @@ func invariantNames() []string {
 	return out
 }
 
+// walkWorld takes seeded random walks of o's world within share of the
+// run's time budget (REKEY_EXPLORE_SECONDS), and fails on any violation
+// or when no state was explored.
+func walkWorld(t *testing.T, o Options, what string, share int) {
+	t.Helper()
+	start, err := Start(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	seed := int64(envInt("REKEY_EXPLORE_SEED", 1))
+	budget := time.Duration(envInt("REKEY_EXPLORE_SECONDS", 45)) * time.Second / time.Duration(share)
+	r := Walk(start, o, seed, envInt("REKEY_EXPLORE_WALKS", 20), 40, budget)
+	t.Logf("random walks of %s (seed %d): %s", what, seed, r)
+	recordRun(t, "random walks", seed, r)
+	for _, v := range r.Violations {
+		t.Error(v)
+	}
+	if r.States == 0 {
+		t.Error("no state explored")
+	}
+}
+
 // explorePath explores the transitions of o breadth first to depth and
 // fails on any violation: each known path gets a run narrowed to the
 // transitions it needs, so that it is found (and kept fixed) within

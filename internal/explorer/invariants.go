@@ -212,7 +212,9 @@ func follow(c *World, served func(*World) bool) string {
 		if _, err := c.Reconcile(""); err != nil && len(c.Warnings) == 0 {
 			last = []string{err.Error()}
 		}
-		if served(c) {
+		if served(c) || c.Gone {
+			// Taken, or the set let go (deletionPolicy Retain): nothing
+			// is left to refuse it.
 			return ""
 		}
 		if len(c.Warnings) > 0 {

@@ -114,18 +114,26 @@ func (b *rabbitBackend) notOwned(user string) error {
 	return &engine.Refusal{Reason: string(reason.NotOwned), Message: fmt.Sprintf("user %s on %s does not carry this set's mark, so rekey does not change it", user, broker)}
 }
 
-// removeGenerations deletes every marked <base>-g<N> user but keep.
-func (b *rabbitBackend) removeGenerations(in *Instance, step string, keep ...string) {
+// generations are the broker's users that are the set's: marked
+// <base>-g<N>.
+func (b *rabbitBackend) generations(in *Instance) []string {
 	var names []string
 	for name, a := range in.Users {
-		if _, ok := rabbitGeneration(name); ok && a.Exists && a.Marked && !slices.Contains(keep, name) {
+		if _, ok := rabbitGeneration(name); ok && a.Exists && a.Marked {
 			names = append(names, name)
 		}
 	}
 	sort.Strings(names)
-	for _, n := range names {
-		delete(in.Users, n)
-		failpoint.Hit(step + "/rabbitmq-user-deleted")
+	return names
+}
+
+// removeGenerations deletes every generation but keep.
+func (b *rabbitBackend) removeGenerations(in *Instance, step string, keep ...string) {
+	for _, n := range b.generations(in) {
+		if !slices.Contains(keep, n) {
+			delete(in.Users, n)
+			failpoint.Hit(step + "/rabbitmq-user-deleted")
+		}
 	}
 }
 
@@ -156,9 +164,15 @@ func (b *rabbitBackend) Precheck(_ context.Context, cur engine.Secrets) error {
 	}
 	user := cur[rabbitUserKey]
 	a := in.acct(user)
-	switch {
-	case a.Exists && !a.Marked:
+	if a.Exists && !a.Marked {
 		return b.notOwned(user)
+	}
+	for _, n := range b.generations(in) {
+		if n != user {
+			return &engine.Refusal{Reason: string(reason.DualPasswordExists), Message: "user " + n + " already has a login on " + broker + " beside the current user " + user + ": a generation of this set that the status does not account for (was the status or the source Secret restored from a backup?), which consumers may log in as, so nothing was changed: reset the broker to the source Secret (kubectl rekey recover does this, once the consumers run the current user), then rotate again"}
+		}
+	}
+	switch {
 	case !a.Exists:
 		return &engine.Refusal{Reason: string(reason.RotateRefused), Message: "user " + user + ", the current user in the source Secret, does not exist, so the rotation did not start: recreate it with the source Secret's password (kubectl rekey recover resets the broker to the source Secret), then rotate again"}
 	case !a.Accepts(cur[rabbitPasswordKey]):
@@ -270,97 +284,4 @@ func (b *rabbitBackend) Release(_ context.Context, cur engine.Secrets) error {
 		failpoint.Hit("release/rabbitmq-user-released")
 	}
 	return nil
-}
-
-// loginsOf are the accounts creds (a pod's, or a Secret's, by source
-// Secret key) log in as, with the password each: MySQL's users are the
-// keys themselves; RabbitMQ's one user is named by the username key.
-func loginsOf(w *World, creds map[string]string) map[string]string {
-	if !w.rabbit() {
-		return creds
-	}
-	if user := creds[rabbitUserKey]; user != "" {
-		return map[string]string{user: creds[rabbitPasswordKey]}
-	}
-	return nil
-}
-
-// rabbitLeftValid is "nothing left valid after deletion" on the broker:
-// with deletionPolicy Delete no user the set made is left; with Discard
-// only the user its consumers were given stays, without the set's mark,
-// with the password they were given.
-func rabbitLeftValid(w *World) string {
-	in := w.instance(broker)
-	if in == nil || !in.Present || w.returned(in) {
-		return ""
-	}
-	served := map[string]string{}
-	if w.Dist != nil {
-		served = loginsOf(w, map[string]string{rabbitUserKey: string(w.Dist.Data[rabbitUserKey]), rabbitPasswordKey: string(w.Dist.Data[rabbitPasswordKey])})
-	}
-	for name, a := range in.Users {
-		if !w.mine(name) || !a.Exists || a.Hand {
-			continue
-		}
-		pw, given := served[name]
-		switch {
-		case a.Marked:
-			return fmt.Sprintf("the set is %s (deletionPolicy %s) and user %s still carries its mark", goneOrEmptied(w), w.Set.Spec.OnDeletion(), name)
-		case !given && !lostElsewhere(w, in, a.Primary):
-			return fmt.Sprintf("the set is %s (deletionPolicy %s) and user %s, which its consumers were not given, still logs in", goneOrEmptied(w), w.Set.Spec.OnDeletion(), name)
-		case given && a.Primary != pw:
-			return fmt.Sprintf("the set is %s (deletionPolicy %s) and user %s accepts %s, while its consumers were given %s", goneOrEmptied(w), w.Set.Spec.OnDeletion(), name, a.Primary, pw)
-		}
-	}
-	return ""
-}
-
-// NewRabbitWorld is a set with one consumer on an empty broker: rekey
-// makes the first generation's user when it provisions.
-func NewRabbitWorld() *World {
-	w := newSetWorld(setName, "uid-1", distName, webName)
-	w.Set.Annotations[Annotation] = RabbitWorld
-	w.FixedAdmin = true // the broker's admin is not the set's to rotate
-	w.Instances = []*Instance{{Name: broker, Present: true, Users: map[string]Account{}}}
-	return w
-}
-
-// rabbitTransitions: the broker stops answering, and answers again.
-func rabbitTransitions() []Transition {
-	return []Transition{
-		{"broker stops answering", func(w *World) bool { return outage(broker, true)(w) }},
-		{"broker answers again", func(w *World) bool { return outage(broker, false)(w) }},
-	}
-}
-
-// rabbitUsers is the broker in a trace: each user, its password, and
-// whether it carries the set's mark.
-func rabbitUsers(in *Instance) string {
-	var users []string
-	for name, a := range in.Users {
-		mark := ""
-		if a.Marked {
-			mark = "*"
-		}
-		users = append(users, name+mark+"="+a.Primary)
-	}
-	sort.Strings(users)
-	down := ""
-	if in.Down {
-		down = " down"
-	}
-	return in.Name + "{" + strings.Join(users, " ") + down + "}"
-}
-
-// shown is, for a trace, the application credential a Secret or the pod
-// holds (get reads a key): the password of the set's application user, or
-// RabbitMQ's user/password ("" when it holds none).
-func (w *World) shown(get func(k string) string) string {
-	if !w.rabbit() {
-		return get(w.appKey())
-	}
-	if get(rabbitUserKey) == "" {
-		return ""
-	}
-	return get(rabbitUserKey) + "/" + get(rabbitPasswordKey)
 }

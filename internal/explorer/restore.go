@@ -62,6 +62,9 @@ func staleRestore(w *World) bool {
 	if len(w.Lost) == 0 || w.Source == nil {
 		return false
 	}
+	if w.rabbit() {
+		return rabbitStaleRestore(w)
+	}
 	for _, in := range w.held() {
 		for _, k := range w.keys() {
 			a := in.acct(k)

@@ -32,7 +32,7 @@ func nextStep(cs *v1.CredentialSet, now time.Time) string {
 	if c := meta.FindStatusCondition(cs.Status.Conditions, reason.CondDegraded); c != nil && c.Status == "True" {
 		// The operator holds the wind-down on a backend's own refusal
 		// (a second password the status does not account for).
-		if rp, ok := registry.RepairFor(reason.Reason(c.Reason)); ok && rp.Held != "" {
+		if rp, ok := registry.RepairOf(cs, reason.Reason(c.Reason)); ok && rp.Held != "" {
 			return fmt.Sprintf("being deleted (deletionPolicy %s), held: %s; kubectl rekey recover %s, or set deletionPolicy Retain to let go %s", policy, rp.Held, cs.Name, rp.LetGo)
 		}
 	}

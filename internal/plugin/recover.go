@@ -28,7 +28,7 @@ func newRecoverCommand(a *app) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "recover NAME",
 		Short: "Repair a set stuck on a documented failure, through the operator",
-		Long: `recover reads the set's Degraded condition and handles ` + countWord(len(sharedRepairs)+len(registry.Repairs())) + ` documented
+		Long: `recover reads the set's Degraded condition and handles ` + countWord(len(sharedRepairs)+len(backendRepairs())) + ` documented
 failures:
 ` + repairRows() + `  KeyMismatch             an identity's secret was changed outside rekey: the
                           backend is reset to the source Secret's current ones
@@ -168,6 +168,18 @@ func repairRows() string {
 	return b.String()
 }
 
+// backendRepairs are the reasons the backends' own repairs cover, each
+// once (two backends may repair the same failure, each in its words).
+func backendRepairs() []reason.Reason {
+	var out []reason.Reason
+	for _, rp := range registry.Repairs() {
+		if !slices.Contains(out, rp.Reason) {
+			out = append(out, rp.Reason)
+		}
+	}
+	return out
+}
+
 // countWord is n in words, as help text reads it.
 func countWord(n int) string {
 	words := []string{"no", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine"}
@@ -201,7 +213,7 @@ func diagnose(cs *v1.CredentialSet, id string) (diagnosis, error) {
 	}
 	d := diagnosis{message: c.Message}
 	r := reason.Reason(c.Reason)
-	rp, backendOwn := registry.RepairFor(r)
+	rp, backendOwn := registry.RepairOf(cs, r)
 	switch {
 	case backendOwn:
 		d.cause = fmt.Sprintf("%s (%s)", rp.Cause, rp.Reason)
@@ -247,7 +259,7 @@ func diagnose(cs *v1.CredentialSet, id string) (diagnosis, error) {
 func resetDiagnosis(cs *v1.CredentialSet, c *metav1.Condition, d diagnosis) (diagnosis, error) {
 	st := cs.Status
 	r := reason.Reason(c.Reason)
-	_, backendOwn := registry.RepairFor(r)
+	_, backendOwn := registry.RepairOf(cs, r)
 	switch {
 	case !backendOwn && r != reason.KeyMismatch && r != reason.PendingRejected:
 		// Missing current secrets or a missing source Secret (restore from

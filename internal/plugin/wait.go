@@ -19,7 +19,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1 "rekey.io/rekey/api/v1alpha1"
-	"rekey.io/rekey/internal/backend/registry"
 	"rekey.io/rekey/internal/reason"
 )
 
@@ -43,10 +42,7 @@ var (
 // backend's own that recover repairs (registry.Repair).
 func rotateRefusals() []reason.Reason {
 	out := []reason.Reason{reason.PreflightFailed, reason.RotateRefused, reason.StaleRotationPending, reason.MissingRotationPending, reason.KeyMismatch}
-	for _, rp := range registry.Repairs() {
-		out = append(out, rp.Reason)
-	}
-	return out
+	return append(out, backendRepairs()...)
 }
 
 // follow watches the set and its Events until g is done, a refusal appears

@@ -2,7 +2,6 @@ package e2e
 
 import (
 	"testing"
-	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -36,20 +35,7 @@ func TestDeletePolicyRepairsWhileInUse(t *testing.T) {
 		t.Fatal(err)
 	}
 	mustContain(t, "UsersInUse event", waitEvent(t, ns, "inuse", string(reason.UsersInUse)), "inuse-app")
-	replica := c.Replicas[0]
-	targets.remove(replica)
-	reinitWithOpsAdmin(t, replica, c.Primary)
-	observed(t, "the replica rebuilt empty while the deleted set waits for its consumers")
-	// The wait polls every 30 s; no event wakes a deleted set for this.
-	waitFor(t, 3*time.Minute, "the rebuilt replica given the set's users with their current passwords", func() (bool, string) {
-		for name, pw := range cur {
-			if err := replica.CanLogin(name, pw); err != nil {
-				return false, err.Error()
-			}
-		}
-		return true, ""
-	})
-	targets.add(replica)
+	rebuildReplica(t, c, targets, "while the deleted set waits for its consumers", nil, cur)
 	loginMatrix(t, "while the deleted set waits for its consumers", c.Instances(), cur, nil)
 	assertNoRefusals(t, pc)
 

@@ -98,20 +98,7 @@ func TestDeletionHeldRepairs(t *testing.T) {
 		t.Fatal(err)
 	}
 	mustContain(t, "ClusterUnhealthy event", waitEventNoting(t, ns, "hold", reason.ClusterUnhealthy, "the set is deleted"), "not wound down yet")
-	replica := c.Replicas[0]
-	targets.remove(replica)
-	reinitWithOpsAdmin(t, replica, c.Primary)
-	observed(t, "the replica rebuilt empty while the deleted set is held by the switchover")
-	// The hold looks again every 30 s; nothing else wakes a deleted set.
-	waitFor(t, 3*time.Minute, "the rebuilt replica given the set's users with their current passwords", func() (bool, string) {
-		for name, pw := range cur {
-			if err := replica.CanLogin(name, pw); err != nil {
-				return false, err.Error()
-			}
-		}
-		return true, ""
-	})
-	targets.add(replica)
+	rebuildReplica(t, c, targets, "while the deleted set is held by the switchover", nil, cur)
 	if cs := getSet(t, ns, "hold"); cs.DeletionTimestamp.IsZero() {
 		t.Fatal("the set is no longer being deleted")
 	}

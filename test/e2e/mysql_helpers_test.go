@@ -270,3 +270,33 @@ func reinitWithOpsAdmin(t testing.TB, replica, primary *testenv.MySQLInstance) {
 		t.Fatal(err)
 	}
 }
+
+// rebuildReplica rebuilds c's first replica from an empty data directory
+// (reinitWithOpsAdmin), out of targets meanwhile (the consumers do not log
+// in there), then runs wake (nil: nothing; a set may need a nudge rather
+// than wait for its resync) and waits until the replica accepts every
+// password of want, user by user, as the sets' repairs give them back;
+// then it is a target again. when is what the sets were doing, for the
+// trace.
+func rebuildReplica(t *testing.T, c *testenv.MySQLCluster, targets *probeTargets, when string, wake func(), want ...map[string]string) {
+	t.Helper()
+	replica := c.Replicas[0]
+	targets.remove(replica)
+	reinitWithOpsAdmin(t, replica, c.Primary)
+	observed(t, "the replica rebuilt empty %s", when)
+	if wake != nil {
+		wake()
+	}
+	// A deleted set looks again every 30 s, nothing else wakes it.
+	waitFor(t, 3*time.Minute, "the rebuilt replica given the sets' users with their passwords", func() (bool, string) {
+		for _, m := range want {
+			for name, pw := range m {
+				if err := replica.CanLogin(name, pw); err != nil {
+					return false, name + ": " + err.Error()
+				}
+			}
+		}
+		return true, ""
+	})
+	targets.add(replica)
+}

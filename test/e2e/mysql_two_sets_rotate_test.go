@@ -2,7 +2,6 @@ package e2e
 
 import (
 	"testing"
-	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -60,25 +59,12 @@ func TestMySQLTwoSetsOneCluster(t *testing.T) {
 	loginMatrix(t, "both sets Distributed (old passwords)", c.Instances(), both(oldA, oldB), nil)
 	loginMatrix(t, "both sets Distributed (new passwords)", c.Instances(), both(newA, newB), nil)
 
-	replica := c.Replicas[0]
-	targets.remove(replica)
-	reinitWithOpsAdmin(t, replica, c.Primary)
-	observed(t, "the replica rebuilt empty while both sets are Distributed")
 	// Rather than wait for the resync period: nothing else tells a set
 	// that a host of its spec was rebuilt.
-	annotate(t, nsA, "ledger", "test.rekey.io/touch", "rebuilt")
-	annotate(t, nsB, "shop", "test.rekey.io/touch", "rebuilt")
-	waitFor(t, 3*time.Minute, "each set gives the rebuilt replica its user's old and new passwords", func() (bool, string) {
-		for _, m := range []map[string]string{oldA, newA, oldB, newB} {
-			for name, pw := range m {
-				if err := replica.CanLogin(name, pw); err != nil {
-					return false, name + ": " + err.Error()
-				}
-			}
-		}
-		return true, ""
-	})
-	targets.add(replica)
+	rebuildReplica(t, c, targets, "while both sets are Distributed", func() {
+		annotate(t, nsA, "ledger", "test.rekey.io/touch", "rebuilt")
+		annotate(t, nsB, "shop", "test.rekey.io/touch", "rebuilt")
+	}, oldA, newA, oldB, newB)
 
 	discard(t, nsB, "shop", "r1")
 	waitPhase(t, nsB, "shop", v1.PhaseIdle, 2)

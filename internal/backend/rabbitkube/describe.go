@@ -11,6 +11,7 @@ import (
 	"rekey.io/rekey/internal/backend/rabbitmq"
 	"rekey.io/rekey/internal/backend/registry"
 	"rekey.io/rekey/internal/engine"
+	"rekey.io/rekey/internal/reason"
 )
 
 // describe is how the plugin speaks of RabbitMQ sets: a new user per
@@ -43,6 +44,13 @@ var describe = registry.Describe{
 	},
 	Show: registry.Show{Formats: []string{"plain", "env", "url"}, Credential: credential,
 		One: "a single user (a new one per generation)"},
+	Repairs: []registry.Repair{{
+		Reason: reason.DualPasswordExists,
+		Cause:  "another generation's RabbitMQ user exists beside the current one, which the set's status does not account for (a status restored from a backup?), so rotations are refused",
+		Help:   "a RabbitMQ user of another generation exists:\nthe broker is reset to the current user",
+		Held:   "another generation's user the status does not account for still logs in",
+		LetGo:  "leaving both users",
+	}},
 	Help: registry.Help{
 		Rotate:  "a new user per generation; the old one works until discard",
 		Abort:   "the new generation's user is deleted",

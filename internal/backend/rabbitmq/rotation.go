@@ -78,7 +78,9 @@ func (b *Backend) Provision(ctx context.Context, cur engine.Secrets) (_ engine.P
 }
 
 // Precheck implements engine.Backend: the current user must log in, or
-// the rotation would start from credentials nobody can use.
+// the rotation would start from credentials nobody can use; and no other
+// generation of this set may exist beside it, or the rotation would sweep
+// (or re-password) a user consumers may log in as.
 func (b *Backend) Precheck(ctx context.Context, cur engine.Secrets) (err error) {
 	defer func() { err = b.redact(err, cur) }()
 	user, password, err := identity(cur, "current")
@@ -89,6 +91,9 @@ func (b *Backend) Precheck(ctx context.Context, cur engine.Secrets) (err error) 
 	// refuses to delete it), so the rotation is refused before it starts.
 	exists, err := b.mustOwn(ctx, user, "start a rotation that would delete")
 	if err != nil {
+		return err
+	}
+	if err := b.otherGeneration(ctx, user); err != nil {
 		return err
 	}
 	if !exists {
@@ -102,6 +107,30 @@ func (b *Backend) Precheck(ctx context.Context, cur engine.Secrets) (err error) 
 	if !ok {
 		return &engine.Refusal{Reason: string(reason.KeyMismatch), Message: fmt.Sprintf(
 			"user %s on %s does not accept the password the source Secret holds for it (changed outside rekey?), so the rotation did not start: once no consumer depends on the broker's password, reset the user to the source Secret's (kubectl rekey recover), then rotate again", user, b.endpoint)}
+	}
+	return nil
+}
+
+// otherGeneration refuses when a generation of this set other than the
+// current user exists. No rotation leaves one once it completes or rolls
+// back, so it is one the status does not account for: a status and source
+// Secret restored from a backup taken before a rotation, while consumers
+// may log in as that rotation's user. Sweeping it (a rotation's Apply, a
+// deletion's wind-down) or giving its name a new password (the next
+// rotation makes that generation again) would lock them out. The refusal
+// is the one a MySQL user's unaccounted second password gets, and what
+// holds a deleted set the same way: recover restarts the consumers onto
+// the current user, then resets the broker to it.
+func (b *Backend) otherGeneration(ctx context.Context, user string) error {
+	names, err := b.generations(ctx)
+	if err != nil {
+		return err
+	}
+	for _, n := range names {
+		if n != user {
+			return &engine.Refusal{Reason: string(reason.DualPasswordExists), Message: fmt.Sprintf(
+				"user %s already has a login on %s beside the current user %s: a generation of this set that the status does not account for (was the status or the source Secret restored from a backup?), which consumers may log in as, so nothing was changed: reset the broker to the source Secret (kubectl rekey recover does this, once the consumers run the current user), then rotate again", n, b.endpoint, user)}
+		}
 	}
 	return nil
 }

@@ -1,6 +1,9 @@
 package registry
 
-import "rekey.io/rekey/internal/reason"
+import (
+	v1 "rekey.io/rekey/api/v1alpha1"
+	"rekey.io/rekey/internal/reason"
+)
 
 // Repair is a backend's own refusal of rotations that kubectl rekey
 // recover repairs as it does the shared ones: a rotation in flight rolls
@@ -33,6 +36,20 @@ func RepairFor(r reason.Reason) (Repair, bool) {
 		}
 	}
 	return Repair{}, false
+}
+
+// RepairOf is the repair of reason r for set cs: its own backend's, when
+// that backend gives r one (two backends may fail the same way and say it
+// in their own words), else some registered backend's (RepairFor).
+func RepairOf(cs *v1.CredentialSet, r reason.Reason) (Repair, bool) {
+	if e, ok := For(cs); ok {
+		for _, rp := range e.Describe.Repairs {
+			if rp.Reason == r {
+				return rp, true
+			}
+		}
+	}
+	return RepairFor(r)
 }
 
 // Repairs are every registered backend's repairs, in registration order.

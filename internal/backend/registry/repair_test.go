@@ -32,3 +32,29 @@ func TestRepairFor(t *testing.T) {
 		t.Errorf("Repairs() = %v, want Forked, Split, Lost", got)
 	}
 }
+
+// TestRepairOf: a set's own backend's words for a reason win over another
+// backend's repair of the same reason; a set whose backend has none, or
+// that selects no backend, gets the first registered.
+func TestRepairOf(t *testing.T) {
+	isolate(t)
+	sel := func(kind string) func(*v1.CredentialSet) bool {
+		return func(cs *v1.CredentialSet) bool { return cs.Annotations["kind"] == kind }
+	}
+	Register(Entry{Kind: "a", Selects: sel("a"), Describe: Describe{Repairs: []Repair{{Reason: "Forked", Cause: "a's fork"}}}})
+	Register(Entry{Kind: "b", Selects: sel("b"), Describe: Describe{Repairs: []Repair{{Reason: "Forked", Cause: "b's fork"}}}})
+	Register(Entry{Kind: "c", Selects: sel("c")})
+	of := func(kind string) *v1.CredentialSet {
+		cs := &v1.CredentialSet{}
+		cs.Annotations = map[string]string{"kind": kind}
+		return cs
+	}
+	for kind, want := range map[string]string{"a": "a's fork", "b": "b's fork", "c": "a's fork", "none": "a's fork"} {
+		if rp, ok := RepairOf(of(kind), "Forked"); !ok || rp.Cause != want {
+			t.Errorf("RepairOf(%s set, Forked) = %+v, %v; want cause %q", kind, rp, ok, want)
+		}
+	}
+	if _, ok := RepairOf(of("b"), "Split"); ok {
+		t.Error("RepairOf found a repair no backend gives")
+	}
+}
