@@ -69,6 +69,29 @@ func (b *Backend) applyOverlapping(ctx context.Context, s *session, cur engine.S
 	return out, nil
 }
 
+// newerGeneration refuses when the set has a generation entity of base
+// newer than the current one (current, generation gen). No rotation
+// leaves one once it completes or rolls back, and one an interrupted
+// rotation made before storing its key is re-read by the next Apply of
+// that generation: a newer one beside a set at rest is one the status does
+// not account for, a status and source Secret restored from a backup taken
+// before a rotation, while consumers may hold its key. The next rotation
+// would remove it as an orphan, and a deletion's wind-down with the other
+// generations. The refusal is the one a MySQL user's unaccounted second
+// password gets, and what holds a deleted set the same way: recover
+// restarts the consumers onto the current key, then resets the cluster to
+// it (resetOverlapping removes the newer generations).
+func (b *Backend) newerGeneration(dump authDump, o owners, base, current string, gen int64) error {
+	for _, g := range dump.generations(base) {
+		name := GenerationEntity(base, g)
+		if _, _, mine := b.ownerOf(o, name); g > gen && mine {
+			return &engine.Refusal{Reason: string(reason.DualPasswordExists), Message: fmt.Sprintf(
+				"%s already has a key beside the current %s: a generation of this set that the status does not account for (was the status or the source Secret restored from a backup?), which consumers may hold, so nothing was changed: reset the cluster to the source Secret (kubectl rekey recover does this, once the consumers run the current key), then rotate again", name, current)}
+		}
+	}
+	return nil
+}
+
 // priorsToRetire picks, from an entity's generations (highest first, as
 // authDump.generations lists them), those older than the keep generations
 // just below gen. gen itself and anything newer are never picked.

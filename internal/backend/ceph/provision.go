@@ -136,12 +136,21 @@ func (b *Backend) Precheck(ctx context.Context, cur engine.Secrets) error {
 	if err != nil {
 		return err
 	}
+	var dump authDump
+	if b.overlap {
+		if dump, err = s.list(ctx); err != nil {
+			return err
+		}
+	}
 	for _, e := range b.entities {
-		kr, _, err := b.keyringOf(cur, e.Name, "current")
+		kr, gen, err := b.keyringOf(cur, e.Name, "current")
 		if err != nil {
 			return mismatch("%v; the rotation did not start: delete %s from the source Secret and rekey adopts the cluster's key, then rotate again", err, e.Name)
 		}
 		if err := s.holds(ctx, e.Name, kr, "adopts the cluster's key, then rotate again; the rotation did not start"); err != nil {
+			return err
+		}
+		if err := b.newerGeneration(dump, o, e.Name, kr.Entity, gen); err != nil {
 			return err
 		}
 		if err := b.claim(ctx, s, o, kr.Entity, "rotate"); err != nil {

@@ -11,6 +11,7 @@ import (
 	"rekey.io/rekey/internal/backend/ceph"
 	"rekey.io/rekey/internal/backend/registry"
 	"rekey.io/rekey/internal/engine"
+	"rekey.io/rekey/internal/reason"
 )
 
 // describe is how the plugin speaks of Ceph sets. Ceph mints its keys
@@ -29,6 +30,13 @@ var describe = registry.Describe{
 	Then:         then,
 	Show: registry.Show{Formats: []string{"plain", "keyring", "env"}, Credential: credential,
 		Pick: &registry.PickFlag{Flag: "entity", Noun: "entity", Form: "e.g. client.csi", Choices: entityNames}},
+	Repairs: []registry.Repair{{
+		Reason: reason.DualPasswordExists,
+		Cause:  "a Ceph entity of a newer generation than the current one exists, which the set's status does not account for (a status restored from a backup?), so rotations are refused",
+		Help:   "a Ceph entity of a newer generation exists:\nthe cluster is reset to the current keys",
+		Held:   "a newer generation's entity the status does not account for still authenticates",
+		LetGo:  "leaving both entities",
+	}},
 	Help: registry.Help{
 		Rotate:  "Overlapping: a new entity per generation next to the current one;\nInPlace: ceph auth rotate, after which the old key no longer works",
 		Abort:   "Overlapping: the new generation's entities are deleted;\nInPlace: only before Ceph rotated a key (after that the old key\nis gone and the rotation can only complete)",

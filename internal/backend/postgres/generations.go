@@ -2,9 +2,11 @@ package postgres
 
 import (
 	"context"
+	"fmt"
 
 	"github.com/jackc/pgx/v5"
 
+	"rekey.io/rekey/internal/engine"
 	"rekey.io/rekey/internal/reason"
 )
 
@@ -54,4 +56,28 @@ func contains(list []string, s string) bool {
 		}
 	}
 	return false
+}
+
+// otherGeneration refuses when a login role of this set's base other than
+// the current one exists. No rotation leaves one once it completes or
+// rolls back, so it is one the status does not account for: a status and
+// source Secret restored from a backup taken before a rotation, while
+// consumers may log in as that rotation's role. Dropping it (a rotation's
+// Apply, a deletion's wind-down) or giving its name a new password (the
+// next rotation makes that generation again) would lock them out. The
+// refusal is the one a MySQL user's unaccounted second password gets, and
+// what holds a deleted set the same way: recover restarts the consumers
+// onto the current logins, then resets the server to them.
+func (b *Backend) otherGeneration(ctx context.Context, t *topology, id identity) error {
+	gens, err := b.generations(ctx, t.primary, id.base)
+	if err != nil {
+		return err
+	}
+	for _, g := range gens {
+		if g != id.user {
+			return &engine.Refusal{Reason: string(reason.DualPasswordExists), Message: fmt.Sprintf(
+				"role %s already has a login on %s beside the current login %s: a generation of this set that the status does not account for (was the status or the source Secret restored from a backup?), which consumers may log in as, so nothing was changed: reset the server to the source Secret (kubectl rekey recover does this, once the consumers run the current logins), then rotate again", g, t.primary.host, id.user)}
+		}
+	}
+	return nil
 }

@@ -1,6 +1,7 @@
 package postgres
 
 import (
+	"strings"
 	"testing"
 
 	v1 "rekey.io/rekey/api/v1alpha1"
@@ -60,6 +61,9 @@ func TestSeveralLogins(t *testing.T) {
 		}
 	}
 	assertLogins(t, p, g2, "multi_app_g2", "multi_rep_g2")
+	if err := b.Precheck(ctx, g2); err != nil {
+		t.Fatal(err)
+	}
 	// A repeated Retire (a crash after the drops) finds them gone.
 	if err := b.Retire(ctx, g1, g2); err != nil {
 		t.Fatalf("Retire again: %v", err)
@@ -70,6 +74,18 @@ func TestSeveralLogins(t *testing.T) {
 	if _, err := b.Apply(ctx, g2, g3, 3); err != nil {
 		t.Fatal(err)
 	}
+	// Until then no rotation starts from g2 (a status restored from
+	// before g3 looks so): consumers may log in as g3's roles.
+	err = b.Precheck(ctx, g2)
+	if !isRefusal(err, reason.DualPasswordExists) || !strings.Contains(err.Error(), "multi_app_g3") || !strings.Contains(err.Error(), "kubectl rekey recover") {
+		t.Fatalf("Precheck beside g3's logins: %v, want DualPasswordExists naming multi_app_g3 and recover", err)
+	}
+	for _, pw := range []string{g2["multi_app.password"], g3["multi_app.password"], g3["multi_rep.password"], p.AdminPassword} {
+		if strings.Contains(err.Error(), pw) {
+			t.Fatal("the refusal holds a password")
+		}
+	}
+	assertLogins(t, p, g3, "multi_app_g3", "multi_rep_g3")
 	if err := b.Reset(ctx, g2); err != nil {
 		t.Fatal(err)
 	}

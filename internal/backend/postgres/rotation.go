@@ -144,6 +144,9 @@ func (b *Backend) Precheck(ctx context.Context, cur engine.Secrets) (err error) 
 		if !b.owned(r) {
 			return b.notOwned(id.user, "start a rotation that would drop")
 		}
+		if err := b.otherGeneration(ctx, t, id); err != nil {
+			return err
+		}
 		if err := b.provenEverywhere(ctx, t, id.user, id.password, reason.KeyMismatch,
 			"it was changed outside rekey, so the rotation did not start: once no consumer depends on the server's password, kubectl rekey recover resets it to the source Secret's; then rotate again"); err != nil {
 			return err

@@ -10,6 +10,7 @@ import (
 	"rekey.io/rekey/internal/backend/postgres"
 	"rekey.io/rekey/internal/backend/registry"
 	"rekey.io/rekey/internal/engine"
+	"rekey.io/rekey/internal/reason"
 )
 
 // describe is how the plugin speaks of PostgreSQL sets: a new login role
@@ -42,6 +43,13 @@ var describe = registry.Describe{
 	},
 	Show: registry.Show{Formats: []string{"plain", "env"}, Credential: credential,
 		Pick: &registry.PickFlag{Flag: "user", Noun: "login", Form: "its base", Choices: loginChoices}},
+	Repairs: []registry.Repair{{
+		Reason: reason.DualPasswordExists,
+		Cause:  "another generation's PostgreSQL login role exists beside the current one, which the set's status does not account for (a status restored from a backup?), so rotations are refused",
+		Help:   "a PostgreSQL login role of another generation exists:\nthe server is reset to the current logins",
+		Held:   "another generation's login role the status does not account for still logs in",
+		LetGo:  "leaving both login roles",
+	}},
 	Help: registry.Help{
 		Rotate:  "a new login role per generation; the old one works until\ndiscard",
 		Abort:   "the new generation's login role is dropped",
