@@ -29,6 +29,9 @@ func nothingLeftValid(w *World) string {
 	if w.rabbit() {
 		return rabbitLeftValid(w)
 	}
+	if w.ceph() {
+		return cephLeftValid(w)
+	}
 	for _, in := range w.held() {
 		if w.returned(in) {
 			// It came back after the set's last reconcile (for a gone

@@ -17,8 +17,11 @@ func Start(o Options) (*World, error) {
 	if o.RabbitMQ {
 		w = NewRabbitWorld()
 	}
+	if o.Ceph {
+		w = NewCephWorld()
+	}
 	w.Set.Spec.DeletionPolicy = o.Policy
-	w.FixedAdmin = o.FixedAdmin || o.RabbitMQ
+	w.FixedAdmin = o.FixedAdmin || o.RabbitMQ || o.Ceph
 	if o.Schedule {
 		w.Set.Spec.Rotation = scheduled(w.Set.Spec.Rotation)
 	}

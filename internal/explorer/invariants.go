@@ -105,7 +105,10 @@ func recoverable(w *World) string {
 		// A rollback's secrets its reset could not reach here are excused
 		// (noteUnreset): reported, and recover resets them.
 		for k, a := range in.Users {
-			if a.Hand || !a.Exists || w.FixedAdmin && k == AdminKey || !w.mine(k) {
+			if a.Hand || !a.Exists || w.FixedAdmin && k == AdminKey || !w.mine(k) || w.ceph() && a.Marked {
+				// Ceph mints its keys and rekey reads them back
+				// (Traits.ReadBack): an entity recorded for the set is
+				// recoverable from the cluster itself.
 				continue
 			}
 			for _, pw := range []string{a.Primary, a.Secondary} {

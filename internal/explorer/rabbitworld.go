@@ -14,6 +14,9 @@ import (
 // Secret key) log in as, with the password each: MySQL's users are the
 // keys themselves; RabbitMQ's one user is named by the username key.
 func loginsOf(w *World, creds map[string]string) map[string]string {
+	if w.ceph() {
+		return cephLogins(creds)
+	}
 	if !w.rabbit() {
 		return creds
 	}
@@ -94,6 +97,9 @@ func rabbitUsers(in *Instance) string {
 // holds (get reads a key): the password of the set's application user, or
 // RabbitMQ's user/password ("" when it holds none).
 func (w *World) shown(get func(k string) string) string {
+	if w.ceph() {
+		return get(cephBase)
+	}
 	if !w.rabbit() {
 		return get(w.appKey())
 	}

@@ -65,6 +65,9 @@ func staleRestore(w *World) bool {
 	if w.rabbit() {
 		return rabbitStaleRestore(w)
 	}
+	if w.ceph() {
+		return cephStaleRestore(w)
+	}
 	for _, in := range w.held() {
 		for _, k := range w.keys() {
 			a := in.acct(k)

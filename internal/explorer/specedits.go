@@ -37,8 +37,11 @@ const App2Key = "APP2_PASSWORD"
 
 // keysOf are the source Secret keys cs's spec rotates.
 func keysOf(cs *v1.CredentialSet, fixedAdmin bool) []string {
-	if cs.Annotations[Annotation] == RabbitWorld {
+	switch cs.Annotations[Annotation] {
+	case RabbitWorld:
 		return []string{rabbitUserKey, rabbitPasswordKey}
+	case CephWorld:
+		return []string{cephBase}
 	}
 	apps := []string{AppKey}
 	if v, ok := cs.Annotations[UsersAnnotation]; ok {

@@ -92,6 +92,10 @@ type Options struct {
 	// RabbitMQ: the set is the RabbitMQ model's (rabbitmodel.go), on one
 	// broker (Instances is ignored), which may stop answering.
 	RabbitMQ bool
+	// Ceph: the set is the Ceph model's (cephmodel.go), one entity
+	// rotated Overlapping on one monitor (Instances is ignored), which
+	// may stop answering.
+	Ceph bool
 	// Observe, when set, sees every new state breadth first explores (a
 	// test's proof that it reached what it is about).
 	Observe func(*World)
@@ -144,6 +148,9 @@ var crashPoints = map[string]bool{
 	"provision/rabbitmq-user-put": true, "rotate/rabbitmq-user-put": true, "rotate/rabbitmq-user-deleted": true,
 	"discard/rabbitmq-user-deleted": true, "reset/rabbitmq-user-put": true, "reset/rabbitmq-user-deleted": true,
 	"deprovision/rabbitmq-user-deleted": true, "release/rabbitmq-user-deleted": true, "release/rabbitmq-user-released": true,
+	"ceph/generation-created": true, "ceph/prior-removed": true, "rotate/ceph-orphan-removed": true,
+	"reset/ceph-generations-doomed": true, "reset/ceph-generation-removed": true,
+	"delete/ceph-entity-removed": true, "delete/ceph-record-removed": true,
 }
 
 // annotate makes a user request; false when it is already there.
@@ -359,6 +366,9 @@ func Transitions(o Options) []Transition {
 	}
 	if o.RabbitMQ {
 		out = append(out, rabbitTransitions()...)
+	}
+	if o.Ceph {
+		out = append(out, cephTransitions()...)
 	}
 	if o.Backups {
 		out = append(out, Transition{"status and source Secret restored from backup", restoreBackup})

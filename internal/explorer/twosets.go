@@ -52,6 +52,10 @@ func (w *World) mine(k string) bool {
 		_, ok := rabbitGeneration(k)
 		return ok
 	}
+	if w.ceph() {
+		_, ok := cephGeneration(k)
+		return ok
+	}
 	return k != RootKey && (k == ShopKey) == w.Second
 }
 

@@ -249,7 +249,7 @@ func (w *World) Summary() string {
 			fmt.Fprintf(&b, " %s=away", in.Name)
 			continue
 		}
-		if w.rabbit() {
+		if w.rabbit() || w.ceph() {
 			b.WriteString(" " + rabbitUsers(in))
 			continue
 		}

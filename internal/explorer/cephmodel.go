@@ -1,0 +1,331 @@
+package explorer
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"strconv"
+	"strings"
+
+	v1 "rekey.io/rekey/api/v1alpha1"
+	"rekey.io/rekey/internal/backend/registry"
+	"rekey.io/rekey/internal/engine"
+	"rekey.io/rekey/internal/failpoint"
+	"rekey.io/rekey/internal/reason"
+)
+
+// The Ceph world (option Ceph): one monitor, whose entities are the
+// World's one instance's accounts, keyed by entity name (a key each,
+// Marked while the set's ownership record names it). The set rotates one
+// entity, client.app, Overlapping: each generation is an entity of its
+// own, client.app.<N>, whose key Ceph mints and rekey reads back
+// (Traits.ReadBack). A rotation creates the next generation beside the
+// current one and removes the newer ones an interrupted rotation left; the
+// discard removes the older generations (keepPriorKeyCount 0); a reset
+// removes the generations newer than the current one; a deletion keeps the
+// current generation (Discard, its record dropped) or removes it (Delete),
+// and removes every other. The decisions are the Ceph backend's
+// (internal/backend/ceph overlap.go, inplace.go, provision.go,
+// deletion.go), each proven on a real ceph-mon by that package's tests
+// (TestOverlappingRotation, TestOverlappingCrashLeftovers, the deletion
+// tests) and test/e2e's (TestCephCoverage, TestCephCrashSafety,
+// TestCephDeletion, TestCephRestoredGeneration).
+//
+// A key here names its entity ("client.app.2/k-r1"), so that the secret a
+// Secret holds is the key an entity has, as the MySQL and RabbitMQ
+// models' passwords are: what the controller handles stays opaque to it.
+const (
+	// CephWorld is the model annotation's value that selects it.
+	CephWorld  = "ceph"
+	cephBase   = "client.app"
+	cephMon    = "mon"
+	cephKeySep = "/"
+)
+
+func (w *World) ceph() bool { return w.Set.Annotations[Annotation] == CephWorld }
+
+// cephGeneration is N of client.app.<N>.
+func cephGeneration(entity string) (int64, bool) {
+	n, err := strconv.ParseInt(strings.TrimPrefix(entity, cephBase+"."), 10, 64)
+	return n, err == nil && strings.HasPrefix(entity, cephBase+".") && n > 0
+}
+
+// cephEntityOf is the entity a key names.
+func cephEntityOf(key string) string {
+	e, _, _ := strings.Cut(key, cephKeySep)
+	return e
+}
+
+type cephBackend struct {
+	w  *World
+	cs *v1.CredentialSet
+}
+
+var _ engine.Backend = (*cephBackend)(nil)
+var _ engine.Releaser = (*cephBackend)(nil)
+var _ engine.Deprovisioner = (*cephBackend)(nil)
+
+func init() {
+	registry.Register(registry.Entry{
+		Kind:    "explorer-ceph",
+		Field:   "the " + Annotation + " annotation (" + CephWorld + ")",
+		Selects: func(cs *v1.CredentialSet) bool { return cs.Annotations[Annotation] == CephWorld },
+		Build: func(_ context.Context, cs *v1.CredentialSet, _ registry.Kube, _ registry.Options) (*registry.Plan, error) {
+			return &registry.Plan{Backend: &cephBackend{w: active, cs: cs}}, nil
+		},
+		LockKeys: func(cs *v1.CredentialSet) []string { return []string{"explorer:" + CephWorld} },
+	})
+}
+
+func (b *cephBackend) Keys() []string { return []string{cephBase} }
+
+func (b *cephBackend) Traits() engine.Traits { return engine.Traits{ReadBack: true, Overlap: true} }
+
+func (b *cephBackend) NewSecrets(int64) (engine.Secrets, error) {
+	return nil, errors.New("ceph mints its own keys (Traits.ReadBack): NewSecrets is never called")
+}
+
+func (b *cephBackend) Render(s engine.Secrets) (map[string][]byte, error) {
+	out := map[string][]byte{}
+	for k, v := range s {
+		out[k] = []byte(v)
+	}
+	return out, nil
+}
+
+func (b *cephBackend) Version(context.Context, engine.Secrets) (string, error) { return "20.2.4", nil }
+
+func (b *cephBackend) mon() (*Instance, error) {
+	in := b.w.instance(cephMon)
+	if in == nil || !in.Present || in.Down {
+		return nil, &engine.UnreachableError{Instance: cephMon, Err: errDown}
+	}
+	return in, nil
+}
+
+// generations are the set's generation entities, highest first (as the
+// real authDump.generations lists them).
+func (b *cephBackend) generations(in *Instance) []int64 {
+	var out []int64
+	for name, a := range in.Users {
+		if g, ok := cephGeneration(name); ok && a.Exists {
+			out = append(out, g)
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i] > out[j] })
+	return out
+}
+
+func cephEntity(g int64) string { return fmt.Sprintf("%s.%d", cephBase, g) }
+
+// current is the entity and generation secrets name, and whether the
+// monitor holds exactly that key (holds).
+func (b *cephBackend) current(in *Instance, secrets engine.Secrets) (entity string, gen int64, held bool) {
+	key := secrets[cephBase]
+	entity = cephEntityOf(key)
+	gen, _ = cephGeneration(entity)
+	return entity, gen, in.acct(entity).Accepts(key)
+}
+
+func (b *cephBackend) notOwned(entity string) error {
+	return &engine.Refusal{Reason: string(reason.NotOwned), Message: entity + " is not recorded for this set, so rekey does not change it"}
+}
+
+// mint is `ceph auth get-or-create`: an existing entity keeps its key
+// (read back), a new one gets a key minted for the rotation.
+func (b *cephBackend) mint(in *Instance, g int64, step string) string {
+	name := cephEntity(g)
+	if a := in.acct(name); a.Exists {
+		return a.Primary
+	}
+	id := b.cs.Status.RotationID
+	if id == "" {
+		id = fmt.Sprintf("g%d", g)
+	}
+	in.set(name, Account{Exists: true, Primary: name + cephKeySep + "k-" + id, Marked: true})
+	failpoint.Hit(step)
+	return in.acct(name).Primary
+}
+
+// remove deletes the set's entities named (each must carry its record).
+func (b *cephBackend) remove(in *Instance, names []string, step string) error {
+	for _, n := range names {
+		if !in.acct(n).Marked {
+			return b.notOwned(n)
+		}
+	}
+	for _, n := range names {
+		delete(in.Users, n)
+		failpoint.Hit(step)
+	}
+	return nil
+}
+
+func (b *cephBackend) Provision(_ context.Context, cur engine.Secrets) (engine.Provisioned, error) {
+	in, err := b.mon()
+	if err != nil {
+		return engine.Provisioned{}, err
+	}
+	if cur[cephBase] != "" {
+		entity, gen, held := b.current(in, cur)
+		if !held {
+			return engine.Provisioned{}, mismatchRefusal(entity + " does not hold the key the source Secret holds for it: delete " + cephBase + " from the source Secret and rekey adopts the cluster's key")
+		}
+		return engine.Provisioned{Secrets: cur, Generation: gen}, nil
+	}
+	if gens := b.generations(in); len(gens) > 0 {
+		return engine.Provisioned{Secrets: engine.Secrets{cephBase: in.acct(cephEntity(gens[0])).Primary}, Generation: gens[0]}, nil
+	}
+	return engine.Provisioned{Secrets: engine.Secrets{cephBase: b.mint(in, 1, "ceph/generation-created")}, Generation: 1}, nil
+}
+
+func mismatchRefusal(msg string) error {
+	return &engine.Refusal{Reason: string(reason.KeyMismatch), Message: msg}
+}
+
+// Precheck: the monitor holds the current key, and no generation newer
+// than the current one is the set's (newerGeneration).
+func (b *cephBackend) Precheck(_ context.Context, cur engine.Secrets) error {
+	in, err := b.mon()
+	if err != nil {
+		return err
+	}
+	entity, gen, held := b.current(in, cur)
+	if !held {
+		return mismatchRefusal(entity + " does not exist in the cluster with the key the source Secret holds for it: restore it (ceph auth import) or delete " + cephBase + " from the source Secret and rekey adopts the cluster's key, then rotate again; the rotation did not start")
+	}
+	for _, g := range b.generations(in) {
+		if name := cephEntity(g); g > gen && in.acct(name).Marked {
+			return &engine.Refusal{Reason: string(reason.DualPasswordExists), Message: name + " already has a key beside the current " + entity + ": a generation of this set that the status does not account for (was the status or the source Secret restored from a backup?), which consumers may hold, so nothing was changed: reset the cluster to the source Secret (kubectl rekey recover does this, once the consumers run the current key), then rotate again"}
+		}
+	}
+	return nil
+}
+
+// Apply is applyOverlapping: generation gen's entity beside the current
+// one (read back if it exists), the newer ones nobody stored removed.
+func (b *cephBackend) Apply(_ context.Context, cur, _ engine.Secrets, gen int64) (engine.Secrets, error) {
+	in, err := b.mon()
+	if err != nil {
+		return nil, err
+	}
+	_, curGen, _ := b.current(in, cur)
+	if gen <= curGen {
+		return nil, fmt.Errorf("generation %d is not newer than %s's current generation %d", gen, cephBase, curGen)
+	}
+	var orphans []string
+	for _, g := range b.generations(in) {
+		if g > curGen && g != gen {
+			orphans = append(orphans, cephEntity(g))
+		}
+	}
+	if err := b.remove(in, orphans, "rotate/ceph-orphan-removed"); err != nil {
+		return nil, err
+	}
+	if a := in.acct(cephEntity(gen)); a.Exists && !a.Marked {
+		return nil, b.notOwned(cephEntity(gen))
+	}
+	return engine.Secrets{cephBase: b.mint(in, gen, "ceph/generation-created")}, nil
+}
+
+// verify is verifyPending: the monitor authenticates the key.
+func (b *cephBackend) verify(in *Instance, secrets engine.Secrets) error {
+	if entity, _, held := b.current(in, secrets); !held {
+		return &engine.Refusal{Reason: string(reason.PendingRejected), Message: "the cluster refuses the new key the source Secret holds for " + entity + ", so nothing was retired: retiring could lock its consumers out. The source Secret or the cluster was changed outside rekey: compare them (kubectl rekey status), then recover"}
+	}
+	return nil
+}
+
+// Retire removes the generations older than the pending one
+// (keepPriorKeyCount 0), once the pending key authenticates.
+func (b *cephBackend) Retire(_ context.Context, _, pending engine.Secrets) error {
+	in, err := b.mon()
+	if err != nil {
+		return err
+	}
+	if err := b.verify(in, pending); err != nil {
+		return err
+	}
+	_, gen, _ := b.current(in, pending)
+	var doomed []string
+	for _, g := range b.generations(in) {
+		if g < gen {
+			doomed = append(doomed, cephEntity(g))
+		}
+	}
+	return b.remove(in, doomed, "ceph/prior-removed")
+}
+
+// Reset is resetOverlapping: the current key must still work; every newer
+// generation goes.
+func (b *cephBackend) Reset(_ context.Context, cur engine.Secrets) error {
+	in, err := b.mon()
+	if err != nil {
+		return err
+	}
+	entity, gen, held := b.current(in, cur)
+	if !held {
+		return mismatchRefusal("the cluster no longer has the current key of " + cephBase + " (" + entity + "), so rolling back to it would lock its consumers out; nothing was deleted. Complete the rotation instead")
+	}
+	var doomed []string
+	for _, g := range b.generations(in) {
+		if g > gen {
+			doomed = append(doomed, cephEntity(g))
+		}
+	}
+	failpoint.Hit("reset/ceph-generations-doomed")
+	return b.remove(in, doomed, "reset/ceph-generation-removed")
+}
+
+func (b *cephBackend) Verify(_ context.Context, s engine.Secrets) error {
+	in, err := b.mon()
+	if err != nil {
+		return err
+	}
+	return b.verify(in, s)
+}
+
+func (b *cephBackend) Release(_ context.Context, cur engine.Secrets) error {
+	return b.wind(cur, false)
+}
+
+func (b *cephBackend) Deprovision(_ context.Context, cur engine.Secrets) error {
+	return b.wind(cur, true)
+}
+
+// wind is planDeletion carried out: the entity cur holds stays (Discard,
+// its record dropped) or goes (Delete); every other generation of the set
+// goes, under Discard only once the monitor is seen to hold the current
+// key (guardCurrent).
+func (b *cephBackend) wind(cur engine.Secrets, deprovision bool) error {
+	in, err := b.mon()
+	if err != nil {
+		return err
+	}
+	entity, _, held := b.current(in, cur)
+	var remove, unmark []string
+	for _, g := range b.generations(in) {
+		name := cephEntity(g)
+		switch {
+		case !in.acct(name).Marked:
+		case name == entity && !deprovision:
+			unmark = append(unmark, name)
+		default:
+			remove = append(remove, name)
+		}
+	}
+	if !deprovision && len(remove) > 0 && !held {
+		return mismatchRefusal("the cluster does not hold the current key of " + cephBase + " (" + entity + ") that the source Secret holds (changed outside rekey), so deleting the set removed none of its other generations: a consumer may still use one. Restore the key (ceph auth import), or set spec.deletionPolicy to Retain to let the set go without changing the cluster")
+	}
+	if err := b.remove(in, remove, "delete/ceph-entity-removed"); err != nil {
+		return err
+	}
+	for _, n := range unmark {
+		a := in.acct(n)
+		a.Marked = false
+		in.set(n, a)
+		failpoint.Hit("delete/ceph-record-removed")
+	}
+	return nil
+}

@@ -1,0 +1,82 @@
+package explorer
+
+import (
+	"fmt"
+	"slices"
+)
+
+// The Ceph world's side of the invariants, traces and transitions (the
+// backend model is cephmodel.go).
+
+// cephLogins are the entities creds (by source Secret key) authenticate
+// as, with the key each: the entity a key names.
+func cephLogins(creds map[string]string) map[string]string {
+	if key := creds[cephBase]; key != "" {
+		return map[string]string{cephEntityOf(key): key}
+	}
+	return nil
+}
+
+// cephLeftValid is "nothing left valid after deletion" on the monitor:
+// with deletionPolicy Delete no generation the set made is left; with
+// Discard only the one its consumers were given, without the set's record.
+func cephLeftValid(w *World) string {
+	in := w.instance(cephMon)
+	if in == nil || !in.Present || w.returned(in) {
+		return ""
+	}
+	served := ""
+	if w.Dist != nil {
+		served = string(w.Dist.Data[cephBase])
+	}
+	for name, a := range in.Users {
+		if !w.mine(name) || !a.Exists {
+			continue
+		}
+		switch {
+		case a.Marked:
+			return fmt.Sprintf("the set is %s (deletionPolicy %s) and %s is still recorded for it", goneOrEmptied(w), w.Set.Spec.OnDeletion(), name)
+		case a.Primary != served && !lostElsewhere(w, in, a.Primary):
+			return fmt.Sprintf("the set is %s (deletionPolicy %s) and %s, whose key its consumers were not given, still authenticates", goneOrEmptied(w), w.Set.Spec.OnDeletion(), name)
+		}
+	}
+	return ""
+}
+
+// cephStaleRestore is staleRestore on the monitor: the restore dropped the
+// keys the set's entities have, and the current key it brought back is
+// gone (removed by the discard the backup predates).
+func cephStaleRestore(w *World) bool {
+	in := w.instance(cephMon)
+	if in == nil || !in.Present {
+		return false
+	}
+	key := string(w.Source.Data[cephBase])
+	if in.acct(cephEntityOf(key)).Accepts(key) {
+		return false
+	}
+	for name, a := range in.Users {
+		if w.mine(name) && slices.Contains(w.Lost, a.Primary) {
+			return true
+		}
+	}
+	return false
+}
+
+// NewCephWorld is a set of one entity, Overlapping, with one consumer, on
+// a monitor where rekey mints its first generation when it provisions.
+func NewCephWorld() *World {
+	w := newSetWorld(setName, "uid-1", distName, webName)
+	w.Set.Annotations[Annotation] = CephWorld
+	w.FixedAdmin = true // the admin keyring is not the set's to rotate
+	w.Instances = []*Instance{{Name: cephMon, Present: true, Users: map[string]Account{}}}
+	return w
+}
+
+// cephTransitions: the monitor stops answering, and answers again.
+func cephTransitions() []Transition {
+	return []Transition{
+		{"mon stops answering", func(w *World) bool { return outage(cephMon, true)(w) }},
+		{"mon answers again", func(w *World) bool { return outage(cephMon, false)(w) }},
+	}
+}
