@@ -9,7 +9,6 @@ import (
 	"strings"
 
 	v1 "rekey.io/rekey/api/v1alpha1"
-	"rekey.io/rekey/internal/backend/registry"
 	"rekey.io/rekey/internal/engine"
 	"rekey.io/rekey/internal/failpoint"
 	"rekey.io/rekey/internal/reason"
@@ -67,15 +66,7 @@ var _ engine.Releaser = (*cephBackend)(nil)
 var _ engine.Deprovisioner = (*cephBackend)(nil)
 
 func init() {
-	registry.Register(registry.Entry{
-		Kind:    "explorer-ceph",
-		Field:   "the " + Annotation + " annotation (" + CephWorld + ")",
-		Selects: func(cs *v1.CredentialSet) bool { return cs.Annotations[Annotation] == CephWorld },
-		Build: func(_ context.Context, cs *v1.CredentialSet, _ registry.Kube, _ registry.Options) (*registry.Plan, error) {
-			return &registry.Plan{Backend: &cephBackend{w: active, cs: cs}}, nil
-		},
-		LockKeys: func(cs *v1.CredentialSet) []string { return []string{"explorer:" + CephWorld} },
-	})
+	registerWorld(CephWorld, func(cs *v1.CredentialSet) engine.Backend { return &cephBackend{w: active, cs: cs} })
 }
 
 func (b *cephBackend) Keys() []string { return []string{cephBase} }

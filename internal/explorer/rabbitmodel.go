@@ -55,14 +55,21 @@ var _ engine.Releaser = (*rabbitBackend)(nil)
 var _ engine.Deprovisioner = (*rabbitBackend)(nil)
 
 func init() {
+	registerWorld(RabbitWorld, func(cs *v1.CredentialSet) engine.Backend { return &rabbitBackend{w: active, cs: cs} })
+}
+
+// registerWorld registers the model backend of a world a set selects by
+// the model annotation's value (the MySQL model registers its own: it
+// builds more than a backend).
+func registerWorld(world string, build func(cs *v1.CredentialSet) engine.Backend) {
 	registry.Register(registry.Entry{
-		Kind:    "explorer-rabbitmq",
-		Field:   "the " + Annotation + " annotation (" + RabbitWorld + ")",
-		Selects: func(cs *v1.CredentialSet) bool { return cs.Annotations[Annotation] == RabbitWorld },
+		Kind:    "explorer-" + world,
+		Field:   "the " + Annotation + " annotation (" + world + ")",
+		Selects: func(cs *v1.CredentialSet) bool { return cs.Annotations[Annotation] == world },
 		Build: func(_ context.Context, cs *v1.CredentialSet, _ registry.Kube, _ registry.Options) (*registry.Plan, error) {
-			return &registry.Plan{Backend: &rabbitBackend{w: active, cs: cs}}, nil
+			return &registry.Plan{Backend: build(cs)}, nil
 		},
-		LockKeys: func(cs *v1.CredentialSet) []string { return []string{"explorer:" + RabbitWorld} },
+		LockKeys: func(*v1.CredentialSet) []string { return []string{"explorer:" + world} },
 	})
 }
 

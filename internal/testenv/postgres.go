@@ -291,6 +291,20 @@ func (p *Postgres) CanLogin(i *PostgresInstance, user, password string) error {
 	return c.Close(ctx)
 }
 
+// RoleExists reports whether the primary has role.
+func (p *Postgres) RoleExists(role string) (bool, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	c, err := p.Admin(ctx, p.Primary)
+	if err != nil {
+		return false, err
+	}
+	defer c.Close(ctx)
+	var n int
+	err = c.QueryRow(ctx, "SELECT count(*) FROM pg_roles WHERE rolname = $1", role).Scan(&n)
+	return n == 1, err
+}
+
 // Exec runs statements on i as the superuser.
 func (p *Postgres) Exec(i *PostgresInstance, stmts ...string) error {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)

@@ -85,15 +85,9 @@ func TestPostgresRestoredGeneration(t *testing.T) {
 // pgRoleExists: the primary has the role.
 func pgRoleExists(t *testing.T, p *testenv.Postgres, role string) bool {
 	t.Helper()
-	ctx := ctxT(t)
-	c, err := p.Admin(ctx, p.Primary)
+	ok, err := p.RoleExists(role)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer c.Close(ctx)
-	var n int
-	if err := c.QueryRow(ctx, "SELECT count(*) FROM pg_roles WHERE rolname = $1", role).Scan(&n); err != nil {
-		t.Fatal(err)
-	}
-	return n == 1
+	return ok
 }

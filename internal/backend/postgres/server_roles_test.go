@@ -66,17 +66,11 @@ func TestReplicaGate(t *testing.T) {
 
 func roleExists(t *testing.T, p *testenv.Postgres, role string) bool {
 	t.Helper()
-	ctx := ctxT(t)
-	c, err := p.Admin(ctx, p.Primary)
+	ok, err := p.RoleExists(role)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer c.Close(ctx)
-	var n int
-	if err := c.QueryRow(ctx, "SELECT count(*) FROM pg_roles WHERE rolname = $1", role).Scan(&n); err != nil {
-		t.Fatal(err)
-	}
-	return n == 1
+	return ok
 }
 
 // TestAdoption: an existing login role that owns the application's table
