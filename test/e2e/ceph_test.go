@@ -175,7 +175,8 @@ func assertCephSecrets(t testing.TB, c *testenv.Ceph, cs *v1.CredentialSet, enti
 // TestCephOverlapping: a client key with outside consumers gets a new
 // entity per generation; during the overlap both authenticate, discard
 // keeps keepPriorKeyCount prior generations, an abort removes the new one,
-// and an orphan entity found in `ceph auth ls` is removed.
+// and a newer generation found in `ceph auth ls` holds rotations until
+// recover removes it.
 func TestCephOverlapping(t *testing.T) {
 	c := testenv.CephForTest(t)
 	startManager(t, cp.Config, withCephWorkDir(c))
@@ -232,11 +233,14 @@ func TestCephOverlapping(t *testing.T) {
 	wantEntities(t, c, "client.csi.2", "client.csi.3")
 	assertCephSecrets(t, c, cs, "client.csi")
 
-	// An orphan generation the set's status never recorded (a rotation
-	// whose status was lost) is found in the mon and removed by the next
-	// rotation. rekey records its ownership in the mon before it creates
-	// an entity, so such an orphan carries that record; one without it is
-	// refused instead (internal/backend/ceph TestOwnershipOnTheRealMon).
+	// A newer generation the set's status never recorded (a status
+	// restored from before a rotation, whose consumers may hold its key)
+	// is found in the mon: the next rotation is refused, naming it and
+	// recover, and nothing is removed; recover removes it, and the kept
+	// request then runs. rekey records its ownership in the mon before it
+	// creates an entity, so such a generation carries that record; one
+	// without it is refused instead (internal/backend/ceph
+	// TestOwnershipOnTheRealMon).
 	if _, err := c.CLI(ctxT(t), "config-key", "set", "rekey/owner/client.csi.9", string(cs.UID)+" "+ns+"/csi"); err != nil {
 		t.Fatal(err)
 	}
@@ -244,8 +248,10 @@ func TestCephOverlapping(t *testing.T) {
 		t.Fatal(err)
 	}
 	rotate(t, ns, "csi", "r4")
+	mustContain(t, "DualPasswordExists event", waitEventNoting(t, ns, "csi", reason.DualPasswordExists, "client.csi.9"), "kubectl rekey recover")
+	wantEntities(t, c, "client.csi.2", "client.csi.3", "client.csi.9")
+	annotate(t, ns, "csi", engine.RecoverAnnotation, "c4")
 	waitPhase(t, ns, "csi", v1.PhaseDistributed, 3)
-	waitEvent(t, ns, "csi", string(reason.OrphanRemoved))
 	wantEntities(t, c, "client.csi.2", "client.csi.3", "client.csi.4")
 	discard(t, ns, "csi", "r4")
 	cs = waitPhase(t, ns, "csi", v1.PhaseIdle, 4)
