@@ -60,6 +60,13 @@ func TestTopologyRebuiltReplicaWhileDistributed(t *testing.T) {
 	pend := userPasswords(sourceData(t, cs), mocoKeys, engine.PendingSuffix)
 	mk := matrixMark(t, p, "replica rebuilt from an empty data directory while Distributed (Manual discard), admin recreated by the bootstrap")
 	targets.remove(r1)
+	// The replica is lost, and a reconcile sees it (InstanceUnreachable,
+	// which rechecks every 10 s): nothing else wakes a Distributed set
+	// whose consumers rolled out, so whether the rebuild began before or
+	// after the rollout's last reconcile decided whether anything looked.
+	r1.Stop()
+	annotate(t, ns, "topo", "test.rekey.io/touch", "lost")
+	mustContain(t, "InstanceUnreachable event", waitEventNoting(t, ns, "topo", reason.InstanceUnreachable, r1.Addr()), "resumes by itself")
 
 	// The moment r1 answers again: the first successful login of the
 	// harness account after it was seen down.
