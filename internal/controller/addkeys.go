@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 
+	v1 "rekey.io/rekey/api/v1alpha1"
 	"rekey.io/rekey/internal/engine"
 	"rekey.io/rekey/internal/failpoint"
 	"rekey.io/rekey/internal/naming"
@@ -29,6 +30,8 @@ func (r *Reconciler) addIdentities(ctx context.Context, t *turn, cur engine.Secr
 	present := slices.DeleteFunc(slices.Clone(keys), func(k string) bool { return slices.Contains(missing, k) })
 	pending := engine.InspectPending(t.src.Data, present, cs.Status.RotationID)
 	switch engine.DecideAdd(cs.Status, pending, t.p.backend.Traits(), engine.CurrentCount(t.src.Data)) {
+	case engine.AddReadBack:
+		return r.readBack(ctx, t, cur, missing)
 	case engine.AddLost:
 		return &problem{reason.MissingRotationPending, fmt.Sprintf(
 			"source Secret %s/%s lacks current secrets %v; restore them from backup", r.Namespace, name, missing)}, nil
@@ -112,4 +115,50 @@ func (r *Reconciler) stageAdded(ctx context.Context, t *turn, missing []string) 
 	}
 	failpoint.Hit("add/staged")
 	return staged, nil
+}
+
+// readBack takes the keys the source Secret lacks from a backend that
+// hands its keys back (engine.AddReadBack): Provision adopts what the
+// backend holds and mints what exists nowhere. The backend's key may not
+// be the one the consumers were given (a person deleted it from the source
+// Secret so that rekey adopts the cluster's, as a KeyMismatch refusal
+// says), so they restart onto it. The restart is recorded before the
+// source Secret is written: a crash in between reads back the same keys
+// and keeps the same restart.
+func (r *Reconciler) readBack(ctx context.Context, t *turn, cur engine.Secrets, missing []string) (*problem, error) {
+	cs := t.cs
+	if err := r.fence(ctx); err != nil {
+		return nil, err
+	}
+	got, err := t.p.backend.Provision(ctx, cur)
+	if err != nil {
+		if prob := classify(err); prob != nil {
+			prob.message = fmt.Sprintf("reading back %v, which the source Secret holds no current secret for: %s", missing, prob.message)
+			return prob, nil
+		}
+		return nil, err
+	}
+	next := maps.Clone(t.src.Data)
+	if next == nil {
+		next = map[string][]byte{} // every key was deleted
+	}
+	for _, k := range missing {
+		v, ok := got.Secrets[k]
+		if !ok || v == "" {
+			return nil, fmt.Errorf("provisioning read back no secret for %s", k)
+		}
+		next[k] = []byte(v)
+	}
+	if id := engine.AdoptRestartID(t.src.ResourceVersion); cs.Status.RestartID != id {
+		if err := r.writeStatus(ctx, t, func(st *v1.CredentialSetStatus) { st.RestartID = id }); err != nil {
+			return nil, err
+		}
+		failpoint.Hit("add/restart-recorded")
+	}
+	if t.src, err = r.writeSourceSecret(ctx, cs, t.src, next); err != nil {
+		return nil, err
+	}
+	r.event(cs, "Normal", reason.Provisioned, "Provision", "%s read back from the backend, as the source Secret held no current secret for them: the consumers restart onto them (step %s)",
+		strings.Join(missing, ", "), engine.StepOf(cs.Status))
+	return nil, nil
 }

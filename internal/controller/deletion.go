@@ -61,7 +61,8 @@ func (r *Reconciler) deleted(ctx context.Context, cs *v1.CredentialSet) (res ctr
 	case letGo:
 		return ctrl.Result{}, true, r.release(ctx, cs)
 	case finishRotation:
-		r.rotationEvent(cs, cs.Status.RotationID, "Normal", reason.DeletionWaiting, "Delete", "%s", deletionWaitNote(cs))
+		// The reconcile goes on as usual; load says what the rotation
+		// waits for (deletionWaitNote) once it knows the backend.
 		return ctrl.Result{}, false, nil
 	}
 	if !ns.terminating {
@@ -79,8 +80,10 @@ func (r *Reconciler) deleted(ctx context.Context, cs *v1.CredentialSet) (res ctr
 
 // deletionWaitNote says what a deleted set's rotation in flight waits for
 // and what ends it sooner: abort only while the rotation can still roll
-// back (not once its discard began, nor during a rollback).
-func deletionWaitNote(cs *v1.CredentialSet) string {
+// back (not once its discard began, nor during a rollback), and never for
+// a backend that replaces credentials in place (overlap false): once it
+// applied, or a crash may have come after it did, abort is refused.
+func deletionWaitNote(cs *v1.CredentialSet, overlap bool) string {
 	st := cs.Status
 	const why = "so that no consumer is left with credentials the backend no longer accepts; to let go at once and leave the backend as it is, set spec.deletionPolicy to Retain"
 	switch {
@@ -88,6 +91,10 @@ func deletionWaitNote(cs *v1.CredentialSet) string {
 		return fmt.Sprintf("the set is deleted while rotation %s is being rolled back: the rollback completes first, once the consumers run the current credentials again, %s", st.LastRolledBackID, why)
 	case st.DiscardStarted || st.DiscardApplied:
 		return fmt.Sprintf("the set is deleted while rotation %s discards the old credentials: the discard completes first (it cannot roll back any more), %s", st.RotationID, why)
+	case !overlap && st.Phase == v1.PhaseDistributed && cs.Spec.Rotation.DiscardPolicy != v1.DiscardAfterRollout:
+		return fmt.Sprintf("the set is deleted while rotation %s is distributed: it completes when you discard it (kubectl rekey discard %s, once consumers run the new credentials); it replaced the credentials in place, so it cannot roll back, %s", st.RotationID, cs.Name, why)
+	case !overlap:
+		return fmt.Sprintf("the set is deleted while rotation %s is in flight: the rotation completes first (it replaces the credentials in place, so it may no longer roll back), %s", st.RotationID, why)
 	case st.Phase == v1.PhaseDistributed && cs.Spec.Rotation.DiscardPolicy != v1.DiscardAfterRollout:
 		return fmt.Sprintf("the set is deleted while rotation %s is distributed: it completes when you discard it (kubectl rekey discard %s, once consumers run the new credentials) or roll it back (kubectl rekey abort %s), %s", st.RotationID, cs.Name, cs.Name, why)
 	}

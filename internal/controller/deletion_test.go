@@ -2,6 +2,7 @@ package controller
 
 import (
 	"slices"
+	"strings"
 	"testing"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -61,6 +62,42 @@ func TestWantedFinalizers(t *testing.T) {
 	for _, c := range cases {
 		if got := wantedFinalizers(set(c.policy)); !slices.Equal(got, c.want) {
 			t.Errorf("policy %q: got %v, want %v", c.policy, got, c.want)
+		}
+	}
+}
+
+// TestDeletionWaitNote: the DeletionWaiting event names abort only where
+// abort can roll the rotation back: not for a backend that replaces the
+// credentials in place (it may have applied already), nor once the
+// discard began, nor during a rollback.
+func TestDeletionWaitNote(t *testing.T) {
+	set := func(st v1.CredentialSetStatus) *v1.CredentialSet {
+		return &v1.CredentialSet{ObjectMeta: metav1.ObjectMeta{Name: "db"}, Status: st}
+	}
+	rotating := v1.CredentialSetStatus{Phase: v1.PhaseRotating, RotationID: "r1"}
+	distributed := v1.CredentialSetStatus{Phase: v1.PhaseDistributed, RotationID: "r1", RotateApplied: true}
+	discarding := v1.CredentialSetStatus{Phase: v1.PhaseDistributed, RotationID: "r1", RotateApplied: true, DiscardStarted: true}
+	resetting := v1.CredentialSetStatus{Phase: v1.PhaseIdle, ResetPending: true, LastRolledBackID: "r1"}
+	for _, c := range []struct {
+		name    string
+		st      v1.CredentialSetStatus
+		overlap bool
+		abort   bool
+		says    string
+	}{
+		{"overlapping, rotating", rotating, true, true, "completes first"},
+		{"overlapping, distributed", distributed, true, true, "kubectl rekey discard db"},
+		{"in place, rotating", rotating, false, false, "replaces the credentials in place"},
+		{"in place, distributed", distributed, false, false, "kubectl rekey discard db"},
+		{"discarding", discarding, true, false, "cannot roll back any more"},
+		{"a rollback's reset", resetting, false, false, "the rollback completes first"},
+	} {
+		note := deletionWaitNote(set(c.st), c.overlap)
+		if got := strings.Contains(note, "kubectl rekey abort"); got != c.abort {
+			t.Errorf("%s: names abort %v, want %v: %s", c.name, got, c.abort, note)
+		}
+		if !strings.Contains(note, c.says) {
+			t.Errorf("%s: %q does not say %q", c.name, note, c.says)
 		}
 	}
 }

@@ -132,6 +132,9 @@ func (r *Reconciler) decisionInput(ctx context.Context, t *turn, rolledOut bool)
 	if in.Irreversible, err = r.irreversible(ctx, t); err != nil {
 		return in, engine.PolicyDue{}, err
 	}
+	if in.CurrentRefused, err = r.currentRefused(ctx, t); err != nil {
+		return in, engine.PolicyDue{}, err
+	}
 	if at := cs.Status.RolledOutAt; at != nil {
 		in.RolloutDoneAt = at.Time
 	} else {
@@ -176,6 +179,28 @@ func (r *Reconciler) irreversible(ctx context.Context, t *turn) (bool, error) {
 		return rf.Reason == string(reason.KeyMismatch), nil
 	}
 	return false, err
+}
+
+// currentRefused asks a backend without Overlap, before a recover at rest
+// restarts the consumers onto the current secrets, whether it still
+// accepts them (engine.Input.CurrentRefused): its keys may have been
+// replaced in place since (a status and source Secret restored from a
+// backup taken before a rotation applied, or a key changed outside rekey).
+// A backend that does not answer holds the recover until it does.
+func (r *Reconciler) currentRefused(ctx context.Context, t *turn) (string, error) {
+	st := t.cs.Status
+	id := t.cs.Annotations[engine.RecoverAnnotation]
+	if t.p.backend.Traits().Overlap || engine.Active(st) || st.ResetPending || id == "" || id == st.LastRecoverID {
+		return "", nil
+	}
+	err := t.p.backend.Precheck(ctx, t.cur)
+	if rf, refused := engine.AsRefusal(err); refused {
+		if rf.Reason == string(reason.KeyMismatch) {
+			return rf.Message, nil
+		}
+		return "", nil
+	}
+	return "", err
 }
 
 // policyDue asks the rotation policy; the backend's version is read only

@@ -127,6 +127,11 @@ func (r *Reconciler) load(ctx context.Context, cs *v1.CredentialSet, obs *observ
 		return nil, err
 	}
 	obs.transport = transportOf(p.backend)
+	if !cs.DeletionTimestamp.IsZero() && engine.RotationInFlight(cs.Status) {
+		// Only finishRotation reconciles a deleted set with a rotation in
+		// flight as usual (deleted).
+		r.rotationEvent(cs, cs.Status.RotationID, "Normal", reason.DeletionWaiting, "Delete", "%s", deletionWaitNote(cs, p.backend.Traits().Overlap))
+	}
 	if err := r.syncFinalizers(ctx, cs); err != nil {
 		return nil, err
 	}

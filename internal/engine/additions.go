@@ -24,10 +24,16 @@ const (
 	// AddUnsupported: the backend provisions identities only when the
 	// set is first provisioned (Traits.AddsAtRest).
 	AddUnsupported
+	// AddReadBack: the backend hands its secrets back (Traits.ReadBack),
+	// so nothing is lost: Provision reads back the keys it holds (or mints
+	// those that exist nowhere), they become current, and the consumers
+	// restart onto them (the key a person deleted from the source Secret
+	// so that rekey adopts the backend's, as a KeyMismatch refusal says).
+	AddReadBack
 )
 
 func (a Addition) String() string {
-	return [...]string{"AddNow", "AddLost", "AddInFlight", "AddUnsupported"}[a]
+	return [...]string{"AddNow", "AddLost", "AddInFlight", "AddUnsupported", "AddReadBack"}[a]
 }
 
 // DecideAdd decides for a provisioned set in st whose source Secret holds
@@ -37,14 +43,24 @@ func (a Addition) String() string {
 // one is an identity new to the spec (a user added, or one listed in
 // place of another). It is added only while the set is at rest (Idle, no
 // reset owed, nothing pending), as Provision's contract is for a set with
-// nothing in flight.
+// nothing in flight. A backend that hands its keys back (ReadBack) loses
+// none: at rest, whatever the source Secret lacks is read back from it.
 func DecideAdd(st v1.CredentialSetStatus, pending PendingState, traits Traits, held int) Addition {
+	atRest := st.Phase == v1.PhaseIdle && !st.ResetPending && !st.DiscardStarted && pending == PendingNone
+	// A reset owed to an in-place backend (no Overlap) can only bring the
+	// backend back to what it holds already, so reading its keys back
+	// takes nothing from the reset: it is how a reset the backend refuses
+	// (its key changed since) ends. An overlapping backend's reset removes
+	// the keys a read back would adopt.
+	readBackAtRest := st.Phase == v1.PhaseIdle && !st.DiscardStarted && pending == PendingNone && (!st.ResetPending || !traits.Overlap)
 	switch {
+	case traits.ReadBack && readBackAtRest:
+		return AddReadBack
 	case held == 0:
 		return AddLost
 	case !traits.AddsAtRest:
 		return AddUnsupported
-	case st.Phase != v1.PhaseIdle || st.ResetPending || st.DiscardStarted || pending != PendingNone:
+	case !atRest:
 		return AddInFlight
 	}
 	return AddNow

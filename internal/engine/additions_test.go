@@ -34,6 +34,13 @@ func TestDecideAdd(t *testing.T) {
 		{"a discard under way", with(func(s *v1.CredentialSetStatus) { s.DiscardStarted = true }), PendingNone, adds, 2, AddInFlight},
 		{"Idle with a rotation's secrets left", idle, PendingPartial, adds, 2, AddInFlight},
 		{"Idle with another rotation's secrets", idle, PendingStale, adds, 2, AddInFlight},
+		{"a backend that hands its keys back: a key deleted from the source Secret", idle, PendingNone, Traits{ReadBack: true}, 1, AddReadBack},
+		{"a backend that hands its keys back: every key deleted", idle, PendingNone, Traits{ReadBack: true}, 0, AddReadBack},
+		{"hands its keys back, mid-rotation", with(func(s *v1.CredentialSetStatus) { s.Phase = v1.PhaseRotating }), PendingNone, Traits{ReadBack: true}, 1, AddUnsupported},
+		{"hands its keys back, all lost mid-rotation", with(func(s *v1.CredentialSetStatus) { s.Phase = v1.PhaseRotating }), PendingNone, Traits{ReadBack: true}, 0, AddLost},
+		{"hands its keys back, overlapping, a reset owed", with(func(s *v1.CredentialSetStatus) { s.ResetPending = true }), PendingNone, Traits{ReadBack: true, Overlap: true}, 1, AddUnsupported},
+		{"hands its keys back, in place, a reset owed", with(func(s *v1.CredentialSetStatus) { s.ResetPending = true }), PendingNone, Traits{ReadBack: true}, 1, AddReadBack},
+		{"hands its keys back, a discard under way", with(func(s *v1.CredentialSetStatus) { s.DiscardStarted = true }), PendingNone, Traits{ReadBack: true}, 1, AddUnsupported},
 	} {
 		if got := DecideAdd(c.st, c.pending, c.traits, c.held); got != c.want {
 			t.Errorf("%s: %s, want %s", c.name, got, c.want)

@@ -77,10 +77,16 @@ type Input struct {
 	// current secrets already (a backend without Overlap that applied), so
 	// it can only complete.
 	Irreversible bool
-	NoInstances  bool // e.g. a StatefulSet scaled to 0
-	Pending      PendingState
-	Policy       v1.DiscardPolicy
-	GracePeriod  time.Duration
+	// CurrentRefused: with a recover request at rest, a backend without
+	// Overlap refuses the current secrets (its keys were replaced in place
+	// since: a status and source Secret restored from a backup, or a key
+	// changed outside rekey), with its refusal. A reset cannot bring them
+	// back, and consumers restarted onto them would be refused.
+	CurrentRefused string
+	NoInstances    bool // e.g. a StatefulSet scaled to 0
+	Pending        PendingState
+	Policy         v1.DiscardPolicy
+	GracePeriod    time.Duration
 	// Consumers is how many consumers the set declares (workloads and
 	// groups): AfterRollout needs one to prove the new secrets are used.
 	Consumers     int
@@ -355,6 +361,11 @@ func decideRollback(in Input) (Decision, bool) {
 				"%s: it can only complete; remove the recover request and let it finish", why)}, true
 		case active:
 			return Decision{Action: Rollback, RecoverID: r}, true
+		case in.CurrentRefused != "":
+			// Held, not dropped: once the backend's keys are current
+			// again (read back), the recover runs.
+			return Decision{Action: Refuse, Reason: reason.KeyMismatch, Message: fmt.Sprintf(
+				"recover %s waits: the backend no longer accepts the current secrets of the source Secret, so consumers restarted onto them would be refused and a reset cannot bring them back: %s", r, in.CurrentRefused)}, true
 		default:
 			return Decision{Action: Recover, RecoverID: r}, true
 		}

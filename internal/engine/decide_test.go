@@ -136,6 +136,8 @@ func TestDecide(t *testing.T) {
 			Decision{Action: Rollback, RecoverID: "x1"}},
 		{"recover while idle resets the backend", Input{Status: idle, RecoverRequest: "x1"},
 			Decision{Action: Recover, RecoverID: "x1"}},
+		{"recover while idle waits while an in-place backend refuses the current secrets", Input{Status: idle, RecoverRequest: "x1", CurrentRefused: "changed outside rekey"},
+			Decision{Action: Refuse, Reason: reason.KeyMismatch}},
 		{"a served recover request is ignored", Input{Status: v1.CredentialSetStatus{Phase: v1.PhaseIdle, LastRecoverID: "x1"}, RecoverRequest: "x1"},
 			Decision{Action: None}},
 		{"the request of a rolled-back rotation does not start it again", Input{Status: v1.CredentialSetStatus{Phase: v1.PhaseIdle, LastRolledBackID: "r1"}, RotateRequest: "r1"},

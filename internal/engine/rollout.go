@@ -168,6 +168,12 @@ func RollbackRestartID(id string) string { return "rollback-" + id }
 // rotation its consumers already run).
 func RecoverRestartID(id string) string { return "recover-" + id }
 
+// AdoptRestartID is the restart value after the keys a person deleted from
+// the source Secret were read back from the backend (AddReadBack), which
+// held source Secret version rv then: new, so every consumer restarts onto
+// the keys the backend holds.
+func AdoptRestartID(rv string) string { return "adopted-" + rv }
+
 // LeftoverRecoverID names the recovery a reconcile of an idle set starts
 // by itself when its source Secret holds pending secrets that no rotation
 // accounts for, at the set's metadata.generation gen (each spec edit

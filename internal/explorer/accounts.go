@@ -29,6 +29,9 @@ type Account struct {
 	// before rekey (adopted) carries no mark. Release removes the mark;
 	// Deprovision drops what carries it.
 	Marked bool `json:"m,omitempty"`
+	// Minted: rekey created it (a Ceph record ending in "minted"), not
+	// adopted it; deletionPolicy Delete removes only what rekey minted.
+	Minted bool `json:"mi,omitempty"`
 	// Gen and DualMark: the generation mark rekey writes with its own
 	// statements (the MySQL backend's rekey.io/applied attribute): the
 	// generation it last applied, and whether that left two passwords. A

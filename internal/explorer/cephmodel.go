@@ -28,8 +28,8 @@ import (
 // (internal/backend/ceph overlap.go, inplace.go, provision.go,
 // deletion.go), each proven on a real ceph-mon by that package's tests
 // (TestOverlappingRotation, TestOverlappingCrashLeftovers, the deletion
-// tests) and test/e2e's (TestCephCoverage, TestCephCrashSafety,
-// TestCephDeletion, TestCephRestoredGeneration).
+// tests) and test/e2e's (TestCephOverlapping, TestCephDeletion,
+// TestCephRestoredGeneration).
 //
 // A key here names its entity ("client.app.2/k-r1"), so that the secret a
 // Secret holds is the key an entity has, as the MySQL and RabbitMQ
@@ -42,7 +42,7 @@ const (
 	cephKeySep = "/"
 )
 
-func (w *World) ceph() bool { return w.Set.Annotations[Annotation] == CephWorld }
+func (w *World) ceph() bool { return w.Set.Annotations[Annotation] == CephWorld || w.cephInPlace() }
 
 // cephGeneration is N of client.app.<N>.
 func cephGeneration(entity string) (int64, bool) {
@@ -134,7 +134,7 @@ func (b *cephBackend) mint(in *Instance, g int64, step string) string {
 	if id == "" {
 		id = fmt.Sprintf("g%d", g)
 	}
-	in.set(name, Account{Exists: true, Primary: name + cephKeySep + "k-" + id, Marked: true})
+	in.set(name, Account{Exists: true, Primary: name + cephKeySep + "k-" + id, Marked: true, Minted: true})
 	failpoint.Hit(step)
 	return in.acct(name).Primary
 }

@@ -34,6 +34,9 @@ func cephLeftValid(w *World) string {
 			continue
 		}
 		switch {
+		case !a.Minted && !a.Marked:
+			// Adopted and released: it stays as it was before rekey,
+			// with the key its consumers hold, under either policy.
 		case a.Marked:
 			return fmt.Sprintf("the set is %s (deletionPolicy %s) and %s is still recorded for it", goneOrEmptied(w), w.Set.Spec.OnDeletion(), name)
 		case a.Primary != served && !lostElsewhere(w, in, a.Primary):

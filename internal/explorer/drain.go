@@ -36,6 +36,9 @@ func drainStep(c *World, recovers *int) string {
 	if step := createMissing(c); step != "" {
 		return step
 	}
+	if step := dropFromSource(c); step != "" {
+		return step
+	}
 	if c.Pod.Template != c.template() {
 		restartPod(c)
 		return "consumer pod restarts"

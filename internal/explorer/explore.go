@@ -20,8 +20,11 @@ func Start(o Options) (*World, error) {
 	if o.Ceph {
 		w = NewCephWorld()
 	}
+	if o.CephInPlace {
+		w = NewCephInPlaceWorld()
+	}
 	w.Set.Spec.DeletionPolicy = o.Policy
-	w.FixedAdmin = o.FixedAdmin || o.RabbitMQ || o.Ceph
+	w.FixedAdmin = o.FixedAdmin || o.RabbitMQ || o.Ceph || o.CephInPlace
 	if o.Schedule {
 		w.Set.Spec.Rotation = scheduled(w.Set.Spec.Rotation)
 	}

@@ -42,7 +42,7 @@ func noLockout(w *World) string {
 			continue // nobody reaches it; not yet reconciled since it returned; or rekey cannot log in there
 		}
 		for k, pw := range loginsOf(w, podHolds(w)) {
-			if a := in.acct(k); !a.Hand && !a.Accepts(pw) && !lostElsewhere(w, in, pw) {
+			if a := in.acct(k); !a.Hand && !a.Accepts(pw) && !lostElsewhere(w, in, pw) && !inPlaceWindow(w, pw) {
 				return fmt.Sprintf("the consumer's pod holds %s=%s, which %s refuses", k, pw, in.Name)
 			}
 		}
@@ -105,10 +105,11 @@ func recoverable(w *World) string {
 		// A rollback's secrets its reset could not reach here are excused
 		// (noteUnreset): reported, and recover resets them.
 		for k, a := range in.Users {
-			if a.Hand || !a.Exists || w.FixedAdmin && k == AdminKey || !w.mine(k) || w.ceph() && a.Marked {
+			if a.Hand || !a.Exists || w.FixedAdmin && k == AdminKey || !w.mine(k) || w.ceph() && a.Marked || w.cephInPlace() {
 				// Ceph mints its keys and rekey reads them back
 				// (Traits.ReadBack): an entity recorded for the set is
-				// recoverable from the cluster itself.
+				// recoverable from the cluster itself, and so is the
+				// InPlace entity, which stays (it was there before rekey).
 				continue
 			}
 			for _, pw := range []string{a.Primary, a.Secondary} {
@@ -210,6 +211,12 @@ func first(s []string) string {
 // follow reconciles c (at most three times) until served says the request
 // was taken; otherwise what refused it.
 func follow(c *World, served func(*World) bool) string {
+	for _, in := range c.Instances {
+		// An instance that does not answer holds every step alike, and
+		// the step resumes by itself when it answers: a wait, not a
+		// refusal.
+		in.Down = false
+	}
 	var last []string
 	for i := 0; i < 3; i++ {
 		if _, err := c.Reconcile(""); err != nil && len(c.Warnings) == 0 {
@@ -283,7 +290,7 @@ func settled(c *World) bool {
 		return c.Gone
 	}
 	st := c.Set.Status
-	return st.Phase == v1.PhaseIdle && !st.ResetPending && c.Pod.Template == c.template() && specServed(c)
+	return st.Phase == v1.PhaseIdle && !st.ResetPending && c.Pod.Template == c.template() && specServed(c) && !inPlaceOpen(c)
 }
 
 func warningsNote(w *World) string {

@@ -94,8 +94,8 @@ type Options struct {
 	RabbitMQ bool
 	// Ceph: the set is the Ceph model's (cephmodel.go), one entity
 	// rotated Overlapping on one monitor (Instances is ignored), which
-	// may stop answering.
-	Ceph bool
+	// may stop answering; CephInPlace, rotated InPlace (cephinplace.go).
+	Ceph, CephInPlace bool
 	// Observe, when set, sees every new state breadth first explores (a
 	// test's proof that it reached what it is about).
 	Observe func(*World)
@@ -367,7 +367,7 @@ func Transitions(o Options) []Transition {
 	if o.RabbitMQ {
 		out = append(out, rabbitTransitions()...)
 	}
-	if o.Ceph {
+	if o.Ceph || o.CephInPlace {
 		out = append(out, cephTransitions()...)
 	}
 	if o.Backups {

@@ -52,6 +52,9 @@ func (w *World) mine(k string) bool {
 		_, ok := rabbitGeneration(k)
 		return ok
 	}
+	if w.cephInPlace() {
+		return k == cephBase
+	}
 	if w.ceph() {
 		_, ok := cephGeneration(k)
 		return ok

@@ -80,6 +80,8 @@ type World struct {
 	// instance it did not reach (out of the spec, or scaled in), as
 	// "instance=secret" (noteUnreset).
 	Unreset []string `json:"unreset,omitempty"`
+	// RotatedAway are the keys an InPlace rotation replaced (inPlaceWindow).
+	RotatedAway []string `json:"away,omitempty"`
 	// Older is the set as it was before the last reconcile that changed
 	// its status: what a lagging cache may still hand a manager.
 	Older *v1.CredentialSet `json:"older,omitempty"`

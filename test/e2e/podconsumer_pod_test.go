@@ -39,7 +39,7 @@ func (pc *podConsumers) run(sp *simPod, secret string) {
 	pc.starts.Add(1)
 	pc.t.Logf("consumer pod %s started: read Secret %s at generation %s (secret-hash %s)", sp.name, secret, sp.generation, sp.hash)
 
-	tick := time.NewTicker(consumerLoginEvery)
+	tick := time.NewTicker(pc.way.interval())
 	defer tick.Stop()
 	for turn := 0; ; turn++ {
 		select {

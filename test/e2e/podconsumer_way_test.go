@@ -3,6 +3,7 @@ package e2e
 import (
 	"errors"
 	"sort"
+	"time"
 
 	"github.com/go-sql-driver/mysql"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -23,6 +24,17 @@ type consumerWay struct {
 	// refused: the server answered and would not let the login in (a
 	// lockout), as opposed to an instance that did not answer.
 	refused func(error) bool
+	// every is how often a pod logs in (0: consumerLoginEvery): a login
+	// that runs a program is paced so that the pods do not take the
+	// machine's cores from the test.
+	every time.Duration
+}
+
+func (w consumerWay) interval() time.Duration {
+	if w.every > 0 {
+		return w.every
+	}
+	return consumerLoginEvery
 }
 
 type consumerLogin struct{ user, password string }

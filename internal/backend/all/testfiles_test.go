@@ -188,10 +188,10 @@ var covered = map[string]cover{
 	// controller: its reconcile runs on the fake backend (backend/fake)
 	// against a real API server; the step and glue files are run by the
 	// tests that drive whole reconciles.
-	"controller/addkeys.go":           {[]string{"test/e2e.TestMySQLUserAdded", "internal/explorer.TestPathUserAdded"}, "a user added to a provisioned set, at rest and mid-rotation, on real servers and in every state the explorer reaches (engine.DecideAdd has the table test)"},
+	"controller/addkeys.go":           {[]string{"test/e2e.TestMySQLUserAdded", "internal/explorer.TestPathUserAdded", "test/e2e.TestCephInPlaceAdopt", "internal/explorer.TestCephInPlace"}, "a user added to a provisioned set, at rest and mid-rotation, and a Ceph key deleted from the source Secret read back, on real servers and in every state the explorer reaches (engine.DecideAdd has the table test)"},
 	"controller/act.go":               {[]string{"TestEngineActions"}, "every engine action a reconcile takes goes through act"},
 	"controller/cronjob.go":           {[]string{"test/e2e.TestCronJobConsumer"}, "a CronJob consumer's Jobs listed and judged (engine.CronJobRollout has the table test)"},
-	"controller/gather.go":            {[]string{"TestEngineActions", "TestTargetReadOncePerReconcile"}, "each reconcile gathers the set's Secrets and targets, reading each once"},
+	"controller/gather.go":            {[]string{"TestEngineActions", "TestTargetReadOncePerReconcile", "test/e2e.TestCephInPlaceAdopt"}, "each reconcile gathers the set's Secrets and targets, reading each once, and asks an in-place backend before a recover"},
 	"controller/idleupkeep.go":        {[]string{"TestEngineActions", "test/e2e.TestMySQLFullCycle"}, "an Idle set's repair runs after each rotation"},
 	"controller/kube.go":              {[]string{"test/e2e.TestCephAdminRotationCrash", "test/e2e.TestMySQLFullCycle"}, "the view a backend's Build gets: Secrets the Ceph keyring store reads and claims, StatefulSets MySQL lists, the fence"},
 	"controller/observe.go":           {[]string{"TestEngineActions", "TestTransitionCarriesCoverage"}, "what each reconcile observes before it decides"},

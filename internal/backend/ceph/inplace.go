@@ -25,30 +25,30 @@ func (b *Backend) Apply(ctx context.Context, cur, pending engine.Secrets, gen in
 	return b.applyInPlace(ctx, s, cur, pending)
 }
 
-// inPlaceAction is what Apply does to one entity.
-type inPlaceAction int
+// InPlaceAction is what Apply does to one entity.
+type InPlaceAction int
 
 const (
-	keepPending inPlaceAction = iota // the cluster has the stored pending key
-	rotateKey                        // the cluster still has the current key
-	adoptKey                         // a key this rotation minted before a crash lost it
-	refuseKey                        // a key nobody stored: changed outside rekey
+	KeepPending InPlaceAction = iota // the cluster has the stored pending key
+	RotateKey                        // the cluster still has the current key
+	AdoptKey                         // a key this rotation minted before a crash lost it
+	RefuseKey                        // a key nobody stored: changed outside rekey
 )
 
-// decideInPlace picks the action from the key the cluster holds. With
+// DecideInPlace picks the action from the key the cluster holds. With
 // nothing pending stored, a key that is not the current one can only be
 // this rotation's (minted before a crash): rotating again would throw away
 // a key a restarted consumer may already use.
-func decideInPlace(cluster, cur, pending string) inPlaceAction {
+func DecideInPlace(cluster, cur, pending string) InPlaceAction {
 	switch {
 	case pending != "" && cluster == pending:
-		return keepPending
+		return KeepPending
 	case cluster == cur:
-		return rotateKey
+		return RotateKey
 	case pending == "":
-		return adoptKey
+		return AdoptKey
 	}
-	return refuseKey
+	return RefuseKey
 }
 
 // applyInPlace asks the cluster about every entity before rotating any, so
@@ -58,7 +58,7 @@ func (b *Backend) applyInPlace(ctx context.Context, s *session, cur, pending eng
 	if err != nil {
 		return nil, err
 	}
-	actions := make([]inPlaceAction, len(b.entities))
+	actions := make([]InPlaceAction, len(b.entities))
 	held := make([]authEntry, len(b.entities))
 	for i, e := range b.entities {
 		curKR, _, err := b.keyringOf(cur, e.Name, "current")
@@ -80,8 +80,8 @@ func (b *Backend) applyInPlace(ctx context.Context, s *session, cur, pending eng
 		if !ok {
 			return nil, mismatch("%s no longer exists in the cluster (deleted outside rekey); nothing was rotated: recreate it, or remove it from the set", e.Name)
 		}
-		held[i], actions[i] = entry, decideInPlace(entry.Key, curKR.Key, pendKey)
-		if actions[i] == refuseKey {
+		held[i], actions[i] = entry, DecideInPlace(entry.Key, curKR.Key, pendKey)
+		if actions[i] == RefuseKey {
 			return nil, mismatch("the cluster's key for %s is neither the current nor the pending key the source Secret holds (changed outside rekey); nothing was rotated. Find who changed it; to take the cluster's key, abort the rotation and delete %s from the source Secret so that rekey adopts it",
 				e.Name, e.Name)
 		}
@@ -92,7 +92,7 @@ func (b *Backend) applyInPlace(ctx context.Context, s *session, cur, pending eng
 	// Precheck asked already; asked again right before the first rotate,
 	// because a mon answering now may be another one (an upgrade or a
 	// downgrade in progress) and a refusal here still changes nothing.
-	if slices.Contains(actions, rotateKey) {
+	if slices.Contains(actions, RotateKey) {
 		if err := s.canRotateInPlace(ctx); err != nil {
 			return nil, err
 		}
@@ -100,11 +100,11 @@ func (b *Backend) applyInPlace(ctx context.Context, s *session, cur, pending eng
 	out := engine.Secrets{}
 	for i, e := range b.entities {
 		switch actions[i] {
-		case keepPending:
+		case KeepPending:
 			out[e.Name] = pending[e.Name]
-		case adoptKey:
+		case AdoptKey:
 			out[e.Name] = held[i].keyring().String()
-		case rotateKey:
+		case RotateKey:
 			key, err := b.rotateEntity(ctx, s, e.Name)
 			if err != nil {
 				return nil, err
@@ -197,7 +197,7 @@ func (b *Backend) Reset(ctx context.Context, cur engine.Secrets) error {
 			return err
 		}
 		if !ok || entry.Key != kr.Key {
-			return mismatch("the cluster no longer has the current key of %s: an in-place rotation cannot be rolled back once Ceph rotated the key. Complete the rotation instead (its new key is the only one that works)", e.Name)
+			return mismatch("the cluster no longer has the current key of %s: an in-place rotation cannot be rolled back once Ceph rotated the key. Complete the rotation instead (its new key is the only one that works); with none in flight (the status or the source Secret restored from a backup, or the key rotated outside rekey), delete %s from the source Secret and rekey adopts the cluster's key and restarts the consumers onto it", e.Name, e.Name)
 		}
 	}
 	return nil

@@ -146,8 +146,8 @@ func TestProvisionAdoptsAndChecks(t *testing.T) {
 	_, err = f.b.Provision(ctx, wrong)
 	f.wantRefusal(t, err, reason.KeyMismatch, "client.adopt")
 	msg := f.wantRefusal(t, f.b.Precheck(ctx, wrong), reason.KeyMismatch, "client.adopt")
-	if !strings.Contains(msg, "did not start") {
-		t.Fatalf("precheck refusal %q does not say the rotation did not start", msg)
+	if !strings.Contains(msg, "nothing was changed") || !strings.Contains(msg, "delete client.adopt from the source Secret") {
+		t.Fatalf("precheck refusal %q does not say that nothing was changed and what to do", msg)
 	}
 	if err := f.b.Precheck(ctx, p.Secrets); err != nil {
 		t.Fatal(err)
@@ -179,15 +179,15 @@ func TestProvisionAdoptsAndChecks(t *testing.T) {
 func TestDecideInPlace(t *testing.T) {
 	for _, tc := range []struct {
 		cluster, cur, pending string
-		want                  inPlaceAction
+		want                  InPlaceAction
 	}{
-		{"new", "old", "new", keepPending},
-		{"old", "old", "", rotateKey},
-		{"old", "old", "new", rotateKey},
-		{"minted", "old", "", adoptKey},
-		{"other", "old", "new", refuseKey},
+		{"new", "old", "new", KeepPending},
+		{"old", "old", "", RotateKey},
+		{"old", "old", "new", RotateKey},
+		{"minted", "old", "", AdoptKey},
+		{"other", "old", "new", RefuseKey},
 	} {
-		if got := decideInPlace(tc.cluster, tc.cur, tc.pending); got != tc.want {
+		if got := DecideInPlace(tc.cluster, tc.cur, tc.pending); got != tc.want {
 			t.Errorf("cluster %s, cur %s, pending %q: got %d, want %d", tc.cluster, tc.cur, tc.pending, got, tc.want)
 		}
 	}

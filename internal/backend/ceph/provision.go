@@ -147,7 +147,9 @@ func (b *Backend) Precheck(ctx context.Context, cur engine.Secrets) error {
 		if err != nil {
 			return mismatch("%v; the rotation did not start: delete %s from the source Secret and rekey adopts the cluster's key, then rotate again", err, e.Name)
 		}
-		if err := s.holds(ctx, e.Name, kr, "adopts the cluster's key, then rotate again; the rotation did not start"); err != nil {
+		// Asked before a rotation and before a recover restarts the
+		// consumers, so the text names neither.
+		if err := s.holds(ctx, e.Name, kr, "adopts the cluster's key and restarts the consumers onto it; nothing was changed"); err != nil {
 			return err
 		}
 		if err := b.newerGeneration(dump, o, e.Name, kr.Entity, gen); err != nil {

@@ -1,0 +1,62 @@
+package explorer
+
+import (
+	"strings"
+	"testing"
+
+	v1 "rekey.io/rekey/api/v1alpha1"
+	"rekey.io/rekey/internal/backend/ceph"
+)
+
+// The Ceph InPlace model (cephinplace.go): a rotation, its discard, an
+// abort before and after the key was rotated, recover, a restore from
+// backup, the monitor not answering, deletion with each policy, at every
+// step with crashes. Every invariant holds (no lockout outside the InPlace
+// window its rollout closes); the test fails unless a rotation completed
+// with the pod on the new key, an abort was refused once the key was
+// rotated, one rolled back before it was, and the set was wound down.
+func TestCephInPlace(t *testing.T) {
+	for _, policy := range []v1.DeletionPolicy{v1.DeletionDiscard, v1.DeletionDelete} {
+		t.Run(string(policy), func(t *testing.T) {
+			reached := map[string]bool{}
+			o := Options{CephInPlace: true, Crashes: true, Backups: true, Deletion: true, Policy: policy,
+				Only: []string{"user: rotate r1", "user: discard (active", "user: abort (active", "user: recover c1", "consumer", "mon", "status and source", "user: delete the set", "user: delete the consumer"},
+				Observe: func(w *World) {
+					key := w.instance(cephMon).acct(cephBase).Primary
+					st := w.Set.Status
+					reached["completed"] = reached["completed"] || st.LastRotationID == "r1" && st.Phase == v1.PhaseIdle && key != cephBase+"/k0" && w.Pod.Creds[cephBase] == key
+					reached["abort refused"] = reached["abort refused"] || len(w.Warnings) > 0 && strings.Contains(strings.Join(w.Warnings, " "), "it can only complete")
+					reached["rolled back"] = reached["rolled back"] || st.LastRolledBackID == "r1" && key == cephBase+"/k0"
+					reached["wound down"] = reached["wound down"] || woundDown(w)
+				}}
+			explorePath(t, o, envInt("REKEY_EXPLORE_CEPH_INPLACE_DEPTH", 7))
+			for _, want := range []string{"completed", "abort refused", "rolled back", "wound down"} {
+				if !reached[want] {
+					t.Errorf("never reached: %s", want)
+				}
+			}
+		})
+	}
+}
+
+// TestCephInPlaceWalks takes seeded random walks of the Ceph InPlace world
+// among every transition it has.
+func TestCephInPlaceWalks(t *testing.T) {
+	walkWorld(t, Options{CephInPlace: true, Crashes: true, Backups: true, Deletion: true, PolicyEdits: true, StaleReads: true}, "the Ceph InPlace world", 3)
+}
+
+// TestInPlaceActionIsTheBackends: the model's Apply decides as the Ceph
+// backend does, for every combination of the key the monitor holds and the
+// current and pending keys stored.
+func TestInPlaceActionIsTheBackends(t *testing.T) {
+	keys := []string{"", "k0", "k1", "k2"}
+	for _, cluster := range keys[1:] {
+		for _, cur := range keys[1:] {
+			for _, pending := range keys {
+				if got, want := inPlaceAction(cluster, cur, pending), int(ceph.DecideInPlace(cluster, cur, pending)); got != want {
+					t.Errorf("monitor %s, current %s, pending %q: the model decides %d, the backend %d", cluster, cur, pending, got, want)
+				}
+			}
+		}
+	}
+}
