@@ -138,10 +138,9 @@ func (r *Reconciler) readBack(ctx context.Context, t *turn, cur engine.Secrets, 
 		}
 		return nil, err
 	}
-	next := maps.Clone(t.src.Data)
-	if next == nil {
-		next = map[string][]byte{} // every key was deleted
-	}
+	// Pending secrets at rest (DecideAdd lets only an in-place backend
+	// have them here) are the key now read back, or a dead one.
+	next := engine.WithoutPending(t.src.Data, t.p.backend.Keys())
 	for _, k := range missing {
 		v, ok := got.Secrets[k]
 		if !ok || v == "" {

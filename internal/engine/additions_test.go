@@ -41,6 +41,8 @@ func TestDecideAdd(t *testing.T) {
 		{"hands its keys back, overlapping, a reset owed", with(func(s *v1.CredentialSetStatus) { s.ResetPending = true }), PendingNone, Traits{ReadBack: true, Overlap: true}, 1, AddUnsupported},
 		{"hands its keys back, in place, a reset owed", with(func(s *v1.CredentialSetStatus) { s.ResetPending = true }), PendingNone, Traits{ReadBack: true}, 1, AddReadBack},
 		{"hands its keys back, a discard under way", with(func(s *v1.CredentialSetStatus) { s.DiscardStarted = true }), PendingNone, Traits{ReadBack: true}, 1, AddUnsupported},
+		{"hands its keys back, in place, Idle with a rotation's secrets left", idle, PendingStale, Traits{ReadBack: true}, 1, AddReadBack},
+		{"hands its keys back, overlapping, Idle with a rotation's secrets left", idle, PendingStale, Traits{ReadBack: true, Overlap: true}, 1, AddUnsupported},
 	} {
 		if got := DecideAdd(c.st, c.pending, c.traits, c.held); got != c.want {
 			t.Errorf("%s: %s, want %s", c.name, got, c.want)

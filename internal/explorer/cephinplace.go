@@ -31,7 +31,9 @@ import (
 // `ceph auth rotate`), TestCephDeletion and TestCephInPlaceAdopt.
 const CephInPlaceWorld = "ceph-inplace"
 
-func (w *World) cephInPlace() bool { return w.Set.Annotations[Annotation] == CephInPlaceWorld }
+func (w *World) cephInPlace() bool {
+	return w.Set.Annotations[Annotation] == CephInPlaceWorld || w.cephAdmin()
+}
 
 type cephInPlaceBackend struct{ cephBackend }
 
@@ -72,7 +74,7 @@ func (b *cephInPlaceBackend) holds(in *Instance, key, then string) error {
 }
 
 func (b *cephInPlaceBackend) Provision(_ context.Context, cur engine.Secrets) (engine.Provisioned, error) {
-	in, err := b.mon()
+	in, err := b.adminIn()
 	if err != nil {
 		return engine.Provisioned{}, err
 	}
@@ -93,7 +95,7 @@ func (b *cephInPlaceBackend) Provision(_ context.Context, cur engine.Secrets) (e
 }
 
 func (b *cephInPlaceBackend) Precheck(_ context.Context, cur engine.Secrets) error {
-	in, err := b.mon()
+	in, err := b.adminIn()
 	if err != nil {
 		return err
 	}
@@ -130,7 +132,7 @@ func inPlaceAction(cluster, cur, pending string) int {
 // Apply is applyInPlace: the rotate is `ceph auth rotate`, a new key (its
 // number counts the rotations the monitor made, Gen) replacing the old.
 func (b *cephInPlaceBackend) Apply(_ context.Context, cur, pending engine.Secrets, _ int64) (engine.Secrets, error) {
-	in, err := b.mon()
+	in, err := b.adminIn()
 	if err != nil {
 		return nil, err
 	}
@@ -148,14 +150,29 @@ func (b *cephInPlaceBackend) Apply(_ context.Context, cur, pending engine.Secret
 	case refuseKey:
 		return nil, mismatchRefusal("the cluster's key for " + cephBase + " is neither the current nor the pending key the source Secret holds (changed outside rekey); nothing was rotated. Find who changed it; to take the cluster's key, abort the rotation and delete " + cephBase + " from the source Secret so that rekey adopts it")
 	}
-	a = b.entity(in)
+	b.entity(in)
+	if b.w.cephAdmin() {
+		key, err := b.rotateAdmin(in)
+		if err != nil {
+			return nil, err
+		}
+		return engine.Secrets{cephBase: key}, nil
+	}
+	key := b.rotate(in)
+	failpoint.Hit("ceph/entity-rotated")
+	return engine.Secrets{cephBase: key}, nil
+}
+
+// rotate is `ceph auth rotate client.app`: a new key (its number counts
+// the monitor's rotations, Gen) replaces the old, which pods may hold.
+func (b *cephInPlaceBackend) rotate(in *Instance) string {
+	a := in.acct(cephBase)
 	b.w.RotatedAway = append(b.w.RotatedAway, a.Primary+awaySep+b.w.template())
 	slices.Sort(b.w.RotatedAway)
 	a.Gen++
 	a.Primary = fmt.Sprintf("%s%sk%d", cephBase, cephKeySep, a.Gen)
 	in.set(cephBase, a)
-	failpoint.Hit("ceph/entity-rotated")
-	return engine.Secrets{cephBase: a.Primary}, nil
+	return a.Primary
 }
 
 func (b *cephInPlaceBackend) verify(in *Instance, s engine.Secrets) error {
@@ -167,7 +184,7 @@ func (b *cephInPlaceBackend) verify(in *Instance, s engine.Secrets) error {
 
 // Retire proves the pending key: the old one died at Apply.
 func (b *cephInPlaceBackend) Retire(_ context.Context, _, pending engine.Secrets) error {
-	in, err := b.mon()
+	in, err := b.adminIn()
 	if err != nil {
 		return err
 	}
@@ -175,7 +192,7 @@ func (b *cephInPlaceBackend) Retire(_ context.Context, _, pending engine.Secrets
 }
 
 func (b *cephInPlaceBackend) Verify(_ context.Context, s engine.Secrets) error {
-	in, err := b.mon()
+	in, err := b.adminIn()
 	if err != nil {
 		return err
 	}
@@ -185,7 +202,7 @@ func (b *cephInPlaceBackend) Verify(_ context.Context, s engine.Secrets) error {
 // Reset cannot bring an old key back: it succeeds only while the monitor
 // has the current key (nothing was rotated).
 func (b *cephInPlaceBackend) Reset(_ context.Context, cur engine.Secrets) error {
-	in, err := b.mon()
+	in, err := b.adminIn()
 	if err != nil {
 		return err
 	}
@@ -207,7 +224,7 @@ func (b *cephInPlaceBackend) Deprovision(_ context.Context, cur engine.Secrets) 
 // and either the policy is Delete or no consumer was given its key,
 // otherwise kept with its record dropped.
 func (b *cephInPlaceBackend) wind(cur engine.Secrets, deprovision bool) error {
-	in, err := b.mon()
+	in, err := b.adminIn()
 	if err != nil {
 		return err
 	}

@@ -60,3 +60,40 @@ func TestInPlaceActionIsTheBackends(t *testing.T) {
 		}
 	}
 }
+
+// TestCephAdmin: the InPlace world whose entity is rekey's own admin, so
+// that a rotation is the admin key rotation through a rotator, with a
+// crash after each of its steps, beside the user's requests, a restore,
+// the monitor's outage and deletion. Every invariant holds, and "admin
+// accepted" holds the stored admin keyring (or the rotator's, mid-way) to
+// working at every instant; the test fails unless a rotation completed, a
+// crash left the rotation to the next reconcile's recovery with the rotator
+// stored, and the set was wound down.
+func TestCephAdmin(t *testing.T) {
+	for _, policy := range []v1.DeletionPolicy{v1.DeletionDiscard, v1.DeletionDelete} {
+		t.Run(string(policy), func(t *testing.T) {
+			reached := map[string]bool{}
+			o := Options{CephAdmin: true, Crashes: true, Backups: true, Deletion: true, Policy: policy,
+				Only: []string{"user: rotate r1", "user: discard (active", "user: abort (active", "user: recover c1", "consumer", "mon", "status and source", "user: delete the set", "user: delete the consumer"},
+				Observe: func(w *World) {
+					key := w.instance(cephMon).acct(cephBase).Primary
+					st := w.Set.Status
+					reached["completed"] = reached["completed"] || st.LastRotationID == "r1" && st.Phase == v1.PhaseIdle && key != cephBase+"/k0" && w.AdminKeyring == key
+					reached["rotator stored"] = reached["rotator stored"] || w.RotatorKeyring != "" && w.AdminKeyring != key
+					reached["wound down"] = reached["wound down"] || woundDown(w)
+				}}
+			explorePath(t, o, envInt("REKEY_EXPLORE_CEPH_ADMIN_DEPTH", 6))
+			for _, want := range []string{"completed", "rotator stored", "wound down"} {
+				if !reached[want] {
+					t.Errorf("never reached: %s", want)
+				}
+			}
+		})
+	}
+}
+
+// TestCephAdminWalks takes seeded random walks of the Ceph admin world
+// among every transition it has.
+func TestCephAdminWalks(t *testing.T) {
+	walkWorld(t, Options{CephAdmin: true, Crashes: true, Backups: true, Deletion: true, PolicyEdits: true, StaleReads: true}, "the Ceph admin world", 3)
+}

@@ -23,8 +23,11 @@ func Start(o Options) (*World, error) {
 	if o.CephInPlace {
 		w = NewCephInPlaceWorld()
 	}
+	if o.CephAdmin {
+		w = NewCephAdminWorld()
+	}
 	w.Set.Spec.DeletionPolicy = o.Policy
-	w.FixedAdmin = o.FixedAdmin || o.RabbitMQ || o.Ceph || o.CephInPlace
+	w.FixedAdmin = o.FixedAdmin || o.RabbitMQ || o.Ceph || o.CephInPlace || o.CephAdmin
 	if o.Schedule {
 		w.Set.Spec.Rotation = scheduled(w.Set.Spec.Rotation)
 	}

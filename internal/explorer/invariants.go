@@ -54,6 +54,9 @@ func noLockout(w *World) string {
 // source Secret holds (current or pending), unless a restore from backup
 // dropped the one it has.
 func adminAccepted(w *World) string {
+	if w.cephAdmin() {
+		return cephAdminAccepted(w)
+	}
 	if w.Source == nil || w.Set.Status.KeyGeneration == 0 || woundDown(w) || w.FixedAdmin {
 		return ""
 	}

@@ -40,7 +40,7 @@ func keysOf(cs *v1.CredentialSet, fixedAdmin bool) []string {
 	switch cs.Annotations[Annotation] {
 	case RabbitWorld:
 		return []string{rabbitUserKey, rabbitPasswordKey}
-	case CephWorld, CephInPlaceWorld:
+	case CephWorld, CephInPlaceWorld, CephAdminWorld:
 		return []string{cephBase}
 	}
 	apps := []string{AppKey}

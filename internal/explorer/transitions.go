@@ -94,8 +94,9 @@ type Options struct {
 	RabbitMQ bool
 	// Ceph: the set is the Ceph model's (cephmodel.go), one entity
 	// rotated Overlapping on one monitor (Instances is ignored), which
-	// may stop answering; CephInPlace, rotated InPlace (cephinplace.go).
-	Ceph, CephInPlace bool
+	// may stop answering; CephInPlace, rotated InPlace (cephinplace.go);
+	// CephAdmin, that entity the admin rekey runs as (cephadmin.go).
+	Ceph, CephInPlace, CephAdmin bool
 	// Observe, when set, sees every new state breadth first explores (a
 	// test's proof that it reached what it is about).
 	Observe func(*World)
@@ -367,7 +368,7 @@ func Transitions(o Options) []Transition {
 	if o.RabbitMQ {
 		out = append(out, rabbitTransitions()...)
 	}
-	if o.Ceph || o.CephInPlace {
+	if o.Ceph || o.CephInPlace || o.CephAdmin {
 		out = append(out, cephTransitions()...)
 	}
 	if o.Backups {

@@ -82,6 +82,10 @@ type World struct {
 	Unreset []string `json:"unreset,omitempty"`
 	// RotatedAway are the keys an InPlace rotation replaced (inPlaceWindow).
 	RotatedAway []string `json:"away,omitempty"`
+	// AdminKeyring and RotatorKeyring are the Ceph admin world's stored
+	// keyrings (cephadmin.go): Secrets, so a crash keeps them.
+	AdminKeyring   string `json:"adminKr,omitempty"`
+	RotatorKeyring string `json:"rotKr,omitempty"`
 	// Older is the set as it was before the last reconcile that changed
 	// its status: what a lagging cache may still hand a manager.
 	Older *v1.CredentialSet `json:"older,omitempty"`
