@@ -31,18 +31,9 @@ const (
 func (w *World) cephAdmin() bool { return w.Set.Annotations[Annotation] == CephAdminWorld }
 
 func init() {
-	registry.Register(registry.Entry{
-		Kind:    "explorer-" + CephAdminWorld,
-		Field:   "the " + Annotation + " annotation (" + CephAdminWorld + ")",
-		Selects: func(cs *v1.CredentialSet) bool { return cs.Annotations[Annotation] == CephAdminWorld },
-		Build: func(ctx context.Context, cs *v1.CredentialSet, k registry.Kube, _ registry.Options) (*registry.Plan, error) {
-			b := &cephInPlaceBackend{cephBackend{w: active, cs: cs}}
-			if err := b.recoverAdmin(ctx, k.Fence); err != nil {
-				return nil, err
-			}
-			return &registry.Plan{Backend: b}, nil
-		},
-		LockKeys: func(*v1.CredentialSet) []string { return []string{"explorer:" + CephAdminWorld} },
+	registerWorldWith(CephAdminWorld, func(ctx context.Context, cs *v1.CredentialSet, k registry.Kube) (engine.Backend, error) {
+		b := &cephInPlaceBackend{cephBackend{w: active, cs: cs}}
+		return b, b.recoverAdmin(ctx, k.Fence)
 	})
 	for i := 1; i <= 9; i++ {
 		crashPoints[fmt.Sprintf("ceph-admin/step-%d", i)] = true

@@ -62,12 +62,24 @@ func init() {
 // the model annotation's value (the MySQL model registers its own: it
 // builds more than a backend).
 func registerWorld(world string, build func(cs *v1.CredentialSet) engine.Backend) {
+	registerWorldWith(world, func(_ context.Context, cs *v1.CredentialSet, _ registry.Kube) (engine.Backend, error) {
+		return build(cs), nil
+	})
+}
+
+// registerWorldWith is registerWorld for a model whose building does
+// something first (with the set's fence), and may fail.
+func registerWorldWith(world string, build func(ctx context.Context, cs *v1.CredentialSet, k registry.Kube) (engine.Backend, error)) {
 	registry.Register(registry.Entry{
 		Kind:    "explorer-" + world,
 		Field:   "the " + Annotation + " annotation (" + world + ")",
 		Selects: func(cs *v1.CredentialSet) bool { return cs.Annotations[Annotation] == world },
-		Build: func(_ context.Context, cs *v1.CredentialSet, _ registry.Kube, _ registry.Options) (*registry.Plan, error) {
-			return &registry.Plan{Backend: build(cs)}, nil
+		Build: func(ctx context.Context, cs *v1.CredentialSet, k registry.Kube, _ registry.Options) (*registry.Plan, error) {
+			b, err := build(ctx, cs, k)
+			if err != nil {
+				return nil, err
+			}
+			return &registry.Plan{Backend: b}, nil
 		},
 		LockKeys: func(*v1.CredentialSet) []string { return []string{"explorer:" + world} },
 	})
