@@ -13,26 +13,18 @@ import (
 // generation's entity removed), one was rolled back (the second's
 // removed), and the set was wound down.
 func TestCeph(t *testing.T) {
-	for _, policy := range []v1.DeletionPolicy{v1.DeletionDiscard, v1.DeletionDelete} {
-		t.Run(string(policy), func(t *testing.T) {
-			reached := map[string]bool{}
-			o := Options{Ceph: true, Crashes: true, Backups: true, Deletion: true, Policy: policy,
-				Only: []string{"user: rotate r1", "user: discard (active", "user: abort (active", "user: recover c1", "consumer", "mon", "status and source", "user: delete the set", "user: delete the consumer"},
-				Observe: func(w *World) {
-					m := w.instance(cephMon)
-					st := w.Set.Status
-					reached["completed"] = reached["completed"] || st.LastRotationID == "r1" && st.Phase == v1.PhaseIdle && !m.acct(cephBase+".1").Exists
-					reached["rolled back"] = reached["rolled back"] || st.LastRolledBackID == "r1" && !st.ResetPending && !m.acct(cephBase+".2").Exists
-					reached["wound down"] = reached["wound down"] || woundDown(w)
-				}}
-			explorePath(t, o, envInt("REKEY_EXPLORE_CEPH_DEPTH", 5))
-			for _, want := range []string{"completed", "rolled back", "wound down"} {
-				if !reached[want] {
-					t.Errorf("never reached: %s", want)
-				}
-			}
+	explorePolicies(t, Options{Ceph: true, Crashes: true, Backups: true, Deletion: true, Only: backendOnly("mon")},
+		envInt("REKEY_EXPLORE_CEPH_DEPTH", 5), map[string]func(*World) bool{
+			"completed": func(w *World) bool {
+				st := w.Set.Status
+				return st.LastRotationID == "r1" && st.Phase == v1.PhaseIdle && !w.instance(cephMon).acct(cephBase+".1").Exists
+			},
+			"rolled back": func(w *World) bool {
+				st := w.Set.Status
+				return st.LastRolledBackID == "r1" && !st.ResetPending && !w.instance(cephMon).acct(cephBase+".2").Exists
+			},
+			"wound down": woundDown,
 		})
-	}
 }
 
 // TestCephWalks takes seeded random walks of the Ceph world among every

@@ -9,7 +9,6 @@ import (
 	v1 "rekey.io/rekey/api/v1alpha1"
 	"rekey.io/rekey/internal/engine"
 	"rekey.io/rekey/internal/failpoint"
-	"rekey.io/rekey/internal/reason"
 )
 
 // The Ceph InPlace world (option CephInPlace): one monitor and one entity,
@@ -173,13 +172,6 @@ func (b *cephInPlaceBackend) rotate(in *Instance) string {
 	a.Primary = fmt.Sprintf("%s%sk%d", cephBase, cephKeySep, a.Gen)
 	in.set(cephBase, a)
 	return a.Primary
-}
-
-func (b *cephInPlaceBackend) verify(in *Instance, s engine.Secrets) error {
-	if !in.acct(cephBase).Accepts(s[cephBase]) {
-		return &engine.Refusal{Reason: string(reason.PendingRejected), Message: "the cluster refuses the new key the source Secret holds for " + cephBase + ", so nothing was retired: retiring could lock its consumers out. The source Secret or the cluster was changed outside rekey: compare them (kubectl rekey status), then recover"}
-	}
-	return nil
 }
 
 // Retire proves the pending key: the old one died at Apply.

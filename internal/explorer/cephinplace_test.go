@@ -16,28 +16,22 @@ import (
 // with the pod on the new key, an abort was refused once the key was
 // rotated, one rolled back before it was, and the set was wound down.
 func TestCephInPlace(t *testing.T) {
-	for _, policy := range []v1.DeletionPolicy{v1.DeletionDiscard, v1.DeletionDelete} {
-		t.Run(string(policy), func(t *testing.T) {
-			reached := map[string]bool{}
-			o := Options{CephInPlace: true, Crashes: true, Backups: true, Deletion: true, Policy: policy,
-				Only: []string{"user: rotate r1", "user: discard (active", "user: abort (active", "user: recover c1", "consumer", "mon", "status and source", "user: delete the set", "user: delete the consumer"},
-				Observe: func(w *World) {
-					key := w.instance(cephMon).acct(cephBase).Primary
-					st := w.Set.Status
-					reached["completed"] = reached["completed"] || st.LastRotationID == "r1" && st.Phase == v1.PhaseIdle && key != cephBase+"/k0" && w.Pod.Creds[cephBase] == key
-					reached["abort refused"] = reached["abort refused"] || len(w.Warnings) > 0 && strings.Contains(strings.Join(w.Warnings, " "), "it can only complete")
-					reached["rolled back"] = reached["rolled back"] || st.LastRolledBackID == "r1" && key == cephBase+"/k0"
-					reached["wound down"] = reached["wound down"] || woundDown(w)
-				}}
-			explorePath(t, o, envInt("REKEY_EXPLORE_CEPH_INPLACE_DEPTH", 7))
-			for _, want := range []string{"completed", "abort refused", "rolled back", "wound down"} {
-				if !reached[want] {
-					t.Errorf("never reached: %s", want)
-				}
-			}
+	explorePolicies(t, Options{CephInPlace: true, Crashes: true, Backups: true, Deletion: true, Only: backendOnly("mon")},
+		envInt("REKEY_EXPLORE_CEPH_INPLACE_DEPTH", 7), map[string]func(*World) bool{
+			"completed": func(w *World) bool {
+				st, key := w.Set.Status, monKey(w)
+				return st.LastRotationID == "r1" && st.Phase == v1.PhaseIdle && key != cephBase+"/k0" && w.Pod.Creds[cephBase] == key
+			},
+			"abort refused": func(w *World) bool {
+				return strings.Contains(strings.Join(w.Warnings, " "), "it can only complete")
+			},
+			"rolled back": func(w *World) bool { return w.Set.Status.LastRolledBackID == "r1" && monKey(w) == cephBase+"/k0" },
+			"wound down":  woundDown,
 		})
-	}
 }
+
+// monKey is the key the monitor holds for client.app.
+func monKey(w *World) string { return w.instance(cephMon).acct(cephBase).Primary }
 
 // TestCephInPlaceWalks takes seeded random walks of the Ceph InPlace world
 // among every transition it has.
@@ -70,26 +64,15 @@ func TestInPlaceActionIsTheBackends(t *testing.T) {
 // crash left the rotation to the next reconcile's recovery with the rotator
 // stored, and the set was wound down.
 func TestCephAdmin(t *testing.T) {
-	for _, policy := range []v1.DeletionPolicy{v1.DeletionDiscard, v1.DeletionDelete} {
-		t.Run(string(policy), func(t *testing.T) {
-			reached := map[string]bool{}
-			o := Options{CephAdmin: true, Crashes: true, Backups: true, Deletion: true, Policy: policy,
-				Only: []string{"user: rotate r1", "user: discard (active", "user: abort (active", "user: recover c1", "consumer", "mon", "status and source", "user: delete the set", "user: delete the consumer"},
-				Observe: func(w *World) {
-					key := w.instance(cephMon).acct(cephBase).Primary
-					st := w.Set.Status
-					reached["completed"] = reached["completed"] || st.LastRotationID == "r1" && st.Phase == v1.PhaseIdle && key != cephBase+"/k0" && w.AdminKeyring == key
-					reached["rotator stored"] = reached["rotator stored"] || w.RotatorKeyring != "" && w.AdminKeyring != key
-					reached["wound down"] = reached["wound down"] || woundDown(w)
-				}}
-			explorePath(t, o, envInt("REKEY_EXPLORE_CEPH_ADMIN_DEPTH", 6))
-			for _, want := range []string{"completed", "rotator stored", "wound down"} {
-				if !reached[want] {
-					t.Errorf("never reached: %s", want)
-				}
-			}
+	explorePolicies(t, Options{CephAdmin: true, Crashes: true, Backups: true, Deletion: true, Only: backendOnly("mon")},
+		envInt("REKEY_EXPLORE_CEPH_ADMIN_DEPTH", 6), map[string]func(*World) bool{
+			"completed": func(w *World) bool {
+				st, key := w.Set.Status, monKey(w)
+				return st.LastRotationID == "r1" && st.Phase == v1.PhaseIdle && key != cephBase+"/k0" && w.AdminKeyring == key
+			},
+			"rotator stored": func(w *World) bool { return w.RotatorKeyring != "" && w.AdminKeyring != monKey(w) },
+			"wound down":     woundDown,
 		})
-	}
 }
 
 // TestCephAdminWalks takes seeded random walks of the Ceph admin world

@@ -1,7 +1,9 @@
 package explorer
 
 import (
+	"maps"
 	"os"
+	"slices"
 	"strconv"
 	"testing"
 	"time"
@@ -249,4 +251,37 @@ func TestPathDeletePolicy(t *testing.T) {
 			t.Errorf("never reached a set %s: %v", want, reached)
 		}
 	}
+}
+
+// explorePolicies explores o with deletionPolicy Discard and then Delete,
+// each breadth first to depth, and fails unless every state reach names
+// was reached in each (the test's proof that it explored what it is
+// about).
+func explorePolicies(t *testing.T, o Options, depth int, reach map[string]func(*World) bool) {
+	t.Helper()
+	for _, policy := range []v1.DeletionPolicy{v1.DeletionDiscard, v1.DeletionDelete} {
+		t.Run(string(policy), func(t *testing.T) {
+			reached := map[string]bool{}
+			o := o
+			o.Policy = policy
+			o.Observe = func(w *World) {
+				for name, ok := range reach {
+					reached[name] = reached[name] || ok(w)
+				}
+			}
+			explorePath(t, o, depth)
+			for _, name := range slices.Sorted(maps.Keys(reach)) {
+				if !reached[name] {
+					t.Errorf("never reached: %s", name)
+				}
+			}
+		})
+	}
+}
+
+// backendOnly are the transitions a backend world's breadth-first test
+// explores: the user's requests, the consumer, the backend's instance
+// (named so), restores and deletion.
+func backendOnly(instance string) []string {
+	return []string{"user: rotate r1", "user: discard (active", "user: abort (active", "user: recover c1", "consumer", instance, "status and source", "user: delete the set", "user: delete the consumer"}
 }
