@@ -49,6 +49,9 @@ type MySQLInstance struct {
 	dir      string // inside the chroot
 	serverID int
 	proc     *Process
+	// started: a Start succeeded, so replicas and Kubernetes objects may
+	// name the port, which must not change from then on.
+	started bool
 }
 
 var templateMu sync.Mutex
@@ -189,99 +192,6 @@ func (e *Env) copyTemplate(dst string) error {
 		return err
 	}
 	return nil
-}
-
-// Start starts mysqld on its data directory and waits until it answers.
-func (i *MySQLInstance) Start() error {
-	if i.proc != nil && !i.proc.Exited() {
-		return nil
-	}
-	args := []string{
-		"--no-defaults", "--user=root",
-		"--datadir=" + i.dir + "/data",
-		"--socket=" + i.dir + "/mysqld.sock",
-		"--pid-file=" + i.dir + "/mysqld.pid",
-		"--log-error=" + i.dir + "/error.log",
-		fmt.Sprintf("--port=%d", i.Port), "--bind-address=127.0.0.1",
-		"--mysqlx=OFF", "--secure-file-priv=", "--skip-name-resolve",
-		fmt.Sprintf("--server-id=%d", i.serverID),
-		"--gtid-mode=ON", "--enforce-gtid-consistency=ON",
-		"--log-bin=binlog", "--log-replica-updates=ON", "--skip-replica-start=ON",
-		"--innodb-buffer-pool-size=32M", "--innodb-redo-log-capacity=8M",
-		"--performance-schema=OFF", "--max-connections=500",
-	}
-	if i.Role != RolePrimary || i.Managed {
-		// As MOCO starts every mysqld: read-only until told otherwise.
-		args = append(args, "--super-read-only=ON")
-	}
-	tlsArgs, err := i.writeTLSFiles()
-	if err != nil {
-		return err
-	}
-	args = append(args, tlsArgs...)
-	p, err := startProcess(procSpec{
-		name: "mysqld " + i.Name, path: "/usr/sbin/mysqld", args: args,
-		env: []string{"PATH=/usr/sbin:/usr/bin:/bin", "TZ=UTC"}, root: i.env.SidDir,
-		logOut: filepath.Join(i.env.SidDir, i.dir, "stdout.log"),
-	})
-	if err != nil {
-		return err
-	}
-	i.proc = p
-	if err := waitTCP(p, i.Port, 3*time.Minute); err != nil { // a hang guard: under load mysqld took over a minute
-		return fmt.Errorf("%w (error log: %s)", err, filepath.Join(i.env.SidDir, i.dir, "error.log"))
-	}
-	// A hang guard, not a deadline: at load ~57 a mysqld listening for a
-	// minute already still closed every login for two more (an e2e run
-	// failed on "harness login: invalid connection"); a mysqld that exited
-	// fails at once (waitLogin).
-	if err := i.waitLogin(10 * time.Minute); err != nil {
-		return err
-	}
-	if i.Managed {
-		return nil
-	}
-	return i.resumeReplication()
-}
-
-// resumeReplication restarts the replication a restarted replica had, as a
-// cluster manager does when the pod comes back (mysqld runs with
-// --skip-replica-start, as MOCO's does, so that nothing replicates before
-// the manager has looked): without it, a restarted replica would stay
-// stopped and a health-gated operator would rightly wait forever. It waits
-// until both threads run or the IO thread reports an error (the source
-// may be down on purpose), at most 10 s, and never fails Start for that.
-func (i *MySQLInstance) resumeReplication() error {
-	st, err := i.ReplicaStatus()
-	if err != nil || len(st) == 0 {
-		return err // no channel: a primary, or a new data directory
-	}
-	if err := i.Exec("START REPLICA"); err != nil {
-		return err
-	}
-	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
-		st, err := i.ReplicaStatus()
-		if err != nil || st["Last_IO_Error"] != "" ||
-			st["Replica_IO_Running"] == "Yes" && st["Replica_SQL_Running"] == "Yes" {
-			break
-		}
-	}
-	return nil
-}
-
-func (i *MySQLInstance) waitLogin(timeout time.Duration) error {
-	deadline := time.Now().Add(timeout)
-	var err error
-	for time.Now().Before(deadline) {
-		if err = i.CanLogin(EnvUser, EnvPassword); err == nil {
-			return nil
-		}
-		if i.proc != nil && i.proc.Exited() {
-			break
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-	return fmt.Errorf("mysqld %s: harness login: %w (error log: %s)", i.Name, err, filepath.Join(i.env.SidDir, i.dir, "error.log"))
 }
 
 // Stop shuts mysqld down cleanly, keeping its data.

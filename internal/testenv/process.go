@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"strconv"
+	"strings"
 	"syscall"
 	"time"
 )
@@ -93,57 +94,114 @@ func (p *Process) Kill() {
 	<-p.done
 }
 
-// FreePort returns a loopback TCP port nobody listens on now. Ports come
-// from the kernel's ephemeral range, so test packages running in parallel
-// do not collide.
-func FreePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
-}
+// FreePort returns a loopback TCP port nobody uses now, from outside the
+// kernel's ephemeral range (see ports.go), and never one this process or a
+// test process beside it was given before.
+func FreePort() (int, error) { return harnessPort() }
 
 // FreePorts returns n distinct free loopback ports.
 func FreePorts(n int) ([]int, error) {
-	var ls []net.Listener
-	defer func() {
-		for _, l := range ls {
-			l.Close()
-		}
-	}()
 	var ports []int
 	for range n {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
+		port, err := harnessPort()
 		if err != nil {
 			return nil, err
 		}
-		ls = append(ls, l)
-		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
+		ports = append(ports, port)
 	}
 	return ports, nil
 }
 
-// waitTCP waits until something accepts connections on the port, or the
-// process exits, or the timeout passes.
+// errExitedBeforeListening: the process ended before it listened, e.g. a
+// server that could not bind its port.
+var errExitedBeforeListening = errors.New("exited before listening")
+
+// waitTCP waits until the process (or one of its process group) listens
+// on the port and accepts connections, or the process exits, or the
+// timeout passes. Another's listener on the port does not count: it once
+// answered for a mysqld that had failed to bind, and the login that
+// followed hung on it.
 func waitTCP(p *Process, port int, timeout time.Duration) error {
 	deadline := time.Now().Add(timeout)
 	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
 	for time.Now().Before(deadline) {
-		if p != nil && p.Exited() {
-			return fmt.Errorf("%s exited before listening on %d (log: %s)", p.Name, port, p.LogPath)
+		if p.Exited() {
+			return fmt.Errorf("%s %w on %d (log: %s)", p.Name, errExitedBeforeListening, port, p.LogPath)
 		}
 		c, err := net.DialTimeout("tcp", addr, 200*time.Millisecond)
 		if err == nil {
 			c.Close()
-			return nil
+			owned, err := p.listensOn(port)
+			if owned || (err != nil && !p.Exited()) { // without /proc, alive is the best sign
+				return nil
+			}
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	name := "server"
-	if p != nil {
-		name = p.Name + " (log: " + p.LogPath + ")"
+	return errors.New(p.Name + " (log: " + p.LogPath + ") did not listen on " + addr + " in " + timeout.String())
+}
+
+// listensOn reports whether a process of p's group holds a socket that
+// listens on the port. The harness's servers share the test binary's
+// network namespace, so its own /proc/self/net lists their sockets; a
+// server that forks keeps its process group (Setpgid made it the leader).
+// An error means /proc could not tell.
+func (p *Process) listensOn(port int) (bool, error) {
+	inodes := map[string]bool{}
+	for _, f := range []string{"/proc/self/net/tcp", "/proc/self/net/tcp6"} {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			if f == "/proc/self/net/tcp" {
+				return false, err
+			}
+			continue // no IPv6
+		}
+		for _, line := range strings.Split(string(b), "\n")[1:] {
+			// sl local_address rem_address st tx rx tr retrnsmt uid timeout inode
+			x := strings.Fields(line)
+			if len(x) < 10 || x[3] != "0A" { // 0A: TCP_LISTEN
+				continue
+			}
+			if k := strings.LastIndexByte(x[1], ':'); k >= 0 {
+				if n, err := strconv.ParseUint(x[1][k+1:], 16, 16); err == nil && int(n) == port {
+					inodes["socket:["+x[9]+"]"] = true
+				}
+			}
+		}
 	}
-	return errors.New(name + " did not listen on " + addr + " in " + timeout.String())
+	if len(inodes) == 0 {
+		return false, nil
+	}
+	pids, err := os.ReadDir("/proc")
+	if err != nil {
+		return false, err
+	}
+	leader := strconv.Itoa(p.Pid())
+	for _, d := range pids {
+		if d.Name() != leader && !inGroup(d.Name(), p.Pid()) {
+			continue
+		}
+		fds, _ := os.ReadDir("/proc/" + d.Name() + "/fd")
+		for _, fd := range fds {
+			if l, _ := os.Readlink("/proc/" + d.Name() + "/fd/" + fd.Name()); inodes[l] {
+				return true, nil
+			}
+		}
+	}
+	return false, nil
+}
+
+// inGroup: /proc/<pid>/stat names pgid as the process group.
+func inGroup(pid string, pgid int) bool {
+	if pid == "" || pid[0] < '0' || pid[0] > '9' {
+		return false
+	}
+	b, err := os.ReadFile("/proc/" + pid + "/stat")
+	if err != nil {
+		return false
+	}
+	s := string(b)
+	// pid (comm) state ppid pgrp …; comm may hold spaces and parentheses.
+	f := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
+	return len(f) > 2 && f[2] == strconv.Itoa(pgid)
 }
