@@ -67,6 +67,9 @@ func (r *Reconciler) act(ctx context.Context, t *turn, d engine.Decision, policy
 func (r *Reconciler) runStep(ctx context.Context, t *turn, d engine.Decision, step v1.RotationStep) (ctrl.Result, *problem, error) {
 	switch step {
 	case engine.StepApplying:
+		if d.Action == engine.ReadBackRotation {
+			return r.readBackRotation(ctx, t)
+		}
 		if t.cs.Status.Phase != v1.PhaseRotating {
 			return r.startRotation(ctx, t, d.RotationID)
 		}

@@ -127,6 +127,7 @@ func (r *Reconciler) decisionInput(ctx context.Context, t *turn, rolledOut bool)
 		Deleting:       !cs.DeletionTimestamp.IsZero(),
 		Generation:     cs.Generation,
 		Overlap:        t.p.backend.Traits().Overlap,
+		ReadBack:       t.p.backend.Traits().ReadBack,
 	}
 	var err error
 	if in.Irreversible, err = r.irreversible(ctx, t); err != nil {

@@ -3,6 +3,7 @@ package controller
 import (
 	"context"
 
+	v1 "rekey.io/rekey/api/v1alpha1"
 	"rekey.io/rekey/internal/engine"
 	"rekey.io/rekey/internal/reason"
 )
@@ -18,10 +19,23 @@ func (r *Reconciler) idleUpkeep(ctx context.Context, t *turn) (*problem, error) 
 		return nil, nil
 	}
 	err := rp.RepairIdle(withStatusConfirmed(ctx), t.cur)
-	if rf, ok := engine.AsRefusal(err); ok && rf.Reason == string(reason.DualPasswordExists) && t.cs.Status.ResetPending {
-		// The reset owed removes every second password once the
-		// consumers rolled out: nothing to report meanwhile.
+	if rf, ok := engine.AsRefusal(err); ok && quietUpkeep(reason.Reason(rf.Reason), t.cs.Status) {
 		return nil, nil
 	}
 	return upkeepProblem(ctx, err, "holds the current passwords and no retired one")
+}
+
+// quietUpkeep: an upkeep refusal that is not news in st. The reset owed
+// removes every second password once the consumers rolled out; and a
+// rotation that has not stored its new secrets may have changed the key
+// in place before a crash, which its Apply adopts (a key nobody stored is
+// refused there, with the same reads).
+func quietUpkeep(r reason.Reason, st v1.CredentialSetStatus) bool {
+	switch r {
+	case reason.DualPasswordExists:
+		return st.ResetPending
+	case reason.KeyMismatch:
+		return st.Phase == v1.PhaseRotating
+	}
+	return false
 }

@@ -109,6 +109,21 @@ func (r *Reconciler) apply(ctx context.Context, t *turn) (ctrl.Result, *problem,
 	return ctrl.Result{}, nil, nil
 }
 
+// readBackRotation is step Applying again for a rotation whose new secrets
+// the source Secret lost after a backend without Overlap applied them
+// (engine.ReadBackRotation): recorded as not applied (with DistributedAt
+// kept, so that Distributing restarts the consumers anew), then apply, in
+// which the backend hands back the keys it holds.
+func (r *Reconciler) readBackRotation(ctx context.Context, t *turn) (ctrl.Result, *problem, error) {
+	if err := r.writeStatus(ctx, t, func(st *v1.CredentialSetStatus) {
+		st.Phase, st.RotateApplied, st.DiscardStarted, st.RolledOutAt = v1.PhaseRotating, false, false, nil
+	}); err != nil {
+		return ctrl.Result{}, nil, err
+	}
+	failpoint.Hit("rotate/read-back-recorded")
+	return r.apply(ctx, t)
+}
+
 func overlapNote(p *plan) string {
 	if p.backend.Traits().Overlap {
 		return ", and still the current ones"

@@ -25,44 +25,6 @@ const (
 // rollout is not a failure.
 const RequeueRollout = 15 * time.Second
 
-// Action is what the controller should do next for a CredentialSet.
-type Action int
-
-const (
-	// None: nothing to do.
-	None Action = iota
-	// DropRotateRequest: remove the rotate annotation, nothing else.
-	DropRotateRequest
-	// DropDiscardRequest: remove the discard annotation, nothing else.
-	DropDiscardRequest
-	// StartRotation: pre-check, then compare-and-set Idle → Rotating.
-	StartRotation
-	// ContinueRotation: stage pending secrets, apply, distribute, → Distributed.
-	ContinueRotation
-	// Discard: retire old secrets, confirm pending, → Idle.
-	Discard
-	// Wait: requeue after Decision.Requeue without changing anything.
-	Wait
-	// Refuse: emit the refusal; Decision says which annotations to drop.
-	Refuse
-	// Rollback: compare-and-set → Idle with resetPending, then the
-	// recovery order that locks no one out: status, Secret, rollout,
-	// backend.
-	Rollback
-	// Recover: mark an idle set resetPending.
-	Recover
-	// Reset: the consumers run the current secrets again; reset the
-	// backend to accept only those.
-	Reset
-	// DropAbortRequest: remove an abort request that was served already.
-	DropAbortRequest
-)
-
-func (a Action) String() string {
-	return [...]string{"None", "DropRotateRequest", "DropDiscardRequest", "StartRotation",
-		"ContinueRotation", "Discard", "Wait", "Refuse", "Rollback", "Recover", "Reset", "DropAbortRequest"}[a]
-}
-
 // Input is everything the decision depends on, gathered by the controller.
 type Input struct {
 	Status         v1.CredentialSetStatus
@@ -103,6 +65,9 @@ type Input struct {
 	// valid together (Traits.Overlap), so a reset to the current ones
 	// refuses nobody who was restarted onto them.
 	Overlap bool
+	// ReadBack: the backend mints its secrets and hands them back
+	// (Traits.ReadBack).
+	ReadBack bool
 }
 
 // Decision is the outcome of Decide.
@@ -144,7 +109,7 @@ func Decide(in Input) Decision {
 	d := decide(in)
 	d.Step = RunsStep(d.Action, in.Status)
 	switch d.Action {
-	case ContinueRotation, Discard, Rollback, Recover, Reset:
+	case ContinueRotation, Discard, Rollback, Recover, Reset, ReadBackRotation:
 		d.Then = Then(d.Step)
 	case StartRotation:
 		// Recording the rotation is the first half of Applying; the
@@ -236,11 +201,17 @@ func decide(in Input) Decision {
 
 func decideRotating(in Input) Decision {
 	st := in.Status
+	if readBackOwed(in) {
+		return Decision{Action: ReadBackRotation}
+	}
 	switch in.Pending {
 	case PendingStale:
 		return Decision{Action: Refuse, Reason: reason.StaleRotationPending, Requeue: time.Minute,
 			Message: fmt.Sprintf("the source Secret holds pending secrets of another rotation, not %s: an earlier rotation was interrupted; run kubectl rekey recover", st.RotationID)}
 	case PendingPartial:
+		if in.ReadBack && !in.Overlap && !st.RotateApplied {
+			break // Apply hands back what it applied before the loss
+		}
 		return Decision{Action: Refuse, Reason: reason.MissingRotationPending, Requeue: time.Minute,
 			Message: fmt.Sprintf("the source Secret lost some pending secrets of rotation %s; they cannot be recovered from the backend: run kubectl rekey recover", st.RotationID)}
 	case PendingNone:
@@ -273,6 +244,9 @@ func decideDiscard(in Input) Decision {
 	if st.DiscardApplied {
 		// Old secrets are gone already; only confirmation remains.
 		return Decision{Action: Discard, AutoDiscarded: !requested}
+	}
+	if in.Pending != PendingMatch && readBackOwed(in) {
+		return Decision{Action: ReadBackRotation}
 	}
 	if in.Pending != PendingMatch {
 		r := reason.MissingRotationPending

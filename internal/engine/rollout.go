@@ -156,6 +156,18 @@ func RestartValue(st v1.CredentialSetStatus) string {
 	return st.LastRotationID
 }
 
+// DistributedRestartID is the restart value once the active rotation's
+// new secrets are distributed: its ID; or, when it was distributed before
+// and its secrets were read back since (ReadBackRotation), new (source
+// Secret version rv), so that consumers that restarted onto the lost ones
+// restart again.
+func DistributedRestartID(st v1.CredentialSetStatus, rv string) string {
+	if st.DistributedAt != nil {
+		return st.RotationID + "-readback-" + rv
+	}
+	return st.RotationID
+}
+
 // RollbackRestartID is the restart value after rotation id is rolled
 // back: new, so every consumer restarts onto the current secrets, even
 // when no rotation ever completed (no earlier value to return to).

@@ -216,3 +216,21 @@ func TestRotationStuck(t *testing.T) {
 		}
 	}
 }
+
+// TestDistributedRestartID: a rotation distributed for the first time
+// restarts its consumers under its ID; distributed again after its keys
+// were read back (ReadBackRotation), under a new value, so that consumers
+// that restarted onto the lost keys restart again.
+func TestDistributedRestartID(t *testing.T) {
+	at := metav1.Now()
+	first := v1.CredentialSetStatus{Phase: v1.PhaseRotating, RotationID: "r1", RotateApplied: true}
+	again := first
+	again.DistributedAt = &at
+	if got := DistributedRestartID(first, "10"); got != "r1" {
+		t.Errorf("first distribution: %q, want r1", got)
+	}
+	a, b := DistributedRestartID(again, "10"), DistributedRestartID(again, "11")
+	if a == "r1" || a == b {
+		t.Errorf("distributed again: %q and %q, want new values, distinct per source Secret version", a, b)
+	}
+}

@@ -92,7 +92,7 @@ func StepOf(st v1.CredentialSetStatus) v1.RotationStep {
 // names it. An action that changes nothing leaves the set in its step.
 func RunsStep(a Action, st v1.CredentialSetStatus) v1.RotationStep {
 	switch a {
-	case StartRotation:
+	case StartRotation, ReadBackRotation:
 		return StepApplying
 	case ContinueRotation:
 		if st.RotateApplied {

@@ -9,6 +9,7 @@ import (
 	v1 "rekey.io/rekey/api/v1alpha1"
 	"rekey.io/rekey/internal/engine"
 	"rekey.io/rekey/internal/failpoint"
+	"rekey.io/rekey/internal/reason"
 )
 
 // The Ceph InPlace world (option CephInPlace): one monitor and one entity,
@@ -45,6 +46,7 @@ func init() {
 	})
 	crashPoints["ceph/entity-rotated"] = true
 	crashPoints["add/restart-recorded"] = true
+	crashPoints["rotate/read-back-recorded"] = true
 }
 
 func (b *cephInPlaceBackend) Traits() engine.Traits { return engine.Traits{ReadBack: true} }
@@ -105,6 +107,16 @@ func (b *cephInPlaceBackend) Precheck(_ context.Context, cur engine.Secrets) err
 	return nil
 }
 
+// RepairIdle is the backend's upkeep at rest: it reports (KeyMismatch) a
+// current key the monitor no longer holds, and changes nothing.
+func (b *cephInPlaceBackend) RepairIdle(_ context.Context, cur engine.Secrets) error {
+	in, err := b.adminIn()
+	if err != nil || cur[cephBase] == "" {
+		return err
+	}
+	return b.holds(in, cur[cephBase], idleThen)
+}
+
 // What Apply does with the key the monitor holds: the Ceph backend's
 // ceph.DecideInPlace, which no package but the registry's may import
 // outside the backends; TestInPlaceActionIsTheBackends holds the two to
@@ -147,7 +159,7 @@ func (b *cephInPlaceBackend) Apply(_ context.Context, cur, pending engine.Secret
 		b.entity(in)
 		return engine.Secrets{cephBase: a.Primary}, nil
 	case refuseKey:
-		return nil, mismatchRefusal("the cluster's key for " + cephBase + " is neither the current nor the pending key the source Secret holds (changed outside rekey); nothing was rotated. Find who changed it; to take the cluster's key, abort the rotation and delete " + cephBase + " from the source Secret so that rekey adopts it")
+		return nil, mismatchRefusal("the cluster's key for " + cephBase + " is neither the current nor the pending key the source Secret holds (changed outside rekey); nothing was rotated. Find who changed it; " + takeClusterKey)
 	}
 	b.entity(in)
 	if b.w.cephAdmin() {
@@ -174,21 +186,36 @@ func (b *cephInPlaceBackend) rotate(in *Instance) string {
 	return a.Primary
 }
 
-// Retire proves the pending key: the old one died at Apply.
+// Retire proves the pending key: the old one died at Apply. A key
+// changed outside rekey since is the rotation's to take (recover cannot
+// bring the old one back).
 func (b *cephInPlaceBackend) Retire(_ context.Context, _, pending engine.Secrets) error {
 	in, err := b.adminIn()
 	if err != nil {
 		return err
 	}
-	return b.verify(in, pending)
+	return b.keyChanged(b.verify(in, pending))
 }
+
+// keyChanged is the backend's refusal of a key the monitor no longer
+// accepts, whose way out is takeClusterKey (ceph's keyChanged).
+func (b *cephInPlaceBackend) keyChanged(err error) error {
+	if err != nil {
+		return &engine.Refusal{Reason: string(reason.PendingRejected), Message: "the cluster's key for " + cephBase + " is not the one the source Secret holds (changed outside rekey), so rekey changed nothing. Find who changed it; " + takeClusterKey}
+	}
+	return nil
+}
+
+// takeClusterKey is the way out the backend's refusals name (ceph's
+// takeClusterKey).
+var takeClusterKey = "to take the cluster's key: during a rotation delete " + engine.PendingKey(cephBase) + " from the source Secret, at rest delete " + cephBase + " from the source Secret; rekey reads the key back and restarts the consumers onto it"
 
 func (b *cephInPlaceBackend) Verify(_ context.Context, s engine.Secrets) error {
 	in, err := b.adminIn()
 	if err != nil {
 		return err
 	}
-	return b.verify(in, s)
+	return b.keyChanged(b.verify(in, s))
 }
 
 // Reset cannot bring an old key back: it succeeds only while the monitor
@@ -233,8 +260,34 @@ func (b *cephInPlaceBackend) wind(cur engine.Secrets, deprovision bool) error {
 	return nil
 }
 
-// awaySep joins a key rotated away and the consumers' restart value then.
-const awaySep = "@"
+// handRotate: someone runs `ceph auth rotate client.app` by hand, once.
+// A pod holding the key it replaced is refused by a person's doing,
+// whenever it read that key (inPlaceWindow): what rekey owes is to tell,
+// and to give the consumers a key the monitor accepts by the way its
+// refusal names ("no wedge" holds it to that).
+func handRotate(w *World) bool {
+	in := w.instance(cephMon)
+	if w.Set.Annotations[Annotation] != CephInPlaceWorld || in == nil || !in.Present || w.Gone || w.HandRotated {
+		return false
+	}
+	a := in.acct(cephBase)
+	if !a.Exists {
+		return false
+	}
+	w.RotatedAway = append(w.RotatedAway, a.Primary+awaySep+byHand)
+	slices.Sort(w.RotatedAway)
+	a.Primary = cephBase + cephKeySep + "hand"
+	in.set(cephBase, a)
+	w.HandRotated = true
+	return true
+}
+
+// awaySep joins a key rotated away and the consumers' restart value then,
+// or byHand.
+const (
+	awaySep = "@"
+	byHand  = "by-hand"
+)
 
 // inPlaceWindow: the key the consumer's pod holds was rotated away by
 // rekey's `auth rotate`, and no rollout has restarted the pod since (its
@@ -243,7 +296,7 @@ const awaySep = "@"
 // restarted since holds what rekey served it, which must work. "No
 // wedge" holds the set to closing the window (inPlaceOpen).
 func inPlaceWindow(w *World, key string) bool {
-	return w.cephInPlace() && slices.Contains(w.RotatedAway, key+awaySep+w.Pod.Template)
+	return w.cephInPlace() && (slices.Contains(w.RotatedAway, key+awaySep+w.Pod.Template) || slices.Contains(w.RotatedAway, key+awaySep+byHand))
 }
 
 // inPlaceOpen: the consumer's pod is refused within the InPlace window, so
@@ -257,17 +310,24 @@ func inPlaceOpen(w *World) bool {
 	return key != "" && m.Present && !m.acct(cephBase).Accepts(key)
 }
 
-// dropFromSource is what a KeyMismatch refusal asks of a person: delete
-// client.app from the source Secret, so that rekey adopts the cluster's
-// key.
+// dropFromSource is what a refusal of a key changed outside rekey asks of
+// a person: delete client.app (at rest) or its pending entry (during a
+// rotation) from the source Secret, so that rekey takes the cluster's key.
 func dropFromSource(c *World) string {
-	if c.Source == nil || c.Source.Data[cephBase] == nil || !slices.ContainsFunc(c.Warnings, func(m string) bool {
-		return strings.Contains(m, "delete "+cephBase+" from the source Secret")
+	if c.Source == nil {
+		return ""
+	}
+	key := cephBase
+	if ph := c.Set.Status.Phase; ph == v1.PhaseRotating || ph == v1.PhaseDistributed {
+		key = engine.PendingKey(cephBase) // "during a rotation"
+	}
+	if c.Source.Data[key] == nil || !slices.ContainsFunc(c.Warnings, func(m string) bool {
+		return strings.Contains(m, "delete "+key+" from the source Secret")
 	}) {
 		return ""
 	}
-	delete(c.Source.Data, cephBase)
-	return "user: deletes " + cephBase + " from the source Secret, as the refusal says"
+	delete(c.Source.Data, key)
+	return "user: deletes " + key + " from the source Secret, as the refusal says"
 }
 
 // NewCephInPlaceWorld is a set of one entity, InPlace, with one consumer,

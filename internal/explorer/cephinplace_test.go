@@ -36,7 +36,7 @@ func monKey(w *World) string { return w.instance(cephMon).acct(cephBase).Primary
 // TestCephInPlaceWalks takes seeded random walks of the Ceph InPlace world
 // among every transition it has.
 func TestCephInPlaceWalks(t *testing.T) {
-	walkWorld(t, Options{CephInPlace: true, Crashes: true, Backups: true, Deletion: true, PolicyEdits: true, StaleReads: true}, "the Ceph InPlace world", 3)
+	walkWorld(t, Options{CephInPlace: true, HandChanges: true, Crashes: true, Backups: true, Deletion: true, PolicyEdits: true, StaleReads: true}, "the Ceph InPlace world", 3)
 }
 
 // TestInPlaceActionIsTheBackends: the model's Apply decides as the Ceph
@@ -79,4 +79,19 @@ func TestCephAdmin(t *testing.T) {
 // among every transition it has.
 func TestCephAdminWalks(t *testing.T) {
 	walkWorld(t, Options{CephAdmin: true, Crashes: true, Backups: true, Deletion: true, PolicyEdits: true, StaleReads: true}, "the Ceph admin world", 3)
+}
+
+// TestCephInPlaceHand: someone rotates client.app's key by hand on the
+// monitor, before, during or after a rotation, beside crashes and the
+// user's requests. The pod holding the key it replaced is excused until it
+// restarts, but every refusal must name a way the state accepts, and the
+// documented actions must give the consumers a key the monitor accepts.
+func TestCephInPlaceHand(t *testing.T) {
+	explorePolicies(t, Options{CephInPlace: true, HandChanges: true, Crashes: true,
+		Only: []string{"user: rotate r1", "user: discard (active", "user: abort (active", "user: recover c1", "consumer", "someone rotates"}},
+		envInt("REKEY_EXPLORE_CEPH_HAND_DEPTH", 7), map[string]func(*World) bool{
+			"hand key served": func(w *World) bool {
+				return w.HandRotated && w.Set.Status.Phase == v1.PhaseIdle && w.Pod.Creds[cephBase] == cephBase+"/hand"
+			},
+		})
 }

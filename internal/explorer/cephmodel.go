@@ -194,6 +194,22 @@ func (b *cephBackend) Precheck(_ context.Context, cur engine.Secrets) error {
 	return nil
 }
 
+// RepairIdle is the backend's upkeep at rest: it reports (KeyMismatch) a
+// current key the monitor no longer holds, and changes nothing.
+func (b *cephBackend) RepairIdle(_ context.Context, cur engine.Secrets) error {
+	in, err := b.mon()
+	if err != nil || cur[cephBase] == "" {
+		return err
+	}
+	if entity, _, held := b.current(in, cur); !held {
+		return mismatchRefusal("the cluster's key for " + entity + " is not the one the source Secret holds (changed outside rekey): delete " + cephBase + " from the source Secret and rekey " + idleThen)
+	}
+	return nil
+}
+
+// idleThen is what a KeyMismatch found at rest says rekey does next.
+const idleThen = "adopts the cluster's key and restarts the consumers onto it; rekey changed nothing"
+
 // Apply is applyOverlapping: generation gen's entity beside the current
 // one (read back if it exists), the newer ones nobody stored removed.
 func (b *cephBackend) Apply(_ context.Context, cur, _ engine.Secrets, gen int64) (engine.Secrets, error) {

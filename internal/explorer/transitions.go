@@ -369,7 +369,7 @@ func Transitions(o Options) []Transition {
 		out = append(out, rabbitTransitions()...)
 	}
 	if o.Ceph || o.CephInPlace || o.CephAdmin {
-		out = append(out, cephTransitions()...)
+		out = append(out, cephTransitions(o)...)
 	}
 	if o.Backups {
 		out = append(out, Transition{"status and source Secret restored from backup", restoreBackup})

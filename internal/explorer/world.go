@@ -82,6 +82,8 @@ type World struct {
 	Unreset []string `json:"unreset,omitempty"`
 	// RotatedAway are the keys an InPlace rotation replaced (inPlaceWindow).
 	RotatedAway []string `json:"away,omitempty"`
+	// HandRotated: someone rotated the InPlace entity's key by hand.
+	HandRotated bool `json:"hand,omitempty"`
 	// AdminKeyring and RotatorKeyring are the Ceph admin world's stored
 	// keyrings (cephadmin.go): Secrets, so a crash keeps them.
 	AdminKeyring   string `json:"adminKr,omitempty"`

@@ -28,30 +28,13 @@ import (
 // "restore them from backup"), and the recover restarted the pods onto the
 // refused key.
 func TestCephInPlaceAdopt(t *testing.T) {
-	c := cephRolloutCluster(t)
-	startManager(t, cp.Config, withCephWorkDir(c))
-	ns := newNamespace(t)
 	const name, entity = "ad", "client.ad"
-	cs := cephSet(t, c, ns, name, v1.CephInPlace, v1.CephEntity{Name: entity, Caps: v1.CephCaps{Mon: "allow r"}})
-	cs.Spec.Rotation = v1.RotationSpec{DiscardPolicy: v1.DiscardAfterRollout}
-	pc := deployConsumersWay(t, cs, cephWay(c, entity))
-	// The person's rotation and rekey's own InPlace rotation refuse the
-	// pods until they restart; what is checked is the end (below).
-	pc.lockoutsExpected.Store(true)
-	if err := k8s.Create(ctxT(t), cs); err != nil {
-		t.Fatal(err)
-	}
-	waitPhase(t, ns, name, v1.PhaseIdle, 1)
-	assertNoRefusalsSince(t, pc)
-
-	if _, err := c.CLI(ctxT(t), "auth", "rotate", entity); err != nil {
-		t.Fatal(err)
-	}
+	c, ns, pc := cephInPlaceWithPods(t, name, entity, v1.DiscardAfterRollout)
+	handRotate(t, c, entity)
 	key, err := c.Key(ctxT(t), entity)
 	if err != nil {
 		t.Fatal(err)
 	}
-	observed(t, "%s rotated outside rekey", entity)
 
 	way := "delete " + entity + " from the source Secret"
 	rotate(t, ns, name, "r1")
@@ -89,6 +72,27 @@ func TestCephInPlaceAdopt(t *testing.T) {
 		t.Fatal("after the read back and r1 the consumers must be served the mon's key, a new one r1 minted")
 	}
 	assertNoRefusalsSince(t, pc)
+}
+
+// cephInPlaceWithPods starts a manager and an Idle InPlace set of one
+// entity on a mon, whose consumer pods read their Secret at start; none of
+// their logins is refused yet. Refusals while a person's or rekey's own
+// rotation has not restarted them are expected: each test checks the end.
+func cephInPlaceWithPods(t *testing.T, name, entity string, policy v1.DiscardPolicy) (*testenv.Ceph, string, *podConsumers) {
+	t.Helper()
+	c := cephRolloutCluster(t)
+	startManager(t, cp.Config, withCephWorkDir(c))
+	ns := newNamespace(t)
+	cs := cephSet(t, c, ns, name, v1.CephInPlace, v1.CephEntity{Name: entity, Caps: v1.CephCaps{Mon: "allow r"}})
+	cs.Spec.Rotation = v1.RotationSpec{DiscardPolicy: policy}
+	pc := deployConsumersWay(t, cs, cephWay(c, entity))
+	pc.lockoutsExpected.Store(true)
+	if err := k8s.Create(ctxT(t), cs); err != nil {
+		t.Fatal(err)
+	}
+	waitPhase(t, ns, name, v1.PhaseIdle, 1)
+	assertNoRefusalsSince(t, pc)
+	return c, ns, pc
 }
 
 // cephRolloutCluster is matrixCluster for Ceph: a mon beside the full

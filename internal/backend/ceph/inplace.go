@@ -82,8 +82,8 @@ func (b *Backend) applyInPlace(ctx context.Context, s *session, cur, pending eng
 		}
 		held[i], actions[i] = entry, DecideInPlace(entry.Key, curKR.Key, pendKey)
 		if actions[i] == RefuseKey {
-			return nil, mismatch("the cluster's key for %s is neither the current nor the pending key the source Secret holds (changed outside rekey); nothing was rotated. Find who changed it; to take the cluster's key, abort the rotation and delete %s from the source Secret so that rekey adopts it",
-				e.Name, e.Name)
+			return nil, mismatch("the cluster's key for %s is neither the current nor the pending key the source Secret holds (changed outside rekey); nothing was rotated. Find who changed it; %s",
+				e.Name, takeClusterKey(e.Name))
 		}
 		if err := b.claim(ctx, s, o, e.Name, "rotate"); err != nil {
 			return nil, err
@@ -146,13 +146,31 @@ func (b *Backend) Retire(ctx context.Context, cur, pending engine.Secrets) error
 			return err
 		}
 		if err := s.verifyPending(ctx, kr); err != nil {
-			return err
+			return b.keyChanged(err, e.Name)
 		}
 	}
 	if b.overlap {
 		return b.retirePriors(ctx, s, pending, "pending")
 	}
 	return nil
+}
+
+// takeClusterKey is the way out of a key changed outside rekey on an
+// entity rotated in place: abort and recover cannot bring the old key
+// back, so rekey takes the cluster's (engine.ReadBackRotation during a
+// rotation, engine.AddReadBack at rest).
+func takeClusterKey(entity string) string {
+	return fmt.Sprintf("to take the cluster's key: during a rotation delete %s from the source Secret, at rest delete %s from the source Secret; rekey reads the key back and restarts the consumers onto it",
+		engine.PendingKey(entity), entity)
+}
+
+// keyChanged is the refusal of a key the cluster no longer accepts, for
+// an entity rotated in place: the way out is takeClusterKey, not recover.
+func (b *Backend) keyChanged(err error, entity string) error {
+	if rf, ok := engine.AsRefusal(err); ok && !b.overlap {
+		rf.Message = fmt.Sprintf("the cluster's key for %s is not the one the source Secret holds (changed outside rekey), so rekey changed nothing. Find who changed it; %s", entity, takeClusterKey(entity))
+	}
+	return err
 }
 
 // verifyPending proves kr by logging in with it. An entity without mon

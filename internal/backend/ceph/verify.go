@@ -21,7 +21,7 @@ func (b *Backend) Verify(ctx context.Context, secrets engine.Secrets) error {
 			return err
 		}
 		if err := s.verifyPending(ctx, kr); err != nil {
-			return err
+			return b.keyChanged(err, e.Name)
 		}
 	}
 	return nil
