@@ -182,16 +182,20 @@ func (r *Reconciler) irreversible(ctx context.Context, t *turn) (bool, error) {
 	return false, err
 }
 
-// currentRefused asks a backend without Overlap, before a recover at rest
-// restarts the consumers onto the current secrets, whether it still
-// accepts them (engine.Input.CurrentRefused): its keys may have been
-// replaced in place since (a status and source Secret restored from a
-// backup taken before a rotation applied, or a key changed outside rekey).
-// A backend that does not answer holds the recover until it does.
+// currentRefused asks a backend whose keys a reset cannot set back (one
+// without Overlap, or one that mints its keys: ReadBack), before a recover
+// or an abort restarts the consumers onto the current secrets, whether it
+// still accepts them (engine.Input.CurrentRefused): its keys may have been
+// replaced since (a status and source Secret restored from a backup taken
+// before a rotation applied, or a key changed outside rekey). A backend
+// that does not answer holds the request until it does.
 func (r *Reconciler) currentRefused(ctx context.Context, t *turn) (string, error) {
 	st := t.cs.Status
 	id := t.cs.Annotations[engine.RecoverAnnotation]
-	if t.p.backend.Traits().Overlap || engine.Active(st) || st.ResetPending || id == "" || id == st.LastRecoverID {
+	tr := t.p.backend.Traits()
+	asked := id != "" && id != st.LastRecoverID && !st.ResetPending ||
+		engine.Active(st) && t.cs.Annotations[engine.AbortAnnotation] == st.RotationID
+	if tr.Overlap && !tr.ReadBack || !asked {
 		return "", nil
 	}
 	err := t.p.backend.Precheck(ctx, t.cur)

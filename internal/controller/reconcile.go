@@ -92,7 +92,9 @@ func (r *Reconciler) reconcile(ctx context.Context, cs *v1.CredentialSet, obs *o
 	if prob = stuckRollout(t.known()); prob != nil {
 		return res, prob, nil
 	}
-	if repairProb != nil {
+	if repairProb != nil && !quietUpkeep(repairProb.reason, cs.Status) {
+		// (Asked again of the status the step left: a recover that began
+		// makes a key changed outside rekey the reset's to report.)
 		return requeueWithin(res, repairRecheck), repairProb, nil
 	}
 	if held, _ := retirementHeld(hold, d, cs.Status); held != nil {

@@ -110,13 +110,14 @@ func (r *Reconciler) apply(ctx context.Context, t *turn) (ctrl.Result, *problem,
 }
 
 // readBackRotation is step Applying again for a rotation whose new secrets
-// the source Secret lost after a backend without Overlap applied them
+// the source Secret lost after a backend that mints them applied them
 // (engine.ReadBackRotation): recorded as not applied (with DistributedAt
-// kept, so that Distributing restarts the consumers anew), then apply, in
-// which the backend hands back the keys it holds.
+// kept, so that Distributing restarts the consumers anew, and
+// discardStarted kept: a discard that began only ever finishes), then
+// apply, in which the backend hands back the keys it holds.
 func (r *Reconciler) readBackRotation(ctx context.Context, t *turn) (ctrl.Result, *problem, error) {
 	if err := r.writeStatus(ctx, t, func(st *v1.CredentialSetStatus) {
-		st.Phase, st.RotateApplied, st.DiscardStarted, st.RolledOutAt = v1.PhaseRotating, false, false, nil
+		st.Phase, st.RotateApplied, st.RolledOutAt = v1.PhaseRotating, false, nil
 	}); err != nil {
 		return ctrl.Result{}, nil, err
 	}

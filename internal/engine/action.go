@@ -32,8 +32,8 @@ const (
 	// DropAbortRequest: remove an abort request that was served already.
 	DropAbortRequest
 	// ReadBackRotation: read the active rotation's new secrets back from
-	// a backend that replaced them in place (ReadBack without Overlap),
-	// as step Applying, then distribute them again (readBackOwed).
+	// the backend that minted them (ReadBack), as step Applying, then
+	// distribute them again (readBackOwed).
 	ReadBackRotation
 )
 

@@ -47,15 +47,16 @@ func (a Addition) String() string {
 // none: at rest, whatever the source Secret lacks is read back from it.
 func DecideAdd(st v1.CredentialSetStatus, pending PendingState, traits Traits, held int) Addition {
 	atRest := st.Phase == v1.PhaseIdle && !st.ResetPending && !st.DiscardStarted && pending == PendingNone
-	// For an in-place backend (no Overlap) a reset owed can only bring
-	// the backend back to what it holds already, and pending secrets with
-	// no rotation in flight (a status restored from a backup, a write of a
+	// A reset owed ends with the backend holding the current secrets
+	// (only those, for an overlapping one): a read back makes what the
+	// backend holds current first, so it is how a reset the backend
+	// refuses (its key changed since) ends, and the reset then keeps it.
+	// For an in-place backend (no Overlap) pending secrets with no
+	// rotation in flight (a status restored from a backup, a write of a
 	// manager whose cache lagged) are a key the backend holds or a dead
-	// one: reading its keys back takes nothing from either, and is how a
-	// reset the backend refuses (its key changed since) ends. An
-	// overlapping backend's reset removes the keys a read back would
-	// adopt, and its pending secrets may be valid beside the current ones.
-	readBackAtRest := st.Phase == v1.PhaseIdle && !st.DiscardStarted && (pending == PendingNone && !st.ResetPending || !traits.Overlap)
+	// one: reading its keys back takes nothing from either. An overlapping
+	// backend's pending secrets may be valid beside the current ones.
+	readBackAtRest := st.Phase == v1.PhaseIdle && !st.DiscardStarted && (pending == PendingNone || !traits.Overlap)
 	switch {
 	case traits.ReadBack && readBackAtRest:
 		return AddReadBack

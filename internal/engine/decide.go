@@ -209,7 +209,7 @@ func decideRotating(in Input) Decision {
 		return Decision{Action: Refuse, Reason: reason.StaleRotationPending, Requeue: time.Minute,
 			Message: fmt.Sprintf("the source Secret holds pending secrets of another rotation, not %s: an earlier rotation was interrupted; run kubectl rekey recover", st.RotationID)}
 	case PendingPartial:
-		if in.ReadBack && !in.Overlap && !st.RotateApplied {
+		if in.ReadBack && !st.RotateApplied {
 			break // Apply hands back what it applied before the loss
 		}
 		return Decision{Action: Refuse, Reason: reason.MissingRotationPending, Requeue: time.Minute,
@@ -333,6 +333,9 @@ func decideRollback(in Input) (Decision, bool) {
 		case active && committed:
 			return Decision{Action: Refuse, Reason: reason.AbortSkipped, Message: fmt.Sprintf(
 				"%s: it can only complete; remove the recover request and let it finish", why)}, true
+		case active && in.CurrentRefused != "":
+			return Decision{Action: Refuse, Reason: reason.AbortSkipped, Message: rollbackRefused(st.RotationID) +
+				"; remove the recover request and complete the rotation (kubectl rekey discard)"}, true
 		case active:
 			return Decision{Action: Rollback, RecoverID: r}, true
 		case in.CurrentRefused != "":
@@ -359,6 +362,9 @@ func decideRollback(in Input) (Decision, bool) {
 		case committed:
 			return Decision{Action: Refuse, Reason: reason.AbortSkipped, DropAbort: true, Message: fmt.Sprintf(
 				"%s, so rolling back would lock consumers out; it can only complete", why)}, true
+		case in.CurrentRefused != "":
+			return Decision{Action: Refuse, Reason: reason.AbortSkipped, DropAbort: true, Message: rollbackRefused(a) +
+				"; the request was removed: complete the rotation (kubectl rekey discard)"}, true
 		default:
 			return Decision{Action: Rollback}, true
 		}

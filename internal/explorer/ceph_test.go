@@ -1,6 +1,7 @@
 package explorer
 
 import (
+	"strings"
 	"testing"
 
 	v1 "rekey.io/rekey/api/v1alpha1"
@@ -31,4 +32,19 @@ func TestCeph(t *testing.T) {
 // transition it has.
 func TestCephWalks(t *testing.T) {
 	walkWorld(t, Options{Ceph: true, Crashes: true, Backups: true, Deletion: true, PolicyEdits: true, StaleReads: true}, "the Ceph world", 3)
+}
+
+// TestCephHand: someone rotates the newest generation's key by hand on the
+// monitor, at rest or during a rotation, beside crashes and the user's
+// requests. As for InPlace (TestCephInPlaceHand), every refusal must name
+// a way the state accepts, and the documented actions must give the
+// consumers a key the monitor accepts.
+func TestCephHand(t *testing.T) {
+	explorePolicies(t, Options{Ceph: true, HandChanges: true, Crashes: true,
+		Only: []string{"user: rotate r1", "user: discard (active", "user: abort (active", "user: recover c1", "consumer", "someone rotates"}},
+		envInt("REKEY_EXPLORE_CEPH_HAND_DEPTH", 7), map[string]func(*World) bool{
+			"hand key served": func(w *World) bool {
+				return w.HandRotated && w.Set.Status.Phase == v1.PhaseIdle && strings.HasSuffix(w.Pod.Creds[cephBase], cephKeySep+"hand")
+			},
+		})
 }

@@ -9,7 +9,6 @@ import (
 	v1 "rekey.io/rekey/api/v1alpha1"
 	"rekey.io/rekey/internal/engine"
 	"rekey.io/rekey/internal/failpoint"
-	"rekey.io/rekey/internal/reason"
 )
 
 // The Ceph InPlace world (option CephInPlace): one monitor and one entity,
@@ -194,28 +193,15 @@ func (b *cephInPlaceBackend) Retire(_ context.Context, _, pending engine.Secrets
 	if err != nil {
 		return err
 	}
-	return b.keyChanged(b.verify(in, pending))
+	return b.verify(in, pending)
 }
-
-// keyChanged is the backend's refusal of a key the monitor no longer
-// accepts, whose way out is takeClusterKey (ceph's keyChanged).
-func (b *cephInPlaceBackend) keyChanged(err error) error {
-	if err != nil {
-		return &engine.Refusal{Reason: string(reason.PendingRejected), Message: "the cluster's key for " + cephBase + " is not the one the source Secret holds (changed outside rekey), so rekey changed nothing. Find who changed it; " + takeClusterKey}
-	}
-	return nil
-}
-
-// takeClusterKey is the way out the backend's refusals name (ceph's
-// takeClusterKey).
-var takeClusterKey = "to take the cluster's key: during a rotation delete " + engine.PendingKey(cephBase) + " from the source Secret, at rest delete " + cephBase + " from the source Secret; rekey reads the key back and restarts the consumers onto it"
 
 func (b *cephInPlaceBackend) Verify(_ context.Context, s engine.Secrets) error {
 	in, err := b.adminIn()
 	if err != nil {
 		return err
 	}
-	return b.keyChanged(b.verify(in, s))
+	return b.verify(in, s)
 }
 
 // Reset cannot bring an old key back: it succeeds only while the monitor
@@ -260,24 +246,37 @@ func (b *cephInPlaceBackend) wind(cur engine.Secrets, deprovision bool) error {
 	return nil
 }
 
-// handRotate: someone runs `ceph auth rotate client.app` by hand, once.
-// A pod holding the key it replaced is refused by a person's doing,
-// whenever it read that key (inPlaceWindow): what rekey owes is to tell,
-// and to give the consumers a key the monitor accepts by the way its
-// refusal names ("no wedge" holds it to that).
+// handRotate: someone runs `ceph auth rotate` by hand, once: on client.app
+// (InPlace), or on the newest generation's entity (Overlapping). A pod
+// holding the key it replaced is refused by a person's doing, whenever it
+// read that key (inPlaceWindow): what rekey owes is to tell, and to give
+// the consumers a key the monitor accepts by the way its refusal names
+// ("no wedge" holds it to that).
 func handRotate(w *World) bool {
 	in := w.instance(cephMon)
-	if w.Set.Annotations[Annotation] != CephInPlaceWorld || in == nil || !in.Present || w.Gone || w.HandRotated {
+	world := w.Set.Annotations[Annotation]
+	if world != CephInPlaceWorld && world != CephWorld || in == nil || !in.Present || w.Gone || w.HandRotated {
 		return false
 	}
-	a := in.acct(cephBase)
+	entity := cephBase
+	if world == CephWorld {
+		entity = ""
+		for name, a := range in.Users {
+			if g, ok := cephGeneration(name); ok && a.Exists {
+				if n, _ := cephGeneration(entity); g > n {
+					entity = name
+				}
+			}
+		}
+	}
+	a := in.acct(entity)
 	if !a.Exists {
 		return false
 	}
 	w.RotatedAway = append(w.RotatedAway, a.Primary+awaySep+byHand)
 	slices.Sort(w.RotatedAway)
-	a.Primary = cephBase + cephKeySep + "hand"
-	in.set(cephBase, a)
+	a.Primary = entity + cephKeySep + "hand"
+	in.set(entity, a)
 	w.HandRotated = true
 	return true
 }
@@ -293,21 +292,22 @@ const (
 // rekey's `auth rotate`, and no rollout has restarted the pod since (its
 // restart value is the one of when the key was rotated): the one bounded
 // exception to "no lockout", which only InPlace has. A pod a rollout
-// restarted since holds what rekey served it, which must work. "No
-// wedge" holds the set to closing the window (inPlaceOpen).
+// restarted since holds what rekey served it, which must work. Or a person
+// rotated the key away by hand (handRotate), whenever the pod read it.
+// "No wedge" holds the set to closing the window (inPlaceOpen).
 func inPlaceWindow(w *World, key string) bool {
-	return w.cephInPlace() && (slices.Contains(w.RotatedAway, key+awaySep+w.Pod.Template) || slices.Contains(w.RotatedAway, key+awaySep+byHand))
+	return slices.Contains(w.RotatedAway, key+awaySep+byHand) || w.cephInPlace() && slices.Contains(w.RotatedAway, key+awaySep+w.Pod.Template)
 }
 
-// inPlaceOpen: the consumer's pod is refused within the InPlace window, so
-// the set is not settled yet.
+// inPlaceOpen: the consumer's pod is refused within the InPlace window or
+// after a person's rotation, so the set is not settled yet.
 func inPlaceOpen(w *World) bool {
-	if !w.cephInPlace() || w.WebGone {
+	if !w.cephInPlace() && !w.HandRotated || w.WebGone {
 		return false
 	}
 	key := w.Pod.Creds[cephBase]
 	m := w.instance(cephMon)
-	return key != "" && m.Present && !m.acct(cephBase).Accepts(key)
+	return key != "" && m.Present && !m.acct(cephEntityOf(key)).Accepts(key)
 }
 
 // dropFromSource is what a refusal of a key changed outside rekey asks of
@@ -327,6 +327,11 @@ func dropFromSource(c *World) string {
 		return ""
 	}
 	delete(c.Source.Data, key)
+	if key == cephBase && slices.ContainsFunc(c.Warnings, func(m string) bool { return strings.Contains(m, "(with "+engine.PendingKey(cephBase)) }) {
+		delete(c.Source.Data, engine.PendingKey(cephBase))
+		delete(c.Source.Data, engine.RotationIDKey)
+		key += " (with its pending key and rotation ID)"
+	}
 	return "user: deletes " + key + " from the source Secret, as the refusal says"
 }
 

@@ -207,6 +207,10 @@ func (b *cephBackend) RepairIdle(_ context.Context, cur engine.Secrets) error {
 	return nil
 }
 
+// takeResetKey is the way out the backend's reset names (ceph's
+// takeResetKey).
+var takeResetKey = "To take the cluster's key, delete " + cephBase + " from the source Secret (with " + engine.PendingKey(cephBase) + " and " + engine.RotationIDKey + ", if it holds them): rekey reads the key back, restarts the consumers onto it, and the reset keeps it"
+
 // idleThen is what a KeyMismatch found at rest says rekey does next.
 const idleThen = "adopts the cluster's key and restarts the consumers onto it; rekey changed nothing"
 
@@ -239,10 +243,14 @@ func (b *cephBackend) Apply(_ context.Context, cur, _ engine.Secrets, gen int64)
 // verify is verifyPending: the monitor authenticates the key.
 func (b *cephBackend) verify(in *Instance, secrets engine.Secrets) error {
 	if entity, _, held := b.current(in, secrets); !held {
-		return &engine.Refusal{Reason: string(reason.PendingRejected), Message: "the cluster refuses the new key the source Secret holds for " + entity + ", so nothing was retired: retiring could lock its consumers out. The source Secret or the cluster was changed outside rekey: compare them (kubectl rekey status), then recover"}
+		return &engine.Refusal{Reason: string(reason.PendingRejected), Message: "the cluster refuses the key the source Secret holds for " + cephBase + " (" + entity + ": changed outside rekey), so rekey changed nothing. Find who changed it; " + takeClusterKey}
 	}
 	return nil
 }
+
+// takeClusterKey is the way out the backend's refusals of a key changed
+// outside rekey name (ceph's takeClusterKey).
+var takeClusterKey = "to take the cluster's key: during a rotation delete " + engine.PendingKey(cephBase) + " from the source Secret, at rest delete " + cephBase + " from the source Secret; rekey reads the key back and restarts the consumers onto it"
 
 // Retire removes the generations older than the pending one
 // (keepPriorKeyCount 0), once the pending key authenticates.
@@ -273,7 +281,7 @@ func (b *cephBackend) Reset(_ context.Context, cur engine.Secrets) error {
 	}
 	entity, gen, held := b.current(in, cur)
 	if !held {
-		return mismatchRefusal("the cluster no longer has the current key of " + cephBase + " (" + entity + "), so rolling back to it would lock its consumers out; nothing was deleted. Complete the rotation instead")
+		return mismatchRefusal("the cluster no longer has the current key of " + cephBase + " (" + entity + ": changed outside rekey), so resetting to it would lock its consumers out; nothing was deleted. " + takeResetKey)
 	}
 	var doomed []string
 	for _, g := range b.generations(in) {

@@ -77,13 +77,13 @@ func NewCephWorld() *World {
 }
 
 // cephTransitions: the monitor stops answering, and answers again; with
-// HandChanges, someone rotates the InPlace entity's key by hand.
+// HandChanges, someone rotates an entity's key by hand.
 func cephTransitions(o Options) []Transition {
 	out := []Transition{
 		{"mon stops answering", func(w *World) bool { return outage(cephMon, true)(w) }},
 		{"mon answers again", func(w *World) bool { return outage(cephMon, false)(w) }},
 	}
-	if o.CephInPlace && o.HandChanges {
+	if (o.Ceph || o.CephInPlace) && o.HandChanges {
 		out = append(out, Transition{"someone rotates " + cephBase + "'s key by hand (ceph auth rotate)", handRotate})
 	}
 	return out

@@ -29,7 +29,7 @@ import (
 // refused key.
 func TestCephInPlaceAdopt(t *testing.T) {
 	const name, entity = "ad", "client.ad"
-	c, ns, pc := cephInPlaceWithPods(t, name, entity, v1.DiscardAfterRollout)
+	c, ns, pc := cephSetWithPods(t, name, entity, v1.CephInPlace, v1.DiscardAfterRollout)
 	handRotate(t, c, entity)
 	key, err := c.Key(ctxT(t), entity)
 	if err != nil {
@@ -74,16 +74,16 @@ func TestCephInPlaceAdopt(t *testing.T) {
 	assertNoRefusalsSince(t, pc)
 }
 
-// cephInPlaceWithPods starts a manager and an Idle InPlace set of one
-// entity on a mon, whose consumer pods read their Secret at start; none of
-// their logins is refused yet. Refusals while a person's or rekey's own
-// rotation has not restarted them are expected: each test checks the end.
-func cephInPlaceWithPods(t *testing.T, name, entity string, policy v1.DiscardPolicy) (*testenv.Ceph, string, *podConsumers) {
+// cephSetWithPods starts a manager and an Idle set of one entity on a mon,
+// whose consumer pods read their Secret at start; none of their logins is
+// refused yet. Refusals while a person's or rekey's own rotation has not
+// restarted them are expected: each test checks the end.
+func cephSetWithPods(t *testing.T, name, entity string, strategy v1.CephStrategy, policy v1.DiscardPolicy) (*testenv.Ceph, string, *podConsumers) {
 	t.Helper()
 	c := cephRolloutCluster(t)
 	startManager(t, cp.Config, withCephWorkDir(c))
 	ns := newNamespace(t)
-	cs := cephSet(t, c, ns, name, v1.CephInPlace, v1.CephEntity{Name: entity, Caps: v1.CephCaps{Mon: "allow r"}})
+	cs := cephSet(t, c, ns, name, strategy, v1.CephEntity{Name: entity, Caps: v1.CephCaps{Mon: "allow r"}})
 	cs.Spec.Rotation = v1.RotationSpec{DiscardPolicy: policy}
 	pc := deployConsumersWay(t, cs, cephWay(c, entity))
 	pc.lockoutsExpected.Store(true)

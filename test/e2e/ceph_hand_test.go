@@ -26,7 +26,7 @@ import (
 // refuses: a dead end short of editing the mon by hand.
 func TestCephInPlaceHandRotated(t *testing.T) {
 	const name, entity = "hand", "client.hand"
-	c, ns, pc := cephInPlaceWithPods(t, name, entity, v1.DiscardManual)
+	c, ns, pc := cephSetWithPods(t, name, entity, v1.CephInPlace, v1.DiscardManual)
 
 	// At rest.
 	handRotate(t, c, entity)
@@ -68,15 +68,52 @@ func handRotate(t *testing.T, c *testenv.Ceph, entity string) {
 }
 
 // waitServed waits until the distribution Secret serves the key the mon
-// holds for entity.
+// holds for the entity it names (entity, or one of its generations).
 func waitServed(t *testing.T, c *testenv.Ceph, ns, name, entity string) {
 	t.Helper()
 	waitFor(t, 3*time.Minute, "the mon's key of "+entity+" served", func() (bool, string) {
-		_, served := keyOf(t, secretData(t, ns, name+"-keys")[entity+".keyring"])
-		now, err := c.Key(ctxT(t), entity)
+		held, served := keyOf(t, secretData(t, ns, name+"-keys")[entity+".keyring"])
+		now, err := c.Key(ctxT(t), held)
 		if err != nil {
 			return false, err.Error()
 		}
 		return served == now, stateOf(getSet(t, ns, name))
 	})
+}
+
+// TestCephOverlappingHandRotated: the same on an Overlapping set, where
+// each generation is an entity of its own. A person rotates the current
+// generation's key by hand once r1's pods run r1's generation: an abort is
+// refused (rolling back would restart the pods onto the key the mon now
+// refuses), naming the discard, which then completes. Then a person
+// rotates r2's new generation by hand once r2's pods run it: the discard
+// is refused naming r2's pending key; deleted, r2 reads the generation's
+// key back, restarts the pods onto it and completes. No pod login is
+// refused after the last rollout. Before, the abort went ahead, and the
+// discard's refusal said to run recover, which cannot set a key Ceph
+// minted back.
+func TestCephOverlappingHandRotated(t *testing.T) {
+	const name, entity = "ovh", "client.ovh"
+	c, ns, pc := cephSetWithPods(t, name, entity, v1.CephOverlapping, v1.DiscardManual)
+
+	rotate(t, ns, name, "r1")
+	waitRolledOut(t, ns, name)
+	handRotate(t, c, entity+".1")
+	annotate(t, ns, name, engine.AbortAnnotation, "r1")
+	mustContain(t, "the abort's refusal", waitEventNoting(t, ns, name, reason.AbortSkipped, "is not rolled back"), "kubectl rekey discard")
+	discard(t, ns, name, "r1")
+	waitPhase(t, ns, name, v1.PhaseIdle, 2)
+	waitServed(t, c, ns, name, entity)
+	assertNoRefusalsSince(t, pc)
+
+	rotate(t, ns, name, "r2")
+	waitRolledOut(t, ns, name)
+	handRotate(t, c, entity+".3")
+	discard(t, ns, name, "r2")
+	mustContain(t, "the discard's refusal", waitEventNoting(t, ns, name, reason.PendingRejected, "changed outside rekey"),
+		"delete "+engine.PendingKey(entity)+" from the source Secret")
+	editSource(t, getSet(t, ns, name), func(data map[string][]byte) { delete(data, engine.PendingKey(entity)) })
+	waitPhase(t, ns, name, v1.PhaseIdle, 3)
+	waitServed(t, c, ns, name, entity)
+	assertNoRefusalsSince(t, pc)
 }

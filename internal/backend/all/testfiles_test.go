@@ -219,8 +219,9 @@ var covered = map[string]cover{
 	"backend/ceph/owner.go":       {[]string{"TestOwnershipOnTheRealMon", "TestDeprovisionOnTheRealMon"}, "claims, releases and refusals of another set's entities"},
 	"backend/ceph/provision.go":   {[]string{"TestProvisionAdoptsAndChecks", "TestProvisionAdoptedOrMinted", "TestInPlaceNeedsAuthRotate"}, "Provision and Precheck on the real mon"},
 	"backend/ceph/support.go":     {[]string{"TestInPlaceRefusal", "TestInPlaceNeedsAuthRotate"}, "the versions that rotate in place"},
+	"backend/ceph/upkeep.go":      {[]string{"TestRepairIdleReportsAHandRotation", "test/e2e.TestCephInPlaceHandRotated"}, "a key rotated by hand reported at rest, on the real mon and through a manager (hand_test.go)"},
 	"backend/ceph/unused.go":      {[]string{"TestRemoveUnusedKeys"}, "removes only the listed bootstrap keys"},
-	"backend/ceph/verify.go":      {[]string{"TestInPlaceHandRotatedMidRotation", "test/e2e.TestCephInPlace", "test/e2e.TestCephOverlapping"}, "the engine verifies each distribution; a key changed by hand mid-rotation is refused naming the way out"},
+	"backend/ceph/verify.go":      {[]string{"TestInPlaceHandRotatedMidRotation", "TestOverlappingHandRotated", "test/e2e.TestCephInPlace", "test/e2e.TestCephOverlapping"}, "the engine verifies each distribution; a key changed by hand mid-rotation is refused naming the way out"},
 
 	"backend/cephkube/cephkube.go": {[]string{"internal/controller.TestBackendLockKeys", "test/e2e.TestCephInPlace"}, "Build and the lock keys (controller package test); every Ceph set end to end"},
 	"backend/cephkube/describe.go": {[]string{"internal/plugin.TestRotateDryRunCephInPlace", "internal/plugin.TestRotateDryRunCephOverlapping"}, "the plugin's plan of a Ceph rotation"},

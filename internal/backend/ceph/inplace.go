@@ -145,8 +145,8 @@ func (b *Backend) Retire(ctx context.Context, cur, pending engine.Secrets) error
 		if err != nil {
 			return err
 		}
-		if err := s.verifyPending(ctx, kr); err != nil {
-			return b.keyChanged(err, e.Name)
+		if err := s.verifyPending(ctx, e.Name, kr); err != nil {
+			return err
 		}
 	}
 	if b.overlap {
@@ -155,28 +155,19 @@ func (b *Backend) Retire(ctx context.Context, cur, pending engine.Secrets) error
 	return nil
 }
 
-// takeClusterKey is the way out of a key changed outside rekey on an
-// entity rotated in place: abort and recover cannot bring the old key
-// back, so rekey takes the cluster's (engine.ReadBackRotation during a
-// rotation, engine.AddReadBack at rest).
+// takeClusterKey is the way out of a key changed outside rekey: no reset
+// can set a key Ceph minted back (and an in-place rotation cannot be
+// rolled back at all), so rekey takes the cluster's (engine.ReadBackRotation
+// during a rotation, engine.AddReadBack at rest).
 func takeClusterKey(entity string) string {
 	return fmt.Sprintf("to take the cluster's key: during a rotation delete %s from the source Secret, at rest delete %s from the source Secret; rekey reads the key back and restarts the consumers onto it",
 		engine.PendingKey(entity), entity)
 }
 
-// keyChanged is the refusal of a key the cluster no longer accepts, for
-// an entity rotated in place: the way out is takeClusterKey, not recover.
-func (b *Backend) keyChanged(err error, entity string) error {
-	if rf, ok := engine.AsRefusal(err); ok && !b.overlap {
-		rf.Message = fmt.Sprintf("the cluster's key for %s is not the one the source Secret holds (changed outside rekey), so rekey changed nothing. Find who changed it; %s", entity, takeClusterKey(entity))
-	}
-	return err
-}
-
-// verifyPending proves kr by logging in with it. An entity without mon
-// caps cannot log in with any key; for it the cluster holding exactly kr
-// is the best proof there is.
-func (s *session) verifyPending(ctx context.Context, kr Keyring) error {
+// verifyPending proves kr, the keyring the source Secret holds under name,
+// by logging in with it. An entity without mon caps cannot log in with any
+// key; for it the cluster holding exactly kr is the best proof there is.
+func (s *session) verifyPending(ctx context.Context, name string, kr Keyring) error {
 	ok, err := s.authenticates(ctx, kr)
 	if err != nil || ok {
 		return err
@@ -189,7 +180,7 @@ func (s *session) verifyPending(ctx context.Context, kr Keyring) error {
 		return nil
 	}
 	return &engine.Refusal{Reason: string(reason.PendingRejected), Message: fmt.Sprintf(
-		"the cluster refuses the new key the source Secret holds for %s, so nothing was retired: retiring could lock its consumers out. The source Secret or the cluster was changed outside rekey: compare them (kubectl rekey status), then recover", kr.Entity)}
+		"the cluster refuses the key the source Secret holds for %s (%s: changed outside rekey), so rekey changed nothing. Find who changed it; %s", name, kr.Entity, takeClusterKey(name))}
 }
 
 // Reset implements engine.Backend. InPlace cannot bring an old key back:

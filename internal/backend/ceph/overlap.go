@@ -191,6 +191,14 @@ func (b *Backend) TrimPriors(ctx context.Context, cur engine.Secrets) error {
 
 // resetOverlapping rolls a rotation back: the current generation must still
 // work, and every newer generation entity is deleted.
+// takeResetKey is the way out of a reset whose current key the cluster no
+// longer holds: the read back makes the cluster's newest generation
+// current (engine.AddReadBack), and the reset then keeps it.
+func takeResetKey(entity string) string {
+	return fmt.Sprintf("To take the cluster's key, delete %s from the source Secret (with %s and %s, if it holds them): rekey reads the key back, restarts the consumers onto it, and the reset keeps it",
+		entity, engine.PendingKey(entity), engine.RotationIDKey)
+}
+
 func (b *Backend) resetOverlapping(ctx context.Context, s *session, cur engine.Secrets) error {
 	dump, err := s.list(ctx)
 	if err != nil {
@@ -207,7 +215,7 @@ func (b *Backend) resetOverlapping(ctx context.Context, s *session, cur engine.S
 			return err
 		}
 		if entry, ok := dump[kr.Entity]; !ok || entry.Key != kr.Key {
-			return mismatch("the cluster no longer has the current key of %s (%s), so rolling back to it would lock its consumers out; nothing was deleted. Complete the rotation instead", e.Name, kr.Entity)
+			return mismatch("the cluster no longer has the current key of %s (%s: changed outside rekey), so resetting to it would lock its consumers out; nothing was deleted. %s", e.Name, kr.Entity, takeResetKey(e.Name))
 		}
 		for _, g := range dump.generations(e.Name) {
 			if g > curGen {

@@ -20,8 +20,8 @@ func (b *Backend) Verify(ctx context.Context, secrets engine.Secrets) error {
 		if err != nil {
 			return err
 		}
-		if err := s.verifyPending(ctx, kr); err != nil {
-			return b.keyChanged(err, e.Name)
+		if err := s.verifyPending(ctx, e.Name, kr); err != nil {
+			return err
 		}
 	}
 	return nil
