@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 
+	corev1 "k8s.io/api/core/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
 
 	v1 "rekey.io/rekey/api/v1alpha1"
@@ -80,25 +81,50 @@ func (r *Reconciler) deleted(ctx context.Context, cs *v1.CredentialSet) (res ctr
 
 // deletionWaitNote says what a deleted set's rotation in flight waits for
 // and what ends it sooner: abort only while the rotation can still roll
-// back (not once its discard began, nor during a rollback), and never for
-// a backend that replaces credentials in place (overlap false): once it
-// applied, or a crash may have come after it did, abort is refused.
-func deletionWaitNote(cs *v1.CredentialSet, overlap bool) string {
+// back (not once its discard began, nor during a rollback), and never when
+// noRollback says why it cannot (rollbackBlocked).
+func deletionWaitNote(cs *v1.CredentialSet, noRollback string) string {
 	st := cs.Status
 	const why = "so that no consumer is left with credentials the backend no longer accepts; to let go at once and leave the backend as it is, set spec.deletionPolicy to Retain"
+	distributed := st.Phase == v1.PhaseDistributed && cs.Spec.Rotation.DiscardPolicy != v1.DiscardAfterRollout
 	switch {
 	case st.ResetPending:
 		return fmt.Sprintf("the set is deleted while rotation %s is being rolled back: the rollback completes first, once the consumers run the current credentials again, %s", st.LastRolledBackID, why)
 	case st.DiscardStarted || st.DiscardApplied:
 		return fmt.Sprintf("the set is deleted while rotation %s discards the old credentials: the discard completes first (it cannot roll back any more), %s", st.RotationID, why)
-	case !overlap && st.Phase == v1.PhaseDistributed && cs.Spec.Rotation.DiscardPolicy != v1.DiscardAfterRollout:
-		return fmt.Sprintf("the set is deleted while rotation %s is distributed: it completes when you discard it (kubectl rekey discard %s, once consumers run the new credentials); it replaced the credentials in place, so it cannot roll back, %s", st.RotationID, cs.Name, why)
-	case !overlap:
-		return fmt.Sprintf("the set is deleted while rotation %s is in flight: the rotation completes first (it replaces the credentials in place, so it may no longer roll back), %s", st.RotationID, why)
-	case st.Phase == v1.PhaseDistributed && cs.Spec.Rotation.DiscardPolicy != v1.DiscardAfterRollout:
+	case noRollback != "" && distributed:
+		return fmt.Sprintf("the set is deleted while rotation %s is distributed: it completes when you discard it (kubectl rekey discard %s, once consumers run the new credentials); %s, so it cannot roll back, %s", st.RotationID, cs.Name, noRollback, why)
+	case noRollback != "":
+		return fmt.Sprintf("the set is deleted while rotation %s is in flight: the rotation completes first (%s, so it may no longer roll back), %s", st.RotationID, noRollback, why)
+	case distributed:
 		return fmt.Sprintf("the set is deleted while rotation %s is distributed: it completes when you discard it (kubectl rekey discard %s, once consumers run the new credentials) or roll it back (kubectl rekey abort %s), %s", st.RotationID, cs.Name, cs.Name, why)
 	}
 	return fmt.Sprintf("the set is deleted while rotation %s is in flight: the rotation completes first (or run kubectl rekey abort %s, where it can still roll back), %s", st.RotationID, cs.Name, why)
+}
+
+// rollbackBlocked says why the rotation in flight of a deleted set cannot
+// roll back, "" when it can: a backend that replaces credentials in place
+// (once it applied, or a crash may have come after it did, abort is
+// refused), or one that mints its keys and no longer accepts the current
+// ones (an abort is refused then: engine.Input.CurrentRefused). Asked only
+// where the note would otherwise name abort.
+func (r *Reconciler) rollbackBlocked(ctx context.Context, p *plan, cs *v1.CredentialSet, src *corev1.Secret) (string, error) {
+	st, tr := cs.Status, p.backend.Traits()
+	switch {
+	case !tr.Overlap:
+		return "it replaces the credentials in place", nil
+	case !tr.ReadBack || !engine.Active(st) || st.DiscardStarted || st.DiscardApplied || src == nil:
+		return "", nil
+	}
+	cur, _ := engine.Current(src.Data, p.backend.Keys())
+	err := p.backend.Precheck(ctx, cur)
+	if rf, ok := engine.AsRefusal(err); ok {
+		if rf.Reason == string(reason.KeyMismatch) {
+			return "the backend no longer accepts the current credentials (changed outside rekey)", nil
+		}
+		return "", nil
+	}
+	return "", err
 }
 
 // release lets go of a set deleted with deletionPolicy Retain: its

@@ -91,8 +91,17 @@ func TestDeletionWaitNote(t *testing.T) {
 		{"in place, distributed", distributed, false, false, "kubectl rekey discard db"},
 		{"discarding", discarding, true, false, "cannot roll back any more"},
 		{"a rollback's reset", resetting, false, false, "the rollback completes first"},
+		{"overlapping, the current key changed outside rekey, distributed", distributed, true, false, "no longer accepts"},
+		{"overlapping, the current key changed outside rekey, rotating", rotating, true, false, "no longer accepts"},
 	} {
-		note := deletionWaitNote(set(c.st), c.overlap)
+		noRollback := ""
+		if !c.overlap {
+			noRollback = "it replaces the credentials in place"
+		}
+		if strings.Contains(c.name, "changed outside rekey") {
+			noRollback = "the backend no longer accepts the current credentials (changed outside rekey)"
+		}
+		note := deletionWaitNote(set(c.st), noRollback)
 		if got := strings.Contains(note, "kubectl rekey abort"); got != c.abort {
 			t.Errorf("%s: names abort %v, want %v: %s", c.name, got, c.abort, note)
 		}

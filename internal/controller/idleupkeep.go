@@ -26,17 +26,16 @@ func (r *Reconciler) idleUpkeep(ctx context.Context, t *turn) (*problem, error) 
 }
 
 // quietUpkeep: an upkeep refusal that is not news in st. The reset owed
-// removes every second password once the consumers rolled out, and runs
+// removes every second secret once the consumers rolled out, and runs
 // before a key changed outside rekey can be taken (its own refusal says
 // how, or the report comes at rest once it ran); a rotation that has not
-// stored its new secrets may have changed the key in place before a crash,
-// which its Apply adopts (a key nobody stored is refused there, with the
-// same reads).
+// recorded its new secrets applied may have applied them before a crash
+// (a second password, a new generation, a key changed in place), which its
+// Apply takes up again (what is nobody's is refused there, with the same
+// reads).
 func quietUpkeep(r reason.Reason, st v1.CredentialSetStatus) bool {
 	switch r {
-	case reason.DualPasswordExists:
-		return st.ResetPending
-	case reason.KeyMismatch:
+	case reason.DualPasswordExists, reason.KeyMismatch:
 		return st.ResetPending || st.Phase == v1.PhaseRotating
 	}
 	return false

@@ -129,17 +129,21 @@ func (r *Reconciler) load(ctx context.Context, cs *v1.CredentialSet, obs *observ
 		return nil, err
 	}
 	obs.transport = transportOf(p.backend)
-	if !cs.DeletionTimestamp.IsZero() && engine.RotationInFlight(cs.Status) {
-		// Only finishRotation reconciles a deleted set with a rotation in
-		// flight as usual (deleted).
-		r.rotationEvent(cs, cs.Status.RotationID, "Normal", reason.DeletionWaiting, "Delete", "%s", deletionWaitNote(cs, p.backend.Traits().Overlap))
-	}
 	if err := r.syncFinalizers(ctx, cs); err != nil {
 		return nil, err
 	}
 	src, err := r.getSourceSecret(ctx, cs)
 	if err != nil {
 		return nil, err
+	}
+	if !cs.DeletionTimestamp.IsZero() && engine.RotationInFlight(cs.Status) {
+		// Only finishRotation reconciles a deleted set with a rotation in
+		// flight as usual (deleted).
+		noRollback, err := r.rollbackBlocked(ctx, p, cs, src)
+		if err != nil {
+			return nil, err
+		}
+		r.rotationEvent(cs, cs.Status.RotationID, "Normal", reason.DeletionWaiting, "Delete", "%s", deletionWaitNote(cs, noRollback))
 	}
 	return &turn{cs: cs, p: p, src: src, obs: obs}, nil
 }

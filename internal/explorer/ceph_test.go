@@ -31,7 +31,7 @@ func TestCeph(t *testing.T) {
 // TestCephWalks takes seeded random walks of the Ceph world among every
 // transition it has.
 func TestCephWalks(t *testing.T) {
-	walkWorld(t, Options{Ceph: true, Crashes: true, Backups: true, Deletion: true, PolicyEdits: true, StaleReads: true}, "the Ceph world", 3)
+	walkWorld(t, Options{Ceph: true, HandChanges: true, Crashes: true, Backups: true, Deletion: true, PolicyEdits: true, StaleReads: true}, "the Ceph world", 3)
 }
 
 // TestCephHand: someone rotates the newest generation's key by hand on the

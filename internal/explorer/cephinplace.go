@@ -275,17 +275,21 @@ func handRotate(w *World) bool {
 	}
 	w.RotatedAway = append(w.RotatedAway, a.Primary+awaySep+byHand)
 	slices.Sort(w.RotatedAway)
-	a.Primary = entity + cephKeySep + "hand"
+	a.Primary = entity + cephKeySep + handKey
 	in.set(entity, a)
 	w.HandRotated = true
 	return true
 }
+
+// byPerson: key is one a person made by hand (handRotate), not rekey.
+func byPerson(key string) bool { return strings.HasSuffix(key, cephKeySep+handKey) }
 
 // awaySep joins a key rotated away and the consumers' restart value then,
 // or byHand.
 const (
 	awaySep = "@"
 	byHand  = "by-hand"
+	handKey = "hand" // the key a person's rotation makes
 )
 
 // inPlaceWindow: the key the consumer's pod holds was rotated away by

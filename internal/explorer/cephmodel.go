@@ -195,7 +195,8 @@ func (b *cephBackend) Precheck(_ context.Context, cur engine.Secrets) error {
 }
 
 // RepairIdle is the backend's upkeep at rest: it reports (KeyMismatch) a
-// current key the monitor no longer holds, and changes nothing.
+// current key the monitor no longer holds, and (DualPasswordExists, as
+// Precheck) a newer generation of the set; it changes nothing.
 func (b *cephBackend) RepairIdle(_ context.Context, cur engine.Secrets) error {
 	in, err := b.mon()
 	if err != nil || cur[cephBase] == "" {
@@ -204,7 +205,7 @@ func (b *cephBackend) RepairIdle(_ context.Context, cur engine.Secrets) error {
 	if entity, _, held := b.current(in, cur); !held {
 		return mismatchRefusal("the cluster's key for " + entity + " is not the one the source Secret holds (changed outside rekey): delete " + cephBase + " from the source Secret and rekey " + idleThen)
 	}
-	return nil
+	return b.Precheck(context.Background(), cur) // a newer generation the status does not account for
 }
 
 // takeResetKey is the way out the backend's reset names (ceph's

@@ -39,7 +39,9 @@ func cephLeftValid(w *World) string {
 			// with the key its consumers hold, under either policy.
 		case a.Marked:
 			return fmt.Sprintf("the set is %s (deletionPolicy %s) and %s is still recorded for it", goneOrEmptied(w), w.Set.Spec.OnDeletion(), name)
-		case a.Primary != served && !lostElsewhere(w, in, a.Primary):
+		// A key a person made by hand is theirs: rekey never served it,
+		// and does not remove what Discard leaves.
+		case a.Primary != served && !lostElsewhere(w, in, a.Primary) && !byPerson(a.Primary):
 			return fmt.Sprintf("the set is %s (deletionPolicy %s) and %s, whose key its consumers were not given, still authenticates", goneOrEmptied(w), w.Set.Spec.OnDeletion(), name)
 		}
 	}

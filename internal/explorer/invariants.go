@@ -108,11 +108,12 @@ func recoverable(w *World) string {
 		// A rollback's secrets its reset could not reach here are excused
 		// (noteUnreset): reported, and recover resets them.
 		for k, a := range in.Users {
-			if a.Hand || !a.Exists || w.FixedAdmin && k == AdminKey || !w.mine(k) || w.ceph() && a.Marked || w.cephInPlace() {
+			if a.Hand || !a.Exists || w.FixedAdmin && k == AdminKey || !w.mine(k) || w.ceph() && (a.Marked || byPerson(a.Primary)) || w.cephInPlace() {
 				// Ceph mints its keys and rekey reads them back
 				// (Traits.ReadBack): an entity recorded for the set is
 				// recoverable from the cluster itself, and so is the
 				// InPlace entity, which stays (it was there before rekey).
+				// A key a person made by hand is theirs to keep.
 				continue
 			}
 			for _, pw := range []string{a.Primary, a.Secondary} {

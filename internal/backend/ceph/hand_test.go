@@ -143,3 +143,26 @@ func (f *fixture) handRotatedMidRotation(t *testing.T, name, entity string) (cur
 	}
 	return cur, pending, way
 }
+
+// An Overlapping set at rest on a real mon whose status and source Secret
+// were restored from before a rotation: the upkeep reports the newer
+// generation the status does not account for (DualPasswordExists, naming
+// recover), as Precheck does, and changes nothing.
+func TestRepairIdleReportsANewerGeneration(t *testing.T) {
+	f := newFixture(t, sharedCeph(t), overlapSpec(0, "client.ru-new"))
+	ctx := ctxFor(t)
+	p, err := f.b.Provision(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.b.Apply(ctx, p.Secrets, nil, 2); err != nil {
+		t.Fatal(err)
+	}
+	msg := f.wantRefusal(t, f.b.RepairIdle(ctx, p.Secrets), reason.DualPasswordExists, "client.ru-new.2")
+	if !strings.Contains(msg, "kubectl rekey recover") {
+		t.Fatalf("the report %q does not name recover", msg)
+	}
+	if _, ok := f.entities(t)["client.ru-new.2"]; !ok {
+		t.Fatal("RepairIdle removed the newer generation")
+	}
+}

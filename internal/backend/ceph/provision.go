@@ -169,6 +169,11 @@ func (s *session) holds(ctx context.Context, name string, kr Keyring, then strin
 	if err != nil {
 		return err
 	}
+	return keyHeld(name, kr, entry, ok, then)
+}
+
+// keyHeld is holds on what the cluster answered for kr's entity.
+func keyHeld(name string, kr Keyring, entry authEntry, ok bool, then string) error {
 	if !ok {
 		return mismatch("%s does not exist in the cluster, but the source Secret holds a key for it: restore it (ceph auth import) or delete %s from the source Secret and rekey %s",
 			kr.Entity, name, then)
