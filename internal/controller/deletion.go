@@ -117,14 +117,10 @@ func (r *Reconciler) rollbackBlocked(ctx context.Context, p *plan, cs *v1.Creden
 		return "", nil
 	}
 	cur, _ := engine.Current(src.Data, p.backend.Keys())
-	err := p.backend.Precheck(ctx, cur)
-	if rf, ok := engine.AsRefusal(err); ok {
-		if rf.Reason == string(reason.KeyMismatch) {
-			return "the backend no longer accepts the current credentials (changed outside rekey)", nil
-		}
-		return "", nil
+	if why, err := keyRefused(ctx, p.backend, cur); why == "" || err != nil {
+		return "", err
 	}
-	return "", err
+	return "the backend no longer accepts the current credentials (changed outside rekey)", nil
 }
 
 // release lets go of a set deleted with deletionPolicy Retain: its

@@ -172,14 +172,11 @@ func (r *Reconciler) irreversible(ctx context.Context, t *turn) (bool, error) {
 	if t.cs.Annotations[engine.AbortAnnotation] == "" && t.cs.Annotations[engine.RecoverAnnotation] == "" {
 		return false, nil
 	}
-	err := t.p.backend.Precheck(ctx, t.cur)
-	if rf, refused := engine.AsRefusal(err); refused {
-		// Only a current secret the backend no longer accepts proves the
-		// rotation applied; any other refusal (an old version, an
-		// unhealthy cluster) says nothing about it.
-		return rf.Reason == string(reason.KeyMismatch), nil
-	}
-	return false, err
+	// Only a current secret the backend no longer accepts proves the
+	// rotation applied; any other refusal (an old version, an unhealthy
+	// cluster) says nothing about it.
+	why, err := keyRefused(ctx, t.p.backend, t.cur)
+	return why != "", err
 }
 
 // currentRefused asks a backend whose keys a reset cannot set back (one
@@ -198,7 +195,15 @@ func (r *Reconciler) currentRefused(ctx context.Context, t *turn) (string, error
 	if tr.Overlap && !tr.ReadBack || !asked {
 		return "", nil
 	}
-	err := t.p.backend.Precheck(ctx, t.cur)
+	return keyRefused(ctx, t.p.backend, t.cur)
+}
+
+// keyRefused asks the backend's Precheck whether it still accepts cur: its
+// KeyMismatch refusal, "" for any other answer (an old version, an
+// unhealthy cluster say nothing about the keys), or the error of a backend
+// that did not answer.
+func keyRefused(ctx context.Context, b engine.Backend, cur engine.Secrets) (string, error) {
+	err := b.Precheck(ctx, cur)
 	if rf, refused := engine.AsRefusal(err); refused {
 		if rf.Reason == string(reason.KeyMismatch) {
 			return rf.Message, nil
