@@ -32,6 +32,9 @@ func nothingLeftValid(w *World) string {
 	if w.ceph() {
 		return cephLeftValid(w)
 	}
+	if w.postgres() {
+		return pgLeftValid(w)
+	}
 	for _, in := range w.held() {
 		if w.returned(in) {
 			// It came back after the set's last reconcile (for a gone

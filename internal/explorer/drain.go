@@ -19,6 +19,9 @@ func drainStep(c *World, recovers *int) string {
 			return in.Name + " answers again (what an unreachable instance's refusal waits for)"
 		}
 	}
+	if step := pgResume(c); step != "" {
+		return step
+	}
 	if step := finishSwitch(c); step != "" {
 		return step + " (what a ClusterUnhealthy refusal waits for)"
 	}

@@ -26,8 +26,11 @@ func Start(o Options) (*World, error) {
 	if o.CephAdmin {
 		w = NewCephAdminWorld()
 	}
+	if o.Postgres {
+		w = NewPostgresWorld()
+	}
 	w.Set.Spec.DeletionPolicy = o.Policy
-	w.FixedAdmin = o.FixedAdmin || o.RabbitMQ || o.Ceph || o.CephInPlace || o.CephAdmin
+	w.FixedAdmin = o.FixedAdmin || o.RabbitMQ || o.Ceph || o.CephInPlace || o.CephAdmin || o.Postgres
 	if o.Schedule {
 		w.Set.Spec.Rotation = scheduled(w.Set.Spec.Rotation)
 	}

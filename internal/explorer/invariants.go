@@ -99,7 +99,7 @@ func recoverable(w *World) string {
 		}
 	}
 	for _, in := range w.Instances {
-		if !in.Present || w.returned(in) || w.stranded(in) || !listedIn(w.Set, in.Name) {
+		if !in.Present || w.returned(in) || w.stranded(in) || !listedIn(w.Set, in.Name) || pgLagging(w, in) {
 			// Away, its passwords do not count until it returns: rekey sets
 			// a user that missed what the set did since back to the
 			// current password at its next reconcile then.
@@ -221,6 +221,7 @@ func follow(c *World, served func(*World) bool) string {
 		// refusal.
 		in.Down = false
 	}
+	pgResume(c)
 	var last []string
 	for i := 0; i < 3; i++ {
 		if _, err := c.Reconcile(""); err != nil && len(c.Warnings) == 0 {

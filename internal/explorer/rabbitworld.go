@@ -12,12 +12,13 @@ import (
 
 // loginsOf are the accounts creds (a pod's, or a Secret's, by source
 // Secret key) log in as, with the password each: MySQL's users are the
-// keys themselves; RabbitMQ's one user is named by the username key.
+// keys themselves; RabbitMQ's one user, and PostgreSQL's one login role,
+// are named by the username key.
 func loginsOf(w *World, creds map[string]string) map[string]string {
 	if w.ceph() {
 		return cephLogins(creds)
 	}
-	if !w.rabbit() {
+	if !w.rabbit() && !w.postgres() {
 		return creds
 	}
 	if user := creds[rabbitUserKey]; user != "" {
@@ -30,8 +31,12 @@ func loginsOf(w *World, creds map[string]string) map[string]string {
 // with deletionPolicy Delete no user the set made is left; with Discard
 // only the user its consumers were given stays, without the set's mark,
 // with the password they were given.
-func rabbitLeftValid(w *World) string {
-	in := w.instance(broker)
+func rabbitLeftValid(w *World) string { return generationsLeftValid(w, w.instance(broker)) }
+
+// generationsLeftValid is it on in, for a backend that makes a user (a
+// login role) per generation, named by the username key: RabbitMQ's and
+// PostgreSQL's.
+func generationsLeftValid(w *World, in *Instance) string {
 	if in == nil || !in.Present || w.returned(in) {
 		return ""
 	}
@@ -90,7 +95,7 @@ func rabbitUsers(in *Instance) string {
 	if in.Down {
 		down = " down"
 	}
-	return in.Name + "{" + strings.Join(users, " ") + down + "}"
+	return in.Name + "{" + strings.Join(users, " ") + down + "}" + pgNote(in)
 }
 
 // shown is, for a trace, the application credential a Secret or the pod
@@ -100,7 +105,7 @@ func (w *World) shown(get func(k string) string) string {
 	if w.ceph() {
 		return get(cephBase)
 	}
-	if !w.rabbit() {
+	if !w.rabbit() && !w.postgres() {
 		return get(w.appKey())
 	}
 	if get(rabbitUserKey) == "" {

@@ -68,6 +68,9 @@ func staleRestore(w *World) bool {
 	if w.ceph() {
 		return cephStaleRestore(w)
 	}
+	if w.postgres() {
+		return pgStaleRestore(w)
+	}
 	for _, in := range w.held() {
 		for _, k := range w.keys() {
 			a := in.acct(k)

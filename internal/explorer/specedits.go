@@ -40,6 +40,8 @@ func keysOf(cs *v1.CredentialSet, fixedAdmin bool) []string {
 	switch cs.Annotations[Annotation] {
 	case RabbitWorld:
 		return []string{rabbitUserKey, rabbitPasswordKey}
+	case PostgresWorld:
+		return []string{pgUserKey, pgPasswordKey}
 	case CephWorld, CephInPlaceWorld, CephAdminWorld:
 		return []string{cephBase}
 	}

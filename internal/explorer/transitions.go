@@ -90,8 +90,9 @@ type Options struct {
 	// consumer and admin account, and what its user does (twosets.go).
 	TwoSets bool
 	// RabbitMQ: the set is the RabbitMQ model's (rabbitmodel.go), on one
-	// broker (Instances is ignored), which may stop answering.
-	RabbitMQ bool
+	// broker (Instances is ignored), which may stop answering; Postgres,
+	// the PostgreSQL model's (pgmodel.go), on a primary and a replica.
+	RabbitMQ, Postgres bool
 	// Ceph: the set is the Ceph model's (cephmodel.go), one entity
 	// rotated Overlapping on one monitor (Instances is ignored), which
 	// may stop answering; CephInPlace, rotated InPlace (cephinplace.go);
@@ -365,12 +366,7 @@ func Transitions(o Options) []Transition {
 	if o.TwoSets {
 		out = append(out, peerTransitions()...)
 	}
-	if o.RabbitMQ {
-		out = append(out, rabbitTransitions()...)
-	}
-	if o.Ceph || o.CephInPlace || o.CephAdmin {
-		out = append(out, cephTransitions(o)...)
-	}
+	out = append(out, worldTransitions(o)...)
 	if o.Backups {
 		out = append(out, Transition{"status and source Secret restored from backup", restoreBackup})
 	}

@@ -52,6 +52,10 @@ func (w *World) mine(k string) bool {
 		_, ok := rabbitGeneration(k)
 		return ok
 	}
+	if w.postgres() {
+		_, ok := pgGeneration(k)
+		return ok
+	}
 	if w.cephInPlace() {
 		return k == cephBase
 	}

@@ -257,7 +257,7 @@ func (w *World) Summary() string {
 			fmt.Fprintf(&b, " %s=away", in.Name)
 			continue
 		}
-		if w.rabbit() || w.ceph() {
+		if w.rabbit() || w.ceph() || w.postgres() {
 			b.WriteString(" " + rabbitUsers(in))
 			continue
 		}

@@ -1,0 +1,317 @@
+package explorer
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"strings"
+
+	v1 "rekey.io/rekey/api/v1alpha1"
+	"rekey.io/rekey/internal/engine"
+	"rekey.io/rekey/internal/failpoint"
+	"rekey.io/rekey/internal/reason"
+)
+
+// The PostgreSQL world (option Postgres): a primary, pg0, and a streaming
+// replica, pg1, whose roles are the instances' accounts, keyed by role
+// name (a password each, Marked when its comment carries the set's owner
+// mark), and the group role app_owner the logins join. The decisions are
+// the PostgreSQL backend's (internal/backend/postgres rotation.go,
+// generations.go, roles.go, adopt.go, conn.go), carried out on that model;
+// each is proven on a real primary and replica by a test named here:
+//
+//   - a login role per generation, <base>_g<N> (an underscore), made on
+//     the primary beside the current one, a member of the group and marked
+//     for the set; the old one dropped only by Retire, once the new one
+//     logs in on every instance; a repeated Retire finds it gone
+//     (TestOverlappingRotation; e2e TestPostgresRotation);
+//   - every statement on the primary alone, the replica holding what it
+//     replayed; no password proven or handed out before every replica has
+//     replayed the change (Apply, and Reset's repair, stop Unreachable
+//     naming the replica while it does not replay: TestReplicaGate, which
+//     also shows a paused replica does not know the new role); a drop is
+//     not waited for, so a paused replica still lets a dropped role in
+//     until it replays (TestModelDropsAwaitReplay);
+//   - every instance must answer, or nothing is done (Unreachable naming
+//     it: TestTopologyRefusals);
+//   - Precheck refuses a generation of the set other than the current one
+//     (DualPasswordExists, naming recover: TestSeveralLogins, e2e
+//     TestPostgresRestoredGeneration), a missing current role
+//     (RotateRefused) and a current role that does not log in with the
+//     source Secret's password (KeyMismatch: TestModelPrecheckRefusals);
+//   - Apply sweeps the generations of interrupted rotations
+//     (TestModelApplySweeps); Reset sets the current login's password
+//     again (creating it if it is missing) and drops every other
+//     generation (TestSeveralLogins, TestReplicaGate,
+//     TestModelResetRecreates);
+//   - a role is dropped only once no session uses it, refused with the
+//     caller's reason otherwise (Retire: DiscardRefused,
+//     TestOverlappingRotation; Release: UsersInUse, TestRelease; Apply's
+//     sweep: RotateRefused, TestModelApplySweeps); the consumer's pod has
+//     a session as the role it holds while that role exists;
+//   - a role without the set's mark is never changed or dropped (NotOwned:
+//     TestOverlappingRotation); the Verify refusal (PendingRejected:
+//     TestOverlappingRotation);
+//   - Release (deletionPolicy Discard) drops every other generation and
+//     takes the mark off the current login, which keeps its password; it
+//     refuses without a current login (KeyMismatch: TestRelease);
+//     Deprovision (Delete) drops every generation (TestOverlappingRotation,
+//     TestSeveralLogins; e2e TestPostgresRotation).
+//
+// Crashes: after each role created, changed or dropped (the backend's own
+// failpoints postgres/login-ensured, postgres/login-dropped,
+// reset/postgres-login-ensured; e2e TestPostgresCrashSafety kills the
+// manager at them), and after Release's mark removal (the model's).
+// Not modelled: adoption (spec.postgres.adopt), several logins,
+// terminateSessions, the leadership term on the roles' comment, a group
+// role missing, the primary not answering, failover.
+const (
+	// PostgresWorld is the model annotation's value that selects it.
+	PostgresWorld = "postgres"
+	// The source Secret's keys, as the PostgreSQL backend's.
+	pgUserKey     = "username"
+	pgPasswordKey = "password"
+	pgPrimary     = "pg0"
+	pgReplica     = "pg1"
+	pgBase        = "app"
+	pgGroup       = "app_owner"
+)
+
+func (w *World) postgres() bool { return w.Set.Annotations[Annotation] == PostgresWorld }
+
+// pgGeneration is N of a role named <base>_g<N> (generationOf's rule: no
+// leading zero, N > 0).
+func pgGeneration(role string) (int64, bool) {
+	rest, ok := strings.CutPrefix(role, pgBase+"_g")
+	if !ok || rest == "" || strings.TrimLeft(rest, "0123456789") != "" || (len(rest) > 1 && rest[0] == '0') {
+		return 0, false
+	}
+	n, err := strconv.ParseInt(rest, 10, 64)
+	return n, err == nil && n > 0
+}
+
+type pgBackend struct {
+	w  *World
+	cs *v1.CredentialSet
+}
+
+var (
+	_ engine.Backend           = (*pgBackend)(nil)
+	_ engine.Releaser          = (*pgBackend)(nil)
+	_ engine.Deprovisioner     = (*pgBackend)(nil)
+	_ engine.TransportReporter = (*pgBackend)(nil)
+)
+
+func init() {
+	registerWorld(PostgresWorld, func(cs *v1.CredentialSet) engine.Backend { return &pgBackend{w: active, cs: cs} })
+	for _, p := range []string{"postgres/login-ensured", "postgres/login-dropped", "reset/postgres-login-ensured", "release/postgres-login-released"} {
+		crashPoints[p] = true
+	}
+}
+
+func (b *pgBackend) Keys() []string { return []string{pgUserKey, pgPasswordKey} }
+
+func (b *pgBackend) Traits() engine.Traits { return engine.Traits{Overlap: true} }
+
+func (b *pgBackend) InsecureTransport() string { return "" } // tls VerifyFull, the default
+
+// NewSecrets: the generation's login; a password named after the rotation
+// (deterministic, so that equal histories give equal states).
+func (b *pgBackend) NewSecrets(gen int64) (engine.Secrets, error) {
+	id := b.cs.Status.RotationID
+	if id == "" {
+		id = fmt.Sprintf("g%d", gen)
+	}
+	return engine.Secrets{pgUserKey: fmt.Sprintf("%s_g%d", pgBase, gen), pgPasswordKey: "pw-" + id}, nil
+}
+
+func (b *pgBackend) Render(s engine.Secrets) (map[string][]byte, error) {
+	return map[string][]byte{pgUserKey: []byte(s[pgUserKey]), pgPasswordKey: []byte(s[pgPasswordKey])}, nil
+}
+
+func (b *pgBackend) Version(context.Context, engine.Secrets) (string, error) {
+	if _, err := b.topology(); err != nil {
+		return "", err
+	}
+	return "16.4", nil
+}
+
+func (b *pgBackend) Provision(_ context.Context, cur engine.Secrets) (engine.Provisioned, error) {
+	user, pw, err := b.identity(cur, "current", true)
+	if err != nil {
+		return engine.Provisioned{}, err
+	}
+	primary, err := b.topology()
+	if err != nil {
+		return engine.Provisioned{}, err
+	}
+	if err := b.requireGroup(primary, reason.ProvisionFailed); err != nil {
+		return engine.Provisioned{}, err
+	}
+	if err := b.apply(primary, user, pw); err != nil {
+		return engine.Provisioned{}, err
+	}
+	gen, _ := pgGeneration(user)
+	return engine.Provisioned{Secrets: engine.Secrets{pgUserKey: user, pgPasswordKey: pw}, Generation: max(gen, 1)}, nil
+}
+
+// Precheck: the current login exists, is the set's, is the only
+// generation, and logs in everywhere.
+func (b *pgBackend) Precheck(_ context.Context, cur engine.Secrets) error {
+	user, pw, err := b.identity(cur, "current", true)
+	if err != nil {
+		return err
+	}
+	primary, err := b.topology()
+	if err != nil {
+		return err
+	}
+	if err := b.requireGroup(primary, reason.RotateRefused); err != nil {
+		return err
+	}
+	a := primary.acct(user)
+	if !a.Exists {
+		return &engine.Refusal{Reason: string(reason.RotateRefused), Message: fmt.Sprintf(
+			"role %s, a current login in the source Secret, does not exist on %s, so the rotation did not start: kubectl rekey recover recreates it with the source Secret's password; then rotate again", user, pgPrimary)}
+	}
+	if !a.Marked {
+		return b.notOwned(user, "start a rotation that would drop")
+	}
+	for _, g := range b.generations(primary) {
+		if g != user {
+			return &engine.Refusal{Reason: string(reason.DualPasswordExists), Message: fmt.Sprintf(
+				"role %s already has a login on %s beside the current login %s: a generation of this set that the status does not account for (was the status or the source Secret restored from a backup?), which consumers may log in as, so nothing was changed: reset the server to the source Secret (kubectl rekey recover does this, once the consumers run the current logins), then rotate again", g, pgPrimary, user)}
+		}
+	}
+	return b.proven(user, pw, reason.KeyMismatch, "it was changed outside rekey, so the rotation did not start: once no consumer depends on the server's password, kubectl rekey recover resets it to the source Secret's; then rotate again")
+}
+
+// Apply makes the pending login beside the current one, then drops the
+// generations of interrupted rotations.
+func (b *pgBackend) Apply(_ context.Context, cur, pending engine.Secrets, _ int64) (engine.Secrets, error) {
+	user, pw, err := b.identity(pending, "pending", true)
+	if err != nil {
+		return nil, err
+	}
+	if user == cur[pgUserKey] {
+		return nil, b.sameLogin(reason.RotateRefused, user)
+	}
+	primary, err := b.topology()
+	if err != nil {
+		return nil, err
+	}
+	if err := b.requireGroup(primary, reason.RotateRefused); err != nil {
+		return nil, err
+	}
+	if err := b.apply(primary, user, pw); err != nil {
+		return nil, err
+	}
+	if err := b.removeGenerations(primary, reason.RotateRefused, cur[pgUserKey], user); err != nil {
+		return nil, err
+	}
+	return engine.Secrets{pgUserKey: user, pgPasswordKey: pw}, nil
+}
+
+func (b *pgBackend) sameLogin(r reason.Reason, user string) error {
+	return &engine.Refusal{Reason: string(r), Message: fmt.Sprintf(
+		"the pending login %s is also the current login, so retiring one would drop the other: abort the rotation (kubectl rekey abort) and rotate again", user)}
+}
+
+// Retire drops the current login once the pending one logs in everywhere.
+func (b *pgBackend) Retire(_ context.Context, cur, pending engine.Secrets) error {
+	user, pw, err := b.identity(pending, "pending", false)
+	if err != nil {
+		return err
+	}
+	old := cur[pgUserKey]
+	if old == "" {
+		return fmt.Errorf("the current secrets lack a %s", pgUserKey)
+	}
+	if old == user {
+		return b.sameLogin(reason.DiscardRefused, user)
+	}
+	if err := b.checkLogin(old); err != nil {
+		return err
+	}
+	primary, err := b.topology()
+	if err != nil {
+		return err
+	}
+	if err := b.proven(user, pw, reason.PendingRejected, "so "+old+" was not dropped (its consumers could be locked out): run kubectl rekey recover to roll the rotation back"); err != nil {
+		return err
+	}
+	a := primary.acct(old)
+	if !a.Exists {
+		return nil // gone already: a Retire after a crash
+	}
+	if !a.Marked {
+		return b.notOwned(old, "drop")
+	}
+	return b.dropLogin(primary, old, reason.DiscardRefused)
+}
+
+// Reset repairs the current login first, then drops every other
+// generation.
+func (b *pgBackend) Reset(_ context.Context, cur engine.Secrets) error {
+	user, pw, err := b.identity(cur, "current", true)
+	if err != nil {
+		return err
+	}
+	primary, err := b.topology()
+	if err != nil {
+		return err
+	}
+	if err := b.requireGroup(primary, reason.BackendError); err != nil {
+		return err
+	}
+	if err := b.apply(primary, user, pw); err != nil {
+		return err
+	}
+	failpoint.Hit("reset/postgres-login-ensured")
+	return b.removeGenerations(primary, reason.AbortSkipped, user)
+}
+
+// Verify: the login logs in everywhere with the password s holds.
+func (b *pgBackend) Verify(_ context.Context, s engine.Secrets) error {
+	user, pw, err := b.identity(s, "distributed", false)
+	if err != nil {
+		return err
+	}
+	if _, err := b.topology(); err != nil {
+		return err
+	}
+	return b.proven(user, pw, reason.PendingRejected, "so the distribution Secrets were not changed (consumers keep what works): the source Secret or the role was changed outside rekey; run kubectl rekey recover")
+}
+
+// Deprovision drops every generation the set made.
+func (b *pgBackend) Deprovision(context.Context, engine.Secrets) error {
+	primary, err := b.topology()
+	if err != nil {
+		return err
+	}
+	return b.removeGenerations(primary, reason.UsersInUse)
+}
+
+// Release drops every other generation, then takes the set's mark off the
+// current login, which keeps its password.
+func (b *pgBackend) Release(_ context.Context, cur engine.Secrets) error {
+	user := cur[pgUserKey]
+	if user == "" {
+		return &engine.Refusal{Reason: string(reason.KeyMismatch), Message: fmt.Sprintf(
+			"the source Secret names no current login (%s is empty), so rekey cannot tell which role consumers log in as and dropped none: restore the source Secret, or choose deletionPolicy Retain and drop the set's roles by hand", pgUserKey)}
+	}
+	primary, err := b.topology()
+	if err != nil {
+		return err
+	}
+	if err := b.removeGenerations(primary, reason.UsersInUse, user); err != nil {
+		return err
+	}
+	if a := primary.acct(user); a.Exists && a.Marked {
+		a.Marked = false
+		primary.set(user, a)
+		pgSync(b.w)
+		failpoint.Hit("release/postgres-login-released")
+	}
+	return nil
+}

@@ -1,0 +1,143 @@
+package explorer
+
+import (
+	"fmt"
+	"maps"
+	"slices"
+)
+
+// The PostgreSQL world's side of the invariants, traces and transitions
+// (the backend model is pgmodel.go).
+
+// NewPostgresWorld is a set with one consumer on a primary and a replica
+// that hold the group role and no login of the set yet: rekey makes the
+// first generation's login when it provisions.
+func NewPostgresWorld() *World {
+	w := newSetWorld(setName, "uid-1", distName, webName)
+	w.Set.Annotations[Annotation] = PostgresWorld
+	w.FixedAdmin = true // the cluster's admin is not the set's to rotate
+	group := map[string]Account{pgGroup: {Exists: true}}
+	w.Instances = []*Instance{
+		{Name: pgPrimary, Present: true, Users: maps.Clone(group)},
+		{Name: pgReplica, Present: true, Users: maps.Clone(group), RO: true, From: pgPrimary},
+	}
+	return w
+}
+
+// pgSync is streaming replication: the replica holds what the primary
+// holds, unless it does not answer or its replay is paused (Stopped), when
+// it keeps what it had replayed.
+func pgSync(w *World) {
+	p, r := w.instance(pgPrimary), w.instance(pgReplica)
+	if p == nil || r == nil || !r.Present || r.Down || r.Stopped {
+		return
+	}
+	r.Users = maps.Clone(p.Users)
+}
+
+// pgLagging: in is the replica and has not replayed everything the
+// primary did (it does not answer, or its replay is paused). What it still
+// accepts of a dropped role goes when it replays, which is PostgreSQL's
+// doing: "nothing lost" and "nothing left valid after deletion" hold the
+// primary, and the replica once it replays. No lockout still holds it
+// while it answers (consumers log in there).
+func pgLagging(w *World, in *Instance) bool {
+	return w.postgres() && in.Name == pgReplica && (in.Down || in.Stopped)
+}
+
+// pgReplay: the replica's replay is paused or resumed, or it stops
+// answering or answers again (replaying what it missed).
+func pgReplay(down, paused bool) func(w *World) bool {
+	return func(w *World) bool {
+		r := w.instance(pgReplica)
+		if r == nil || !r.Present || w.Gone || r.Down == down && r.Stopped == paused {
+			return false
+		}
+		r.Down, r.Stopped = down, paused
+		pgSync(w)
+		return true
+	}
+}
+
+func pgTransitions() []Transition {
+	return []Transition{
+		{pgReplica + " stops answering", func(w *World) bool {
+			return !w.instance(pgReplica).Down && pgReplay(true, w.instance(pgReplica).Stopped)(w)
+		}},
+		{pgReplica + " answers again (replays what it missed)", func(w *World) bool {
+			return w.instance(pgReplica).Down && pgReplay(false, w.instance(pgReplica).Stopped)(w)
+		}},
+		{pgReplica + " pauses replay (pg_wal_replay_pause)", func(w *World) bool {
+			return !w.instance(pgReplica).Down && pgReplay(false, true)(w)
+		}},
+		{pgReplica + " resumes replay", func(w *World) bool {
+			return !w.instance(pgReplica).Down && pgReplay(false, false)(w)
+		}},
+	}
+}
+
+// pgResume is the drain's step for the replica: its replay resumed (what
+// the Unreachable "has not replayed" waits for).
+func pgResume(c *World) string {
+	if !c.postgres() {
+		return ""
+	}
+	if r := c.instance(pgReplica); r != nil && r.Stopped {
+		r.Stopped = false
+		pgSync(c)
+		return pgReplica + " resumes replay (what its refusal waits for)"
+	}
+	return ""
+}
+
+// worldTransitions are the transitions of the backend worlds other than
+// MySQL's.
+func worldTransitions(o Options) []Transition {
+	var out []Transition
+	if o.RabbitMQ {
+		out = append(out, rabbitTransitions()...)
+	}
+	if o.Ceph || o.CephInPlace || o.CephAdmin {
+		out = append(out, cephTransitions(o)...)
+	}
+	if o.Postgres {
+		out = append(out, pgTransitions()...)
+	}
+	return out
+}
+
+// pgLeftValid is "nothing left valid after deletion" on the primary and
+// on the replica once it replayed.
+func pgLeftValid(w *World) string {
+	for _, in := range w.Instances {
+		if pgLagging(w, in) {
+			continue
+		}
+		if d := generationsLeftValid(w, in); d != "" {
+			return in.Name + ": " + d
+		}
+	}
+	return ""
+}
+
+// pgStaleRestore is rabbitStaleRestore on the primary.
+func pgStaleRestore(w *World) bool {
+	in := w.instance(pgPrimary)
+	if in.acct(string(w.Source.Data[pgUserKey])).Accepts(string(w.Source.Data[pgPasswordKey])) {
+		return false
+	}
+	for _, name := range (&pgBackend{w: w}).generations(in) {
+		if slices.Contains(w.Lost, in.acct(name).Primary) {
+			return true
+		}
+	}
+	return false
+}
+
+// pgNote is the replica's replay in a trace.
+func pgNote(in *Instance) string {
+	if in.Stopped {
+		return fmt.Sprintf(" %s=replay-paused", in.Name)
+	}
+	return ""
+}
