@@ -71,7 +71,7 @@ reliability: env
 E2E_PKG := ./test/e2e/
 # The Ceph CSI tests run with the rest of the suite: with them this process
 # was the longest of the three (42 of make test's 44 min in CI).
-BACKENDS_RUN := ^(TestCeph(AdminRotationCrash|CapsPromise|Deletion|InPlace|InPlaceAdopt|InPlaceCrashThenAbort|InPlaceHandRotated|NoLockout|Overlapping|OverlappingHandRotated|RotationPolicies)|TestAdmissionCeph(HostileValues|RabbitMQPolicies)|TestRabbitMQ.*|TestAdmissionRabbitMQ.*|TestOsloMessagingRPC|TestPausedLeaderCeph)$$
+BACKENDS_RUN := ^(TestCeph(AdminRotationCrash|CapsPromise|Deletion|InPlace|InPlaceAdopt|InPlaceCrashThenAbort|InPlaceHandRotated|InPlaceRotationIDTakenAgain|NoLockout|Overlapping|OverlappingHandRotated|RotationPolicies)|TestAdmissionCeph(HostileValues|RabbitMQPolicies)|TestRabbitMQ.*|TestAdmissionRabbitMQ.*|TestOsloMessagingRPC|TestPausedLeaderCeph)$$
 test: env vet
 	@mkdir -p bin; rm -f bin/explore.jsonl; status=0; \
 	$(GO) test $(GOTESTFLAGS) $(E2E_PKG) -run '$(MATRIX_RUN)' > bin/test-matrix.log 2>&1 & matrix=$$!; \

@@ -146,11 +146,11 @@ func TestWaitingForRollbackNamesItsRotation(t *testing.T) {
 	ev := &relatedLog{}
 	r := &Reconciler{Recorder: ev, DefaultGracePeriod: 5 * time.Minute}
 	cs := &v1.CredentialSet{Status: v1.CredentialSetStatus{Phase: v1.PhaseIdle, ResetPending: true, LastRotationID: "r3", LastRolledBackID: "r4",
-		RestartID: engine.RollbackRestartID("r4"), Consumers: []v1.ConsumerStatus{{Kind: v1.KindDeployment, Namespace: "app", Name: "web"}}}}
+		RestartID: engine.RollbackRestartID("r4", "12"), Consumers: []v1.ConsumerStatus{{Kind: v1.KindDeployment, Namespace: "app", Name: "web"}}}}
 	cs.Name, cs.Namespace, cs.UID = "set", "ns", "uid-1"
 	d := engine.Decision{Action: engine.Wait, Reason: reason.WaitingForRollout, Requeue: engine.RequeueRollout}
 	r.noteWaiting(cs, cs.Status, d)
-	cs.Status.LastRecoverID, cs.Status.RestartID = "x1", engine.RecoverRestartID("x1")
+	cs.Status.LastRecoverID, cs.Status.RestartID = "x1", engine.RecoverRestartID("x1", "12")
 	r.noteWaiting(cs, cs.Status, d)
 	if len(ev.got) != 2 {
 		t.Fatalf("want 2 Events, got %v", ev.got)

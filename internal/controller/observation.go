@@ -119,6 +119,15 @@ type turn struct {
 	unserved bool
 }
 
+// sourceVersion is the source Secret's resourceVersion as read ("" when
+// there is none): what makes a restart value new (engine.RollbackRestartID).
+func (t *turn) sourceVersion() string {
+	if t.src == nil {
+		return ""
+	}
+	return t.src.ResourceVersion
+}
+
 // known is the set's status as this reconcile knows it.
 func (t *turn) known() v1.CredentialSetStatus { return t.obs.onto(t.cs.Status) }
 

@@ -31,7 +31,7 @@ func (r *Reconciler) distributeRotation(ctx context.Context, t *turn) (ctrl.Resu
 	now := metav1.NewTime(r.now())
 	if err := r.writeStatus(ctx, t, func(st *v1.CredentialSetStatus) {
 		st.Phase, st.DistributedAt, st.RolledOutAt = v1.PhaseDistributed, &now, nil
-		st.RestartID = engine.DistributedRestartID(cs.Status, t.src.ResourceVersion)
+		st.RestartID = engine.DistributedRestartID(id, t.sourceVersion())
 		arrived(cs, st, gen, now)
 	}); err != nil {
 		return ctrl.Result{}, nil, err

@@ -28,7 +28,7 @@ func (r *Reconciler) rollback(ctx context.Context, t *turn, recoverID string) (c
 	served := cs.Status.RotateApplied || cs.Status.Phase == v1.PhaseDistributed
 	if err := r.writeStatus(ctx, t, func(st *v1.CredentialSetStatus) {
 		if served {
-			st.RestartID = engine.RollbackRestartID(id)
+			st.RestartID = engine.RollbackRestartID(id, t.sourceVersion())
 		}
 		st.Phase, st.RotationID = v1.PhaseIdle, ""
 		st.RotateApplied, st.DiscardApplied, st.DiscardStarted, st.ResetPending = false, false, false, true
@@ -79,7 +79,7 @@ func (r *Reconciler) recover(ctx context.Context, t *turn, id string, leftover b
 		// The reset covers every key the spec lists, whatever an
 		// earlier rotation began with.
 		st.RotationKeys = nil
-		st.RestartID = engine.RecoverRestartID(id)
+		st.RestartID = engine.RecoverRestartID(id, t.sourceVersion())
 	}); err != nil {
 		return ctrl.Result{}, nil, err
 	}

@@ -223,7 +223,7 @@ func TestRestartValueIsStableAcrossCompletion(t *testing.T) {
 		{status(v1.PhaseRotating, "def", "abc", true, false), "abc"},
 		{status(v1.PhaseDistributed, "def", "abc", true, false), "def"},
 		// restartID, once recorded, is the value, whatever the phase.
-		{v1.CredentialSetStatus{Phase: v1.PhaseIdle, RestartID: RollbackRestartID("abc")}, "rollback-abc"},
+		{v1.CredentialSetStatus{Phase: v1.PhaseIdle, RestartID: RollbackRestartID("abc", "7")}, "rollback-abc-7"},
 		{v1.CredentialSetStatus{Phase: v1.PhaseIdle, LastRotationID: "abc", RestartID: "abc"}, "abc"},
 		{v1.CredentialSetStatus{Phase: v1.PhaseRotating, RotationID: "def", LastRotationID: "abc", RestartID: "abc"}, "abc"},
 	}

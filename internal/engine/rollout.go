@@ -2,6 +2,7 @@ package engine
 
 import (
 	"fmt"
+	"strings"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -142,10 +143,10 @@ func RotationStuck(st v1.CredentialSetStatus, now time.Time, after time.Duration
 
 // RestartValue is the pod-template restart annotation value for consumers:
 // status.restartID, which each transition that changes what consumers are
-// given sets (the rotation once Distributed, rollback-<rotation> after a
-// rollback) and which stays stable across Distributed → Idle. Status
-// written before restartID existed: the active rotation once Distributed,
-// else the last completed one.
+// given sets (<rotation>-<source Secret version> once Distributed,
+// rollback-<rotation>-<version> after a rollback) and which stays stable
+// across Distributed → Idle. Status written before restartID existed: the
+// active rotation once Distributed, else the last completed one.
 func RestartValue(st v1.CredentialSetStatus) string {
 	if st.RestartID != "" {
 		return st.RestartID
@@ -156,29 +157,43 @@ func RestartValue(st v1.CredentialSetStatus) string {
 	return st.LastRotationID
 }
 
-// DistributedRestartID is the restart value once the active rotation's
-// new secrets are distributed: its ID; or, when it was distributed before
-// and its secrets were read back since (ReadBackRotation), new (source
-// Secret version rv), so that consumers that restarted onto the lost ones
-// restart again.
-func DistributedRestartID(st v1.CredentialSetStatus, rv string) string {
-	if st.DistributedAt != nil {
-		return st.RotationID + "-readback-" + rv
-	}
-	return st.RotationID
-}
+// DistributedRestartID is the restart value once rotation id's new
+// secrets are distributed, from the source Secret at version rv (holding
+// them). Each distribution gets a value of its own, also when the ID was
+// used before (a status restored from a backup no longer records it) or
+// the rotation's secrets were read back and distributed again
+// (ReadBackRotation): a pod template set back to a value its pods already
+// run restarts nobody, and pods that ran the earlier distribution would
+// keep what it gave them.
+func DistributedRestartID(id, rv string) string { return versioned(id, rv) }
 
 // RollbackRestartID is the restart value after rotation id is rolled
-// back: new, so every consumer restarts onto the current secrets, even
-// when no rotation ever completed (no earlier value to return to).
-func RollbackRestartID(id string) string { return "rollback-" + id }
+// back, from the source Secret at version rv: new, so every consumer
+// restarts onto the current secrets, even when no rotation ever completed
+// (no earlier value to return to), and when the ID was rolled back before.
+func RollbackRestartID(id, rv string) string { return versioned("rollback-"+id, rv) }
 
 // RecoverRestartID is the restart value after recover request id on an
-// idle set: new, so every consumer restarts onto the current secrets
-// before the reset makes the backend forget whatever else they may hold
-// (a status and source Secret restored from a backup taken before a
-// rotation its consumers already run).
-func RecoverRestartID(id string) string { return "recover-" + id }
+// idle set, from the source Secret at version rv: new, so every consumer
+// restarts onto the current secrets before the reset makes the backend
+// forget whatever else they may hold (a status and source Secret restored
+// from a backup taken before a rotation its consumers already run).
+func RecoverRestartID(id, rv string) string { return versioned("recover-"+id, rv) }
+
+// versioned is restart value v of the source Secret at version rv: the API
+// server gives every write a version of its own, restores included.
+func versioned(v, rv string) string {
+	if rv == "" {
+		return v
+	}
+	return v + "-" + rv
+}
+
+// RestartFor says whether restart value v is one that base (a transition's
+// value before the source Secret's version is added) makes.
+func RestartFor(v, base string) bool {
+	return v == base || len(v) > len(base)+1 && strings.HasPrefix(v, base+"-")
+}
 
 // AdoptRestartID is the restart value after the keys a person deleted from
 // the source Secret were read back from the backend (AddReadBack), which

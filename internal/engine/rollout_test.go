@@ -217,20 +217,26 @@ func TestRotationStuck(t *testing.T) {
 	}
 }
 
-// TestDistributedRestartID: a rotation distributed for the first time
-// restarts its consumers under its ID; distributed again after its keys
-// were read back (ReadBackRotation), under a new value, so that consumers
-// that restarted onto the lost keys restart again.
-func TestDistributedRestartID(t *testing.T) {
-	at := metav1.Now()
-	first := v1.CredentialSetStatus{Phase: v1.PhaseRotating, RotationID: "r1", RotateApplied: true}
-	again := first
-	again.DistributedAt = &at
-	if got := DistributedRestartID(first, "10"); got != "r1" {
-		t.Errorf("first distribution: %q, want r1", got)
+// TestRestartIDs: every transition that restarts the consumers gives them
+// a value of its own, also when its ID was taken before (a restore from a
+// backup forgets it) or its secrets were distributed again, as long as the
+// source Secret changed in between (the API server versions every write);
+// RestartFor recognises each as its transition's, and nothing else.
+func TestRestartIDs(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		make func(id, rv string) string
+	}{{"distributed", DistributedRestartID}, {"rolled back", RollbackRestartID}, {"recovered", RecoverRestartID}} {
+		first, again := c.make("r1", "10"), c.make("r1", "11")
+		if first == again || first == c.make("r2", "10") {
+			t.Errorf("%s: %q, %q, %q: want a value per ID and source Secret version", c.name, first, again, c.make("r2", "10"))
+		}
+		base := c.make("r1", "")
+		if !RestartFor(first, base) || !RestartFor(base, base) || RestartFor(c.make("r2", "10"), base) || RestartFor(base+"-", base) {
+			t.Errorf("%s: RestartFor does not tell %q apart from the values of others", c.name, base)
+		}
 	}
-	a, b := DistributedRestartID(again, "10"), DistributedRestartID(again, "11")
-	if a == "r1" || a == b {
-		t.Errorf("distributed again: %q and %q, want new values, distinct per source Secret version", a, b)
+	if AdoptRestartID("10") == AdoptRestartID("11") {
+		t.Error("read back twice: the same restart value")
 	}
 }

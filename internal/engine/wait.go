@@ -74,7 +74,7 @@ func deadline(t time.Time) *metav1.Time {
 // own restart value, which tells the two apart; lastRotationID is the
 // rotation completed before, never the one rolled back.
 func ResetOf(st v1.CredentialSetStatus) (recovery bool, id string) {
-	if st.LastRecoverID != "" && st.RestartID == RecoverRestartID(st.LastRecoverID) && st.RestartID != RollbackRestartID(st.LastRolledBackID) {
+	if st.LastRecoverID != "" && RestartFor(st.RestartID, RecoverRestartID(st.LastRecoverID, "")) && !RestartFor(st.RestartID, RollbackRestartID(st.LastRolledBackID, "")) {
 		return true, st.LastRecoverID
 	}
 	return false, st.LastRolledBackID

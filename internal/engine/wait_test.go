@@ -132,11 +132,12 @@ func TestResetOf(t *testing.T) {
 		recovery bool
 		id       string
 	}{
-		{"abort of a distributed rotation", v1.CredentialSetStatus{LastRotationID: "r3", LastRolledBackID: "r4", RestartID: RollbackRestartID("r4")}, false, "r4"},
+		{"abort of a distributed rotation", v1.CredentialSetStatus{LastRotationID: "r3", LastRolledBackID: "r4", RestartID: RollbackRestartID("r4", "41")}, false, "r4"},
 		{"abort before anything was served", v1.CredentialSetStatus{LastRotationID: "r3", LastRolledBackID: "r4", RestartID: "r3"}, false, "r4"},
-		{"recover of an active rotation", v1.CredentialSetStatus{LastRotationID: "r3", LastRolledBackID: "r4", LastRecoverID: "x1", RestartID: RollbackRestartID("r4")}, false, "r4"},
-		{"recover of an idle set", v1.CredentialSetStatus{LastRotationID: "r3", LastRolledBackID: "r2", LastRecoverID: "x1", RestartID: RecoverRestartID("x1")}, true, "x1"},
-		{"the first rotation aborted", v1.CredentialSetStatus{LastRolledBackID: "r1", RestartID: RollbackRestartID("r1")}, false, "r1"},
+		{"recover of an active rotation", v1.CredentialSetStatus{LastRotationID: "r3", LastRolledBackID: "r4", LastRecoverID: "x1", RestartID: RollbackRestartID("r4", "41")}, false, "r4"},
+		{"recover of an idle set", v1.CredentialSetStatus{LastRotationID: "r3", LastRolledBackID: "r2", LastRecoverID: "x1", RestartID: RecoverRestartID("x1", "41")}, true, "x1"},
+		{"recover of an idle set, written before the source Secret's version was added", v1.CredentialSetStatus{LastRotationID: "r3", LastRolledBackID: "r2", LastRecoverID: "x1", RestartID: "recover-x1"}, true, "x1"},
+		{"the first rotation aborted", v1.CredentialSetStatus{LastRolledBackID: "r1", RestartID: RollbackRestartID("r1", "41")}, false, "r1"},
 	}
 	for _, tc := range cases {
 		tc.st.ResetPending = true

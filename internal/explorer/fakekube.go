@@ -4,7 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"hash/fnv"
+	"maps"
 	"net/http"
+	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -41,7 +45,9 @@ func (w *World) kube() client.Client {
 		objs = append(objs, w.deployment())
 	}
 	if w.Source != nil {
-		objs = append(objs, w.Source.DeepCopy())
+		src := w.Source.DeepCopy()
+		src.ResourceVersion = contentVersion(src.Data)
+		objs = append(objs, src)
 	}
 	if w.Dist != nil {
 		objs = append(objs, w.Dist.DeepCopy())
@@ -115,6 +121,26 @@ func (w *World) read(kc client.Client) {
 	d.Status = appsv1.DeploymentStatus{}
 	d.Generation = 0
 	w.Web = clean(d).(*appsv1.Deployment)
+}
+
+// contentVersion stands for the source Secret's resourceVersion, which
+// the API server makes new on every write (a restore's too), and which
+// rekey's restart values carry (engine.DistributedRestartID): a number
+// drawn from what the Secret holds. The World keeps no version of its own
+// (a counter would make every state after a write new to the explorer);
+// contents that differ get versions that differ. A write back to contents
+// held before gets the version they had, where a real server's would be
+// new: the model can find a restart value taken again where a real server
+// would not, never miss one.
+func contentVersion(data map[string][]byte) string {
+	h := fnv.New64a()
+	for _, k := range slices.Sorted(maps.Keys(data)) {
+		h.Write([]byte(k))
+		h.Write([]byte{0})
+		h.Write(data[k])
+		h.Write([]byte{0})
+	}
+	return strconv.FormatUint(h.Sum64()%1e15+1000, 10)
 }
 
 func readSecret(kc client.Client, ns, name string) *corev1.Secret {

@@ -41,7 +41,7 @@ func TestCephInPlaceAdopt(t *testing.T) {
 	mustContain(t, "the rotation's refusal", waitEventNoting(t, ns, name, reason.KeyMismatch, "not the one the source Secret holds"), way)
 	annotate(t, ns, name, engine.RecoverAnnotation, "c1")
 	mustContain(t, "the recover's refusal", waitEventNoting(t, ns, name, reason.KeyMismatch, "recover c1 waits"), way)
-	if st := getSet(t, ns, name).Status; st.ResetPending || st.RestartID == engine.RecoverRestartID("c1") {
+	if st := getSet(t, ns, name).Status; st.ResetPending || engine.RestartFor(st.RestartID, engine.RecoverRestartID("c1", "")) {
 		t.Fatalf("the recover went ahead while the mon refuses the current key: resetPending %v, restartID %q", st.ResetPending, st.RestartID)
 	}
 	observed(t, "the rotation and the recover refused, naming the way out")

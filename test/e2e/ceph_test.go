@@ -121,8 +121,8 @@ func TestCephInPlace(t *testing.T) {
 	if err := kc.Get(ctxT(t), client.ObjectKey{Namespace: ns, Name: "rgw"}, d); err != nil {
 		t.Fatal(err)
 	}
-	if got := d.Spec.Template.Annotations[naming.RestartAnnotation(cs)]; got != "r1" {
-		t.Fatalf("the consumer's template carries restart value %q, want r1", got)
+	if got := d.Spec.Template.Annotations[naming.RestartAnnotation(cs)]; !engine.RestartFor(got, "r1") || got != cs.Status.RestartID {
+		t.Fatalf("the consumer's template carries restart value %q, want r1's (status.restartID %q)", got, cs.Status.RestartID)
 	}
 	if ro := engine.DeploymentRollout(d); !ro.Done {
 		t.Fatalf("the consumer did not roll: %s", ro.Message)

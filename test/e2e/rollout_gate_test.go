@@ -82,7 +82,7 @@ func TestRolloutGate(t *testing.T) {
 	sawHeld := false
 	eventually(t, 2*time.Minute, "rollout of the restart annotation", func() (bool, string) {
 		s := getSTS(t, kc)
-		if s.Spec.Template.Annotations[key] != "gate-1" {
+		if !engine.RestartFor(s.Spec.Template.Annotations[key], "gate-1") {
 			return false, "template lacks the restart annotation"
 		}
 		ro := engine.StatefulSetRollout(s)
@@ -118,7 +118,7 @@ func TestRolloutGate(t *testing.T) {
 	// Completion must not restart the consumer again (stable annotation).
 	gen := getSTS(t, kc).Generation
 	time.Sleep(2 * time.Second)
-	if s := getSTS(t, kc); s.Generation != gen || s.Spec.Template.Annotations[key] != "gate-1" {
+	if s := getSTS(t, kc); s.Generation != gen || !engine.RestartFor(s.Spec.Template.Annotations[key], "gate-1") {
 		t.Fatalf("the consumer was changed after completion (generation %d → %d)", gen, s.Generation)
 	}
 

@@ -204,7 +204,7 @@ var covered = map[string]cover{
 	"controller/step_applying.go":     {[]string{"TestEngineActions", "TestTargetReadOncePerReconcile", "test/e2e.TestCephInPlaceHandRotated", "internal/explorer.TestCephInPlaceHand"}, "every rotation applies; an in-place rotation's lost keys are read back"},
 	"controller/step_confirming.go":   {[]string{"TestEngineActions", "TestTransitionCarriesCoverage"}, "every rotation confirms"},
 	"controller/step_discarding.go":   {[]string{"TestEngineActions", "TestUnidentifiedClusterHoldsOnlyRetirement"}, "every rotation discards; a held retirement waits here"},
-	"controller/step_distributing.go": {[]string{"TestEngineActions", "TestTargetReadOncePerReconcile", "test/e2e.TestCephInPlaceHandRotated"}, "every rotation distributes, again after a read back"},
+	"controller/step_distributing.go": {[]string{"TestEngineActions", "TestTargetReadOncePerReconcile", "test/e2e.TestCephInPlaceHandRotated", "test/e2e.TestCephInPlaceRotationIDTakenAgain"}, "every rotation distributes, again after a read back or a restore, under a restart value of its own"},
 	"controller/step_resetting.go":    {[]string{"TestEngineActions", "TestDeletionHoldsForUnaccountedSecond"}, "a reset owed runs"},
 	"controller/step_rollingback.go":  {[]string{"TestEngineActions", "TestUnidentifiedClusterHoldsOnlyRetirement"}, "an aborted rotation rolls back"},
 	"controller/tenancy.go":           {[]string{"test/e2e.TestCrossNamespaceConsent", "test/e2e.TestHostileTenant"}, "consent read from real Namespaces (tenancy.Decide has the table test); controller tests reach only the same-namespace path"},
