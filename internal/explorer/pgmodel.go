@@ -27,11 +27,12 @@ import (
 //     (TestOverlappingRotation; e2e TestPostgresRotation);
 //   - every statement on the primary alone, the replica holding what it
 //     replayed; no password proven or handed out before every replica has
-//     replayed the change (Apply, and Reset's repair, stop Unreachable
-//     naming the replica while it does not replay: TestReplicaGate, which
-//     also shows a paused replica does not know the new role); a drop is
-//     not waited for, so a paused replica still lets a dropped role in
-//     until it replays (TestModelDropsAwaitReplay);
+//     replayed the change (Apply stops Unreachable naming the replica
+//     while it does not replay: TestReplicaGate, which also shows a
+//     paused replica does not know the new role; Reset's repair too:
+//     TestModelDropsAwaitReplay); a drop is not waited for, so a paused
+//     replica still lets a dropped role in until it replays
+//     (TestModelDropsAwaitReplay);
 //   - every instance must answer, or nothing is done (Unreachable naming
 //     it: TestTopologyRefusals);
 //   - Precheck refuses a generation of the set other than the current one
