@@ -59,6 +59,7 @@ func (r *Reconciler) casStatus(ctx context.Context, cs *v1.CredentialSet, mutate
 	}
 	ops := []map[string]any{
 		{"op": "test", "path": "/status", "value": cs.Status},
+		notDeletedSince(cs),
 		{"op": "replace", "path": "/status", "value": next},
 	}
 	body, err := json.Marshal(ops)
@@ -77,6 +78,17 @@ func (r *Reconciler) casStatus(ctx context.Context, cs *v1.CredentialSet, mutate
 	return nil
 }
 
+// notDeletedSince is the JSON Patch "test" op that holds only while the
+// set's deletion is as cs read it: not begun (a test of null passes on a
+// missing member), or begun at the same instant. The status alone can
+// come back to what a copy holds (a restore from backup puts an older one
+// back), but a deletion is never undone: a copy read before it must not
+// write what it decided for a set that lives (a recovery owed by a set
+// whose wind-down already released its logins).
+func notDeletedSince(cs *v1.CredentialSet) map[string]any {
+	return map[string]any{"op": "test", "path": "/metadata/deletionTimestamp", "value": cs.DeletionTimestamp}
+}
+
 // confirmStatus fails with errStale unless the set's status on the server
 // is still exactly cs's: a JSON Patch holding only a "test" op, which the
 // API server applies without writing anything (no new resourceVersion, no
@@ -85,7 +97,7 @@ func (r *Reconciler) confirmStatus(ctx context.Context, cs *v1.CredentialSet) er
 	if cs.Status.Phase == "" {
 		return nil // never written: nothing to have moved past
 	}
-	body, err := json.Marshal([]map[string]any{{"op": "test", "path": "/status", "value": cs.Status}})
+	body, err := json.Marshal([]map[string]any{{"op": "test", "path": "/status", "value": cs.Status}, notDeletedSince(cs)})
 	if err != nil {
 		return err
 	}

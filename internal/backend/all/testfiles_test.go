@@ -200,7 +200,7 @@ var covered = map[string]cover{
 	"controller/reconcile.go":         {[]string{"TestEngineActions", "TestUnidentifiedClusterHoldsOnlyRetirement"}, "the reconcile's order: gather, decide, run the step"},
 	"controller/reconciler.go":        {[]string{"TestEngineActions", "TestBackedOffHoldsWakeUps", "TestStatusWaitingAfterAbort"}, "Reconcile's entry, backoff and status writes"},
 	"controller/secrets.go":           {[]string{"TestEngineActions", "TestExtraSecrets", "TestTargetReadOncePerReconcile"}, "the source and distribution Secrets read and written each rotation"},
-	"controller/status.go":            {[]string{"TestTransitionCarriesCoverage", "TestEngineActions"}, "the status each step writes"},
+	"controller/status.go":            {[]string{"TestTransitionCarriesCoverage", "TestEngineActions", "test/e2e.TestStaleRecoverAfterRelease"}, "the status each step writes, never from a copy read before the set's deletion"},
 	"controller/step_applying.go":     {[]string{"TestEngineActions", "TestTargetReadOncePerReconcile", "test/e2e.TestCephInPlaceHandRotated", "internal/explorer.TestCephInPlaceHand"}, "every rotation applies; an in-place rotation's lost keys are read back"},
 	"controller/step_confirming.go":   {[]string{"TestEngineActions", "TestTransitionCarriesCoverage"}, "every rotation confirms"},
 	"controller/step_discarding.go":   {[]string{"TestEngineActions", "TestUnidentifiedClusterHoldsOnlyRetirement"}, "every rotation discards; a held retirement waits here"},
