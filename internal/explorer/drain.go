@@ -36,6 +36,9 @@ func drainStep(c *World, recovers *int) string {
 			return "DBA sets APP on " + in.Name + " back to the current password"
 		}
 	}
+	if step := rabbitFixStep(c); step != "" {
+		return step
+	}
 	if step := createMissing(c); step != "" {
 		return step
 	}

@@ -134,7 +134,7 @@ const (
 )
 
 var nextStep = map[string][]string{
-	recoverCmd: {"run kubectl rekey recover", "kubectl rekey recover does this"},
+	recoverCmd: {"run kubectl rekey recover", "kubectl rekey recover does this", "reset the user to the source Secret's (kubectl rekey recover)"},
 	abortCmd:   {"run kubectl rekey abort", "kubectl rekey abort rolls back"},
 }
 
@@ -295,7 +295,7 @@ func settled(c *World) bool {
 		return c.Gone
 	}
 	st := c.Set.Status
-	return st.Phase == v1.PhaseIdle && !st.ResetPending && c.Pod.Template == c.template() && specServed(c) && !inPlaceOpen(c)
+	return st.Phase == v1.PhaseIdle && !st.ResetPending && c.Pod.Template == c.template() && specServed(c) && !inPlaceOpen(c) && !handOpen(c)
 }
 
 func warningsNote(w *World) string {

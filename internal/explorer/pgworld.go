@@ -96,6 +96,9 @@ func worldTransitions(o Options) []Transition {
 	var out []Transition
 	if o.RabbitMQ {
 		out = append(out, rabbitTransitions()...)
+		if o.HandChanges {
+			out = append(out, rabbitHandTransitions()...)
+		}
 	}
 	if o.Ceph || o.CephInPlace || o.CephAdmin {
 		out = append(out, cephTransitions(o)...)

@@ -30,10 +30,54 @@ func TestRabbitMQ(t *testing.T) {
 
 // TestRabbitMQWalks takes seeded random walks of the RabbitMQ world among
 // every transition it has: the user's requests with fresh, repeated and
-// stale IDs, crashes, restores, the broker not answering, deletion and
-// policy edits, stale reads.
+// stale IDs, crashes, restores, the broker not answering, a user's
+// password changed by hand and set back, deletion and policy edits, stale
+// reads.
 func TestRabbitMQWalks(t *testing.T) {
-	walkWorld(t, Options{RabbitMQ: true, Crashes: true, Backups: true, Deletion: true, PolicyEdits: true, StaleReads: true}, "the RabbitMQ world", 3)
+	walkWorld(t, Options{RabbitMQ: true, HandChanges: true, Crashes: true, Backups: true, Deletion: true, PolicyEdits: true, StaleReads: true}, "the RabbitMQ world", 3)
+}
+
+// TestRabbitMQHand: someone changes the password of the set's current
+// user by hand on the broker (rabbitmqctl change_password), or of the new
+// generation's user mid-rotation, beside a rotation, its discard, abort
+// and recover, the pod's restarts and deletion, with crashes. A pod
+// refused because of the person's change is excused, but every refusal
+// must name a step the state accepts, and the documented actions (setting
+// the password back to the source Secret's, recover) must bring the set
+// back to Idle with the pod logging in. The test fails unless a
+// hand-changed user was set back (by the person, or by rekey's reset) and
+// the set was Idle with the pod logging in, both for a current user and
+// for a new generation's.
+func TestRabbitMQHand(t *testing.T) {
+	depth := envInt("REKEY_EXPLORE_RABBITMQ_HAND_DEPTH", 5)
+	explorePolicies(t, Options{RabbitMQ: true, HandChanges: true, Crashes: true, Deletion: true,
+		Only: []string{"user: rotate r1", "user: discard (active", "user: abort (active", "user: recover c1", "consumer", "someone", "user: delete the set"}},
+		depth, map[string]func(*World) bool{
+			"the current user put right, Idle, the pod on it": handPutRight("app-g1"),
+		})
+	// The new generation's user takes a rotation's steps first: explored
+	// from the rotate request, without deletion, a step deeper.
+	t.Run("new generation", func(t *testing.T) {
+		reached := false
+		o := Options{RabbitMQ: true, HandChanges: true, Crashes: true,
+			Only:    []string{"user: discard (active", "user: abort (active", "user: recover c1", "consumer", "someone"},
+			Observe: func(w *World) { reached = reached || handPutRight("app-g2")(w) }}
+		w := replay(t, o, []Transition{{"rotate r1", annotate(engine.RotateAnnotation, "r1")}})
+		exploreFrom(t, w, o, depth+1)
+		if !reached {
+			t.Error("never reached the new generation's user put right, Idle, the pod on it")
+		}
+	})
+}
+
+// handPutRight: user was changed by hand, and is now as rekey holds it,
+// the set Idle (not deleted) with the pod logging in as it.
+func handPutRight(user string) func(*World) bool {
+	return func(w *World) bool {
+		a := w.instance(broker).acct(user)
+		return w.HandUser == user && !a.Hand && w.Pod.Creds[rabbitUserKey] == user && a.Accepts(w.Pod.Creds[rabbitPasswordKey]) &&
+			w.Set.Status.Phase == v1.PhaseIdle && !w.deleted()
+	}
 }
 
 // A deleted set held for a rotation its restored status does not account
