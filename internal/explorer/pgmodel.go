@@ -238,7 +238,7 @@ func (b *pgBackend) Retire(_ context.Context, cur, pending engine.Secrets) error
 	if err != nil {
 		return err
 	}
-	if err := b.proven(user, pw, reason.PendingRejected, "so "+old+" was not dropped (its consumers could be locked out): run kubectl rekey recover to roll the rotation back"); err != nil {
+	if err := b.proven(user, pw, reason.PendingRejected, "so "+old+" was not dropped (its consumers could be locked out). The discard began and can only complete: set "+user+"'s password back to the source Secret's "+engine.PendingKey(pgPasswordKey)+" (ALTER ROLE ... PASSWORD, on the primary), then rekey finishes it"); err != nil {
 		return err
 	}
 	a := primary.acct(old)

@@ -116,3 +116,28 @@ func TestPathStaleWindDown(t *testing.T) {
 		})
 	}
 }
+
+// The new generation's user changed by hand once the discard began (the
+// manager crashed right after recording it): Retire refused, naming
+// "kubectl rekey recover to roll the rotation back", which the engine then
+// refuses (AbortSkipped: a begun discard can only complete), so a refusal
+// named a step the state refuses (no dead end at 7 steps, found by
+// TestRabbitMQHand once the person's change was offered after the
+// discard began). PostgreSQL's Retire said the same. Now both name the
+// pending password to set back. Replayed to the hand change, then
+// explored: every invariant holds, and the test fails unless the discard
+// completed after the person set the password back.
+func TestPathRabbitHandAfterDiscardBegan(t *testing.T) {
+	done := false
+	o := Options{RabbitMQ: true, HandChanges: true, Crashes: true,
+		Observe: func(w *World) {
+			st := w.Set.Status
+			done = done || st.LastRotationID == "r1" && st.Phase == v1.PhaseIdle && w.HandUser == "app-g2" && !w.instance(broker).acct("app-g1").Exists
+		}}
+	w := replayLabels(t, o, []string{"user: rotate r1", "reconcile", "user: discard (active ID)", "consumer pod restarts (reads the Secret)",
+		"manager crashes after discard/discard-started#1", "someone changes the new generation's user's password by hand (rabbitmqctl change_password)"})
+	exploreFrom(t, w, o, 4)
+	if !done {
+		t.Error("never reached the discard completed after the hand change")
+	}
+}

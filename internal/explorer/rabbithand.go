@@ -15,8 +15,9 @@ import (
 //   - Precheck refuses the hand-changed current user (KeyMismatch, naming
 //     recover): testRefusals' "precheck" (TestOnRealBroker);
 //   - Retire of a hand-changed pending user refuses (PendingRejected) and
-//     keeps the current one: testRefusals' "retire keeps the current user
-//     when the pending one does not log in";
+//     keeps the current one, naming the password to set back (the discard
+//     began, so it can only complete): testRefusals' "retire keeps the
+//     current user when the pending one does not log in";
 //   - the user keeps its mark (still a generation) and only the person's
 //     password logs in; Verify refuses it (PendingRejected, "run kubectl
 //     rekey recover"), so a rotation's distribution and its discard wait;
@@ -37,18 +38,6 @@ import (
 // rekey check` and the refusals say, or recover) to bringing the set back
 // to Idle with the pod logging in (handOpen).
 
-// RabbitHandAfterDiscard: the new generation's user may be changed by hand
-// once the discard began (status.discardStarted). Off by default: there
-// the RabbitMQ backend's Retire refuses (PendingRejected) naming "run
-// kubectl rekey recover to roll the rotation back", which the engine then
-// refuses (AbortSkipped: the rotation began discarding, it can only
-// complete), so "no dead end" fails after 7 steps (rotate, reconcile,
-// discard, the pod restarts, a crash after discard/discard-started, the
-// hand change, reconcile): a product finding reported, not fixed here
-// (docs/explorer.md). Setting the password back still completes the
-// discard ("no wedge" holds).
-var RabbitHandAfterDiscard = false
-
 // rabbitHandPassword is what the person sets.
 const rabbitHandPassword = "pw-hand"
 
@@ -58,9 +47,6 @@ func rabbitHandChange(key string) func(*World) bool {
 	return func(w *World) bool {
 		in := w.instance(broker)
 		if !w.rabbit() || in == nil || !in.Present || in.Down || w.Gone || w.HandUser != "" || w.Source == nil {
-			return false
-		}
-		if key != rabbitUserKey && w.Set.Status.DiscardStarted && !RabbitHandAfterDiscard {
 			return false
 		}
 		user := string(w.Source.Data[key])

@@ -233,7 +233,7 @@ func (b *rabbitBackend) Retire(_ context.Context, cur, pending engine.Secrets) e
 		return b.sameUser(reason.DiscardRefused, user)
 	}
 	if !in.acct(user).Accepts(pending[rabbitPasswordKey]) {
-		return &engine.Refusal{Reason: string(reason.PendingRejected), Message: "user " + user + " does not accept the pending password the source Secret holds, so " + old + " was not deleted (its consumers could be locked out): run kubectl rekey recover to roll the rotation back"}
+		return &engine.Refusal{Reason: string(reason.PendingRejected), Message: "user " + user + " does not accept the pending password the source Secret holds, so " + old + " was not deleted (its consumers could be locked out). The discard began and can only complete: set " + user + "'s password on the broker back to the source Secret's " + engine.PendingKey(rabbitPasswordKey) + " (rabbitmqctl change_password), then rekey finishes it"}
 	}
 	a := in.acct(old)
 	if !a.Exists {

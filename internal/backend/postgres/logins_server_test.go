@@ -46,8 +46,14 @@ func TestSeveralLogins(t *testing.T) {
 		wrong[k] = v
 	}
 	wrong["multi_rep.password"] = "not-its-password-0123456789"
-	if err := b.Retire(ctx, g1, wrong); !isRefusal(err, reason.PendingRejected) {
+	err = b.Retire(ctx, g1, wrong)
+	if !isRefusal(err, reason.PendingRejected) {
 		t.Fatalf("Retire with a wrong pending password: %v", err)
+	}
+	// The discard began: the way out is the password set back, never
+	// recover, which an engine refuses once a discard began.
+	if msg := err.Error(); !strings.Contains(msg, "back to the source Secret's multi_rep.password_PENDING") || strings.Contains(msg, "recover") {
+		t.Errorf("Retire's refusal must name the pending password to set back, and not recover: %v", err)
 	}
 	if !roleExists(t, p, "multi_app_g1") || !roleExists(t, p, "multi_rep_g1") {
 		t.Fatal("an old login was dropped although a new one does not log in")

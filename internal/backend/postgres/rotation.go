@@ -216,7 +216,7 @@ func (b *Backend) Retire(ctx context.Context, cur, pending engine.Secrets) (err 
 	defer t.close(ctx)
 	for _, id := range ids {
 		if err := b.provenEverywhere(ctx, t, id.user, id.password, reason.PendingRejected,
-			"so "+cur[id.userKey()]+" was not dropped (its consumers could be locked out): run kubectl rekey recover to roll the rotation back"); err != nil {
+			"so "+cur[id.userKey()]+" was not dropped (its consumers could be locked out). The discard began and can only complete: set "+id.user+"'s password back to the source Secret's "+engine.PendingKey(id.passwordKey())+" (ALTER ROLE ... PASSWORD, on the primary), then rekey finishes it"); err != nil {
 			return err
 		}
 	}

@@ -3,6 +3,7 @@ package rabbitmq
 import (
 	"context"
 	"strconv"
+	"strings"
 	"testing"
 
 	v1 "rekey.io/rekey/api/v1alpha1"
@@ -56,7 +57,18 @@ func testRefusals(t *testing.T, br *broker) {
 		br.repassword(t, "keep-g2", "changed-by-hand")
 		err := b.Retire(ctx, cur, pending)
 		refused(t, err, string(reason.PendingRejected), "keep-g2", cur[KeyPassword], pending[KeyPassword], "changed-by-hand", admin)
+		// The discard began: the way out is the password set back, never
+		// recover, which an engine refuses once a discard began.
+		refused(t, err, string(reason.PendingRejected), "back to the source Secret's password_PENDING")
+		if strings.Contains(err.Error(), "recover") {
+			t.Errorf("Retire's refusal names recover, which a begun discard refuses: %v", err)
+		}
 		br.login(t, b, "keep-g1", cur[KeyPassword], true)
+		br.repassword(t, "keep-g2", pending[KeyPassword]) // as the refusal says
+		if err := b.Retire(ctx, cur, pending); err != nil {
+			t.Fatalf("Retire once the password was set back: %v", err)
+		}
+		br.login(t, b, "keep-g1", cur[KeyPassword], false)
 	})
 
 	t.Run("pending user equal to the current one", func(t *testing.T) {

@@ -182,7 +182,7 @@ func (b *Backend) Retire(ctx context.Context, cur, pending engine.Secrets) (err 
 	}
 	if !ok {
 		return &engine.Refusal{Reason: string(reason.PendingRejected), Message: fmt.Sprintf(
-			"user %s on %s does not accept the pending password the source Secret holds, so %s was not deleted (its consumers could be locked out): run kubectl rekey recover to roll the rotation back", user, b.endpoint, old)}
+			"user %s on %s does not accept the pending password the source Secret holds, so %s was not deleted (its consumers could be locked out). The discard began and can only complete: set %s's password on the broker back to the source Secret's %s (rabbitmqctl change_password), then rekey finishes it", user, b.endpoint, old, user, engine.PendingKey(KeyPassword))}
 	}
 	if old == b.adminUser {
 		return b.adminRefusal(old)
