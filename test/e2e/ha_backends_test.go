@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"strings"
 	"syscall"
@@ -55,6 +56,12 @@ type pausedRow struct {
 	// its connection when the leader woke (a long pause on a loaded
 	// machine): it failed before the fence was asked, changing nothing.
 	lost func(log string) bool
+	// settle, when set, waits before the control's leader wakes until the
+	// backend holds nothing of the test's own that would stop its stale
+	// change (PostgreSQL: the test's login checks, whose sessions a loaded
+	// server may list a moment after the client closed them, and which a
+	// drop waits for).
+	settle func(t *testing.T, name string)
 }
 
 // label names r's subtest: its failpoint, and whether it is the control.
@@ -151,6 +158,9 @@ func runPausedRow(t *testing.T, r pausedRow) {
 		// What the woken leader takes away is read with nobody to put it
 		// back: the new leader stops (a later repair would hide it).
 		b.stop()
+		if r.settle != nil {
+			r.settle(t, name)
+		}
 	}
 	woke := time.Now()
 	if err := syscall.Kill(a.cmd.Process.Pid, syscall.SIGCONT); err != nil {
@@ -261,8 +271,30 @@ func TestPausedLeaderPostgres(t *testing.T) {
 		{name: "hapgctl", failpoint: "reset/postgres-login-ensured", inAbort: true, unfenced: true},
 	} {
 		r.set, r.refused, r.probe = set, refused, probe
+		r.settle = func(t *testing.T, name string) { pgSessionsGone(t, p, name) }
 		t.Run(r.label(), func(t *testing.T) { runPausedRow(t, r) })
 	}
+}
+
+// pgSessionsGone waits until no session is logged in as one of base's
+// login roles on either server.
+func pgSessionsGone(t *testing.T, p *testenv.Postgres, base string) {
+	t.Helper()
+	waitFor(t, time.Minute, "no session of "+base+"'s logins", func() (bool, string) {
+		for _, i := range []*testenv.PostgresInstance{p.Primary, p.Replica} {
+			c, err := p.Admin(ctxT(t), i)
+			if err != nil {
+				return false, err.Error()
+			}
+			var n int
+			err = c.QueryRow(ctxT(t), "SELECT count(*) FROM pg_stat_activity WHERE usename LIKE $1", base+`\_g%`).Scan(&n)
+			_ = c.Close(ctxT(t))
+			if err != nil || n > 0 {
+				return false, fmt.Sprintf("%d session(s) on %s (%v)", n, i.Name, err)
+			}
+		}
+		return true, ""
+	})
 }
 
 // rabbitProber logs in, again and again, as the user the distribution
