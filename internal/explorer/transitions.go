@@ -52,8 +52,7 @@ type Options struct {
 	// empty).
 	Policy v1.DeletionPolicy
 	// PolicyEdits: the user also sets deletionPolicy to Discard and to
-	// Delete (with Deletion), before or after deleting the set: paths not
-	// fixed yet (docs/explorer.md).
+	// Delete (with Deletion), before or after deleting the set.
 	PolicyEdits bool
 	// Schedule: the set rotates with policy Schedule inside a daily
 	// maintenance window, and time passes an hour at a time.
@@ -98,6 +97,12 @@ type Options struct {
 	// may stop answering; CephInPlace, rotated InPlace (cephinplace.go);
 	// CephAdmin, that entity the admin rekey runs as (cephadmin.go).
 	Ceph, CephInPlace, CephAdmin bool
+	// Adopt: with RabbitMQ or Postgres, the set adopts an existing user.
+	Adopt bool
+	// Logins: with Postgres, a second login; TerminateSessions set too.
+	Logins, TerminateSessions bool
+	// KeepPriors: with Ceph, spec.ceph.keepPriorKeyCount.
+	KeepPriors int
 	// Observe, when set, sees every new state breadth first explores (a
 	// test's proof that it reached what it is about).
 	Observe func(*World)
