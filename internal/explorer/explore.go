@@ -19,6 +19,10 @@ func Start(o Options) (*World, error) {
 	}
 	if o.Ceph {
 		w = NewCephWorld()
+		if o.KeepPriors > 0 { // read by the model (cephpriors.go); absent, it keeps none
+			keep := int32(o.KeepPriors)
+			w.Set.Spec.Ceph = &v1.CephSpec{Strategy: v1.CephOverlapping, KeepPriorKeyCount: &keep, Entities: []v1.CephEntity{{Name: cephBase}}}
+		}
 	}
 	if o.CephInPlace {
 		w = NewCephInPlaceWorld()
