@@ -90,3 +90,9 @@ func cephTransitions(o Options) []Transition {
 	}
 	return out
 }
+
+// KeepPriorsAnnotation is spec.ceph.keepPriorKeyCount of the Ceph world
+// (Options.KeepPriors; absent, 0). An annotation of the set, as the spec
+// edits' users are (specedits.go): a spec.ceph block would select the real
+// Ceph backend rather than the model.
+const KeepPriorsAnnotation = "explorer.rekey.io/keep-prior-key-count"
