@@ -20,8 +20,7 @@ func Start(o Options) (*World, error) {
 	if o.Ceph {
 		w = NewCephWorld()
 		if o.KeepPriors > 0 { // read by the model (cephpriors.go); absent, it keeps none
-			keep := int32(o.KeepPriors)
-			w.Set.Spec.Ceph = &v1.CephSpec{Strategy: v1.CephOverlapping, KeepPriorKeyCount: &keep, Entities: []v1.CephEntity{{Name: cephBase}}}
+			w.Set.Annotations[KeepPriorsAnnotation] = fmt.Sprint(o.KeepPriors)
 		}
 	}
 	if o.CephInPlace {
