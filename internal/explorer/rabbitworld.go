@@ -71,6 +71,23 @@ func NewRabbitWorld() *World {
 	return w
 }
 
+// The adopted user (option Adopt, rabbitadopt.go): legacy, which the
+// broker has before rekey, without any mark, and whose password the
+// Secret spec.rabbitmq.adopt.passwordSecretRef names holds.
+const (
+	// RabbitAdoptAnnotation is spec.rabbitmq.adopt.user in the model.
+	RabbitAdoptAnnotation = "explorer.rekey.io/rabbitmq-adopt"
+	rabbitAdopted         = "legacy"
+	rabbitAdoptedPassword = "pw-legacy"
+)
+
+// rabbitAdopt makes w's set adopt legacy, which the broker has already:
+// provisioning proves its password and marks it as generation 1.
+func rabbitAdopt(w *World) {
+	w.Set.Annotations[RabbitAdoptAnnotation] = rabbitAdopted
+	w.instance(broker).set(rabbitAdopted, Account{Exists: true, Primary: rabbitAdoptedPassword})
+}
+
 // rabbitTransitions: the broker stops answering, and answers again.
 func rabbitTransitions() []Transition {
 	return []Transition{
