@@ -16,6 +16,9 @@ func Start(o Options) (*World, error) {
 	w := NewWorld(o.Instances...)
 	if o.RabbitMQ {
 		w = NewRabbitWorld()
+		if o.Adopt { // spec.rabbitmq.adopt: a user the broker has before rekey (rabbitadopt.go)
+			rabbitAdopt(w)
+		}
 	}
 	if o.Ceph {
 		w = NewCephWorld()
