@@ -39,10 +39,24 @@ const (
 // rabbit: w's set is the RabbitMQ model's.
 func (w *World) rabbit() bool { return w.Set.Annotations[Annotation] == RabbitWorld }
 
-// rabbitGeneration is N of a user named <base>-g<N>.
-func rabbitGeneration(user string) (int64, bool) {
-	n, err := strconv.ParseInt(strings.TrimPrefix(user, rabbitBase+"-g"), 10, 64)
-	return n, err == nil && strings.HasPrefix(user, rabbitBase+"-g") && n > 0
+// rabbitGeneration is N of a user named app-g<N> (the first set's base).
+func rabbitGeneration(user string) (int64, bool) { return rabbitGenerationOf(rabbitBase, user) }
+
+// rabbitGenerationOf is N of a user named <base>-g<N>, as the backend's
+// generationOf: exactly what UserName makes, no leading zeros.
+func rabbitGenerationOf(base, user string) (int64, bool) {
+	rest, ok := strings.CutPrefix(user, base+"-g")
+	n, err := strconv.ParseInt(rest, 10, 64)
+	return n, ok && err == nil && n > 0 && strconv.FormatInt(n, 10) == rest
+}
+
+// rabbitBaseOf is cs's spec.rabbitmq.user.base: app, or the annotation's
+// (the second set's, rabbittwosets.go).
+func rabbitBaseOf(cs *v1.CredentialSet) string {
+	if base := cs.Annotations[RabbitBaseAnnotation]; base != "" {
+		return base
+	}
+	return rabbitBase
 }
 
 type rabbitBackend struct {
@@ -79,7 +93,13 @@ func registerWorldWith(world string, build func(ctx context.Context, cs *v1.Cred
 			if err != nil {
 				return nil, err
 			}
-			return &registry.Plan{Backend: b}, nil
+			p := &registry.Plan{Backend: b}
+			if a, ok := b.(adopter); ok {
+				if p.Adopt, err = a.adoption(); err != nil {
+					return nil, err
+				}
+			}
+			return p, nil
 		},
 		LockKeys: func(*v1.CredentialSet) []string { return []string{"explorer:" + world} },
 	})
@@ -96,7 +116,11 @@ func (b *rabbitBackend) NewSecrets(gen int64) (engine.Secrets, error) {
 	if id == "" {
 		id = fmt.Sprintf("g%d", gen)
 	}
-	return engine.Secrets{rabbitUserKey: fmt.Sprintf("%s-g%d", rabbitBase, gen), rabbitPasswordKey: "pw-" + id}, nil
+	base, pw := rabbitBaseOf(b.cs), "pw-"+id
+	if base != rabbitBase {
+		pw = "pw-" + base + "-" + id
+	}
+	return engine.Secrets{rabbitUserKey: fmt.Sprintf("%s-g%d", base, gen), rabbitPasswordKey: pw}, nil
 }
 
 func (b *rabbitBackend) Render(s engine.Secrets) (map[string][]byte, error) {
@@ -134,11 +158,13 @@ func (b *rabbitBackend) notOwned(user string) error {
 }
 
 // generations are the broker's users that are the set's: marked
-// <base>-g<N>.
+// <base>-g<N>. The model's mark is one flag: a user named after a base
+// carries the mark of the set with that base, if any, since two sets on
+// one broker never share a base (rabbittwosets.go).
 func (b *rabbitBackend) generations(in *Instance) []string {
 	var names []string
 	for name, a := range in.Users {
-		if _, ok := rabbitGeneration(name); ok && a.Exists && a.Marked {
+		if _, ok := rabbitGenerationOf(rabbitBaseOf(b.cs), name); ok && a.Exists && a.Marked {
 			names = append(names, name)
 		}
 	}
@@ -163,6 +189,9 @@ func (b *rabbitBackend) Provision(_ context.Context, cur engine.Secrets) (engine
 		return engine.Provisioned{}, err
 	}
 	user, pw := cur[rabbitUserKey], cur[rabbitPasswordKey]
+	if adopt := b.adopted(); adopt != "" && user == adopt {
+		return b.provisionAdopted(in, user, pw)
+	}
 	if a := in.acct(user); a.Exists && !a.Marked {
 		return engine.Provisioned{}, b.notOwned(user)
 	} else if a.Exists && !a.Accepts(pw) {
@@ -171,7 +200,7 @@ func (b *rabbitBackend) Provision(_ context.Context, cur engine.Secrets) (engine
 	if err := b.ensure(in, "provision", user, pw); err != nil {
 		return engine.Provisioned{}, err
 	}
-	gen, _ := rabbitGeneration(user)
+	gen, _ := rabbitGenerationOf(rabbitBaseOf(b.cs), user)
 	return engine.Provisioned{Secrets: cur, Generation: gen}, nil
 }
 
@@ -254,8 +283,11 @@ func (b *rabbitBackend) Reset(_ context.Context, cur engine.Secrets) error {
 	if err != nil {
 		return err
 	}
-	user := cur[rabbitUserKey]
-	if err := b.ensure(in, "reset", user, cur[rabbitPasswordKey]); err != nil {
+	user, ensure := cur[rabbitUserKey], b.ensure
+	if b.isAdopted(user) {
+		ensure = b.resetAdopted // keeps the tags and grants it came with
+	}
+	if err := ensure(in, "reset", user, cur[rabbitPasswordKey]); err != nil {
 		return err
 	}
 	b.removeGenerations(in, "reset", user)
@@ -275,13 +307,17 @@ func (b *rabbitBackend) Verify(_ context.Context, s engine.Secrets) error {
 	return &engine.Refusal{Reason: string(reason.PendingRejected), Message: "user " + user + " does not accept the password the source Secret holds for it, so the distribution Secrets were not changed (consumers keep what works): the source Secret or the broker was changed outside rekey; run kubectl rekey recover"}
 }
 
-// Deprovision deletes every generation the set made.
-func (b *rabbitBackend) Deprovision(_ context.Context, _ engine.Secrets) error {
+// Deprovision deletes every generation the set made, and hands an
+// adopted current user back without the mark.
+func (b *rabbitBackend) Deprovision(_ context.Context, cur engine.Secrets) error {
 	in, err := b.broker()
 	if err != nil {
 		return err
 	}
 	b.removeGenerations(in, "deprovision")
+	if user := cur[rabbitUserKey]; user != "" && b.isAdopted(user) {
+		b.release(in, "deprovision/rabbitmq-user-marked", user)
+	}
 	return nil
 }
 
@@ -297,10 +333,15 @@ func (b *rabbitBackend) Release(_ context.Context, cur engine.Secrets) error {
 		return &engine.Refusal{Reason: string(reason.KeyMismatch), Message: "the source Secret names no current user, so rekey cannot tell which user consumers log in as and deleted none: restore the source Secret, or choose deletionPolicy Retain and delete the set's users by hand"}
 	}
 	b.removeGenerations(in, "release", user)
+	b.release(in, "release/rabbitmq-user-released", user)
+	return nil
+}
+
+// release takes the set's mark off user, and nothing else.
+func (b *rabbitBackend) release(in *Instance, step, user string) {
 	if a := in.acct(user); a.Exists && a.Marked {
 		a.Marked = false
 		in.set(user, a)
-		failpoint.Hit("release/rabbitmq-user-released")
+		failpoint.Hit(step)
 	}
-	return nil
 }

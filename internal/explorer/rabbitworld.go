@@ -18,7 +18,10 @@ func loginsOf(w *World, creds map[string]string) map[string]string {
 	if w.ceph() {
 		return cephLogins(creds)
 	}
-	if !w.rabbit() && !w.postgres() {
+	if w.postgres() {
+		return pgCredLogins(w, creds) // each login's keys (pglogins.go)
+	}
+	if !w.rabbit() {
 		return creds
 	}
 	if user := creds[rabbitUserKey]; user != "" {
@@ -31,7 +34,12 @@ func loginsOf(w *World, creds map[string]string) map[string]string {
 // with deletionPolicy Delete no user the set made is left; with Discard
 // only the user its consumers were given stays, without the set's mark,
 // with the password they were given.
-func rabbitLeftValid(w *World) string { return generationsLeftValid(w, w.instance(broker)) }
+func rabbitLeftValid(w *World) string {
+	if d := rabbitAdoptedLeftValid(w); d != "" {
+		return d
+	}
+	return generationsLeftValid(w, w.instance(broker))
+}
 
 // generationsLeftValid is it on in, for a backend that makes a user (a
 // login role) per generation, named by the username key: RabbitMQ's and
@@ -122,7 +130,10 @@ func (w *World) shown(get func(k string) string) string {
 	if w.ceph() {
 		return get(cephBase)
 	}
-	if !w.rabbit() && !w.postgres() {
+	if w.postgres() {
+		return pgShown(w, get)
+	}
+	if !w.rabbit() {
 		return get(w.appKey())
 	}
 	if get(rabbitUserKey) == "" {
@@ -142,7 +153,7 @@ func rabbitStaleRestore(w *World) bool {
 	if in.acct(string(w.Source.Data[rabbitUserKey])).Accepts(string(w.Source.Data[rabbitPasswordKey])) {
 		return false
 	}
-	for _, name := range (&rabbitBackend{w: w}).generations(in) {
+	for _, name := range (&rabbitBackend{w: w, cs: w.Set}).generations(in) {
 		if slices.Contains(w.Lost, in.acct(name).Primary) {
 			return true
 		}

@@ -1,0 +1,43 @@
+package explorer
+
+import (
+	"testing"
+
+	v1 "rekey.io/rekey/api/v1alpha1"
+)
+
+// TestRabbitMQAdopt: the set adopts legacy, a user the broker had before
+// rekey (spec.rabbitmq.adopt, rabbitadopt.go), then rotates, discards,
+// rolls back, recovers, is restored from backup, loses the broker for a
+// while and is deleted with deletionPolicy Discard and Delete, with
+// crashes. Every invariant holds (the adopted user left after deletion
+// never carries the mark); the test fails unless the adopted user was
+// claimed at provisioning, retired by the first rotation's discard,
+// put back by a rollback, and handed back without the mark by the
+// wind-down.
+func TestRabbitMQAdopt(t *testing.T) {
+	start, err := Start(Options{RabbitMQ: true, Adopt: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a := start.instance(broker).acct(rabbitAdopted); !a.Marked || !a.Accepts(rabbitAdoptedPassword) || start.Pod.Creds[rabbitUserKey] != rabbitAdopted || start.Set.Status.KeyGeneration != 1 {
+		t.Fatalf("provisioning did not adopt %s as generation 1: %s", rabbitAdopted, start.Summary())
+	}
+	explorePolicies(t, Options{RabbitMQ: true, Adopt: true, Crashes: true, Backups: true, Deletion: true, Only: backendOnly("broker")},
+		envInt("REKEY_EXPLORE_RABBITMQ_ADOPT_DEPTH", 6), map[string]func(*World) bool{
+			"the adopted user retired by the first rotation": func(w *World) bool {
+				st := w.Set.Status
+				return st.LastRotationID == "r1" && st.Phase == v1.PhaseIdle && !w.instance(broker).acct(rabbitAdopted).Exists &&
+					w.Pod.Creds[rabbitUserKey] == "app-g2"
+			},
+			"rolled back to the adopted user": func(w *World) bool {
+				st, in := w.Set.Status, w.instance(broker)
+				return st.LastRolledBackID == "r1" && !st.ResetPending && !in.acct("app-g2").Exists &&
+					in.acct(rabbitAdopted).Marked && in.acct(rabbitAdopted).Accepts(rabbitAdoptedPassword)
+			},
+			"the adopted user handed back without the mark": func(w *World) bool {
+				a := w.instance(broker).acct(rabbitAdopted)
+				return woundDown(w) && a.Exists && !a.Marked && a.Accepts(rabbitAdoptedPassword)
+			},
+		})
+}
