@@ -3,8 +3,6 @@ package explorer
 import (
 	"context"
 	"fmt"
-	"strconv"
-	"strings"
 
 	v1 "rekey.io/rekey/api/v1alpha1"
 	"rekey.io/rekey/internal/engine"
@@ -57,15 +55,22 @@ import (
 //     takes the mark off the current login, which keeps its password; it
 //     refuses without a current login (KeyMismatch: TestRelease);
 //     Deprovision (Delete) drops every generation (TestOverlappingRotation,
-//     TestSeveralLogins; e2e TestPostgresRotation).
+//     TestSeveralLogins; e2e TestPostgresRotation);
+//   - several logins (spec.postgres.logins, option Logins: pglogins.go):
+//     each its own generation roles, group and Secret keys; every step
+//     goes login by login in the spec's order (made, proven, swept,
+//     dropped, released), so that a crash or a refusal between two logins
+//     leaves the first done (TestSeveralLogins; TestModelLoginsOneByOne: a
+//     session of the second login's old role leaves the first's dropped,
+//     DiscardRefused, and Release takes the mark off each).
 //
 // Crashes: after each role created, changed or dropped (the backend's own
 // failpoints postgres/login-ensured, postgres/login-dropped,
 // reset/postgres-login-ensured; e2e TestPostgresCrashSafety kills the
 // manager at them), and after Release's mark removal (the model's).
-// Not modelled: adoption (spec.postgres.adopt), several logins,
-// terminateSessions, the leadership term on the roles' comment, a group
-// role missing, the primary not answering, failover.
+// Not modelled: adoption (spec.postgres.adopt), terminateSessions, the
+// leadership term on the roles' comment, a group role missing, the
+// primary not answering, failover.
 const (
 	// PostgresWorld is the model annotation's value that selects it.
 	PostgresWorld = "postgres"
@@ -80,15 +85,12 @@ const (
 
 func (w *World) postgres() bool { return w.Set.Annotations[Annotation] == PostgresWorld }
 
-// pgGeneration is N of a role named <base>_g<N> (generationOf's rule: no
-// leading zero, N > 0).
+// pgGeneration is N of a role named <base>_g<N> of either login's base.
 func pgGeneration(role string) (int64, bool) {
-	rest, ok := strings.CutPrefix(role, pgBase+"_g")
-	if !ok || rest == "" || strings.TrimLeft(rest, "0123456789") != "" || (len(rest) > 1 && rest[0] == '0') {
-		return 0, false
+	if n, ok := pgGenerationOf(pgBase, role); ok {
+		return n, ok
 	}
-	n, err := strconv.ParseInt(rest, 10, 64)
-	return n, err == nil && n > 0
+	return pgGenerationOf(pgRepBase, role)
 }
 
 type pgBackend struct {
@@ -110,24 +112,37 @@ func init() {
 	}
 }
 
-func (b *pgBackend) Keys() []string { return []string{pgUserKey, pgPasswordKey} }
+func (b *pgBackend) Keys() []string { return pgKeys(b.cs) }
 
 func (b *pgBackend) Traits() engine.Traits { return engine.Traits{Overlap: true} }
 
 func (b *pgBackend) InsecureTransport() string { return "" } // tls VerifyFull, the default
 
-// NewSecrets: the generation's login; a password named after the rotation
-// (deterministic, so that equal histories give equal states).
+// NewSecrets: each login's generation role; a password named after the
+// rotation (deterministic, so that equal histories give equal states) and
+// the login.
 func (b *pgBackend) NewSecrets(gen int64) (engine.Secrets, error) {
 	id := b.cs.Status.RotationID
 	if id == "" {
 		id = fmt.Sprintf("g%d", gen)
 	}
-	return engine.Secrets{pgUserKey: fmt.Sprintf("%s_g%d", pgBase, gen), pgPasswordKey: "pw-" + id}, nil
+	s := engine.Secrets{}
+	for _, l := range b.logins() {
+		s[l.userKey()], s[l.passwordKey()] = fmt.Sprintf("%s_g%d", l.base, gen), l.pw+id
+	}
+	return s, nil
 }
 
 func (b *pgBackend) Render(s engine.Secrets) (map[string][]byte, error) {
-	return map[string][]byte{pgUserKey: []byte(s[pgUserKey]), pgPasswordKey: []byte(s[pgPasswordKey])}, nil
+	ids, err := b.identities(s, "distributed", false)
+	if err != nil {
+		return nil, err
+	}
+	out := map[string][]byte{}
+	for k, v := range pgSecretsOf(ids) {
+		out[k] = []byte(v)
+	}
+	return out, nil
 }
 
 func (b *pgBackend) Version(context.Context, engine.Secrets) (string, error) {
@@ -138,7 +153,7 @@ func (b *pgBackend) Version(context.Context, engine.Secrets) (string, error) {
 }
 
 func (b *pgBackend) Provision(_ context.Context, cur engine.Secrets) (engine.Provisioned, error) {
-	user, pw, err := b.identity(cur, "current", true)
+	ids, err := b.identities(cur, "current", true)
 	if err != nil {
 		return engine.Provisioned{}, err
 	}
@@ -146,20 +161,24 @@ func (b *pgBackend) Provision(_ context.Context, cur engine.Secrets) (engine.Pro
 	if err != nil {
 		return engine.Provisioned{}, err
 	}
-	if err := b.requireGroup(primary, reason.ProvisionFailed); err != nil {
+	if err := b.requireGroups(primary, ids, reason.ProvisionFailed); err != nil {
 		return engine.Provisioned{}, err
 	}
-	if err := b.apply(primary, user, pw); err != nil {
+	if err := b.apply(primary, ids); err != nil {
 		return engine.Provisioned{}, err
 	}
-	gen, _ := pgGeneration(user)
-	return engine.Provisioned{Secrets: engine.Secrets{pgUserKey: user, pgPasswordKey: pw}, Generation: max(gen, 1)}, nil
+	gen := int64(1)
+	for _, id := range ids {
+		g, _ := pgGenerationOf(id.base, id.user)
+		gen = max(gen, g)
+	}
+	return engine.Provisioned{Secrets: pgSecretsOf(ids), Generation: gen}, nil
 }
 
-// Precheck: the current login exists, is the set's, is the only
+// Precheck: each current login exists, is the set's, is its login's only
 // generation, and logs in everywhere.
 func (b *pgBackend) Precheck(_ context.Context, cur engine.Secrets) error {
-	user, pw, err := b.identity(cur, "current", true)
+	ids, err := b.identities(cur, "current", true)
 	if err != nil {
 		return err
 	}
@@ -167,50 +186,59 @@ func (b *pgBackend) Precheck(_ context.Context, cur engine.Secrets) error {
 	if err != nil {
 		return err
 	}
-	if err := b.requireGroup(primary, reason.RotateRefused); err != nil {
+	if err := b.requireGroups(primary, ids, reason.RotateRefused); err != nil {
 		return err
 	}
-	a := primary.acct(user)
-	if !a.Exists {
-		return &engine.Refusal{Reason: string(reason.RotateRefused), Message: fmt.Sprintf(
-			"role %s, a current login in the source Secret, does not exist on %s, so the rotation did not start: kubectl rekey recover recreates it with the source Secret's password; then rotate again", user, pgPrimary)}
-	}
-	if !a.Marked {
-		return b.notOwned(user, "start a rotation that would drop")
-	}
-	for _, g := range b.generations(primary) {
-		if g != user {
-			return &engine.Refusal{Reason: string(reason.DualPasswordExists), Message: fmt.Sprintf(
-				"role %s already has a login on %s beside the current login %s: a generation of this set that the status does not account for (was the status or the source Secret restored from a backup?), which consumers may log in as, so nothing was changed: reset the server to the source Secret (kubectl rekey recover does this, once the consumers run the current logins), then rotate again", g, pgPrimary, user)}
+	for _, id := range ids {
+		a := primary.acct(id.user)
+		if !a.Exists {
+			return &engine.Refusal{Reason: string(reason.RotateRefused), Message: fmt.Sprintf(
+				"role %s, a current login in the source Secret, does not exist on %s, so the rotation did not start: kubectl rekey recover recreates it with the source Secret's password; then rotate again", id.user, pgPrimary)}
+		}
+		if !a.Marked {
+			return b.notOwned(id.user, "start a rotation that would drop")
+		}
+		for _, g := range b.generations(primary, id.base) {
+			if g != id.user {
+				return &engine.Refusal{Reason: string(reason.DualPasswordExists), Message: fmt.Sprintf(
+					"role %s already has a login on %s beside the current login %s: a generation of this set that the status does not account for (was the status or the source Secret restored from a backup?), which consumers may log in as, so nothing was changed: reset the server to the source Secret (kubectl rekey recover does this, once the consumers run the current logins), then rotate again", g, pgPrimary, id.user)}
+			}
+		}
+		if err := b.proven(id.user, id.pw, reason.KeyMismatch, "it was changed outside rekey, so the rotation did not start: once no consumer depends on the server's password, kubectl rekey recover resets it to the source Secret's; then rotate again"); err != nil {
+			return err
 		}
 	}
-	return b.proven(user, pw, reason.KeyMismatch, "it was changed outside rekey, so the rotation did not start: once no consumer depends on the server's password, kubectl rekey recover resets it to the source Secret's; then rotate again")
+	return nil
 }
 
-// Apply makes the pending login beside the current one, then drops the
-// generations of interrupted rotations.
+// Apply makes the pending logins beside the current ones, then drops the
+// generations of interrupted rotations, login by login.
 func (b *pgBackend) Apply(_ context.Context, cur, pending engine.Secrets, _ int64) (engine.Secrets, error) {
-	user, pw, err := b.identity(pending, "pending", true)
+	ids, err := b.identities(pending, "pending", true)
 	if err != nil {
 		return nil, err
 	}
-	if user == cur[pgUserKey] {
-		return nil, b.sameLogin(reason.RotateRefused, user)
+	for _, id := range ids {
+		if id.user == cur[id.userKey()] {
+			return nil, b.sameLogin(reason.RotateRefused, id.user)
+		}
 	}
 	primary, err := b.topology()
 	if err != nil {
 		return nil, err
 	}
-	if err := b.requireGroup(primary, reason.RotateRefused); err != nil {
+	if err := b.requireGroups(primary, ids, reason.RotateRefused); err != nil {
 		return nil, err
 	}
-	if err := b.apply(primary, user, pw); err != nil {
+	if err := b.apply(primary, ids); err != nil {
 		return nil, err
 	}
-	if err := b.removeGenerations(primary, reason.RotateRefused, cur[pgUserKey], user); err != nil {
-		return nil, err
+	for _, id := range ids {
+		if err := b.removeGenerations(primary, id.base, reason.RotateRefused, cur[id.userKey()], id.user); err != nil {
+			return nil, err
+		}
 	}
-	return engine.Secrets{pgUserKey: user, pgPasswordKey: pw}, nil
+	return pgSecretsOf(ids), nil
 }
 
 func (b *pgBackend) sameLogin(r reason.Reason, user string) error {
@@ -218,43 +246,54 @@ func (b *pgBackend) sameLogin(r reason.Reason, user string) error {
 		"the pending login %s is also the current login, so retiring one would drop the other: abort the rotation (kubectl rekey abort) and rotate again", user)}
 }
 
-// Retire drops the current login once the pending one logs in everywhere.
+// Retire drops the current logins once every pending one logs in
+// everywhere, login by login.
 func (b *pgBackend) Retire(_ context.Context, cur, pending engine.Secrets) error {
-	user, pw, err := b.identity(pending, "pending", false)
+	ids, err := b.identities(pending, "pending", false)
 	if err != nil {
 		return err
 	}
-	old := cur[pgUserKey]
-	if old == "" {
-		return fmt.Errorf("the current secrets lack a %s", pgUserKey)
-	}
-	if old == user {
-		return b.sameLogin(reason.DiscardRefused, user)
-	}
-	if err := b.checkLogin(old); err != nil {
-		return err
+	for _, id := range ids {
+		old := cur[id.userKey()]
+		if old == "" {
+			return fmt.Errorf("the current secrets lack a %s", id.userKey())
+		}
+		if old == id.user {
+			return b.sameLogin(reason.DiscardRefused, id.user)
+		}
+		if err := b.checkLogin(id.pgLogin, old); err != nil {
+			return err
+		}
 	}
 	primary, err := b.topology()
 	if err != nil {
 		return err
 	}
-	if err := b.proven(user, pw, reason.PendingRejected, "so "+old+" was not dropped (its consumers could be locked out). The discard began and can only complete: set "+user+"'s password back to the source Secret's "+engine.PendingKey(pgPasswordKey)+" (ALTER ROLE ... PASSWORD, on the primary), then rekey finishes it"); err != nil {
-		return err
+	for _, id := range ids {
+		if err := b.proven(id.user, id.pw, reason.PendingRejected, "so "+cur[id.userKey()]+" was not dropped (its consumers could be locked out). The discard began and can only complete: set "+id.user+"'s password back to the source Secret's "+engine.PendingKey(id.passwordKey())+" (ALTER ROLE ... PASSWORD, on the primary), then rekey finishes it"); err != nil {
+			return err
+		}
 	}
-	a := primary.acct(old)
-	if !a.Exists {
-		return nil // gone already: a Retire after a crash
+	for _, id := range ids {
+		old := cur[id.userKey()]
+		a := primary.acct(old)
+		if !a.Exists {
+			continue // gone already: a Retire after a crash
+		}
+		if !a.Marked {
+			return b.notOwned(old, "drop")
+		}
+		if err := b.dropLogin(primary, old, reason.DiscardRefused); err != nil {
+			return err
+		}
 	}
-	if !a.Marked {
-		return b.notOwned(old, "drop")
-	}
-	return b.dropLogin(primary, old, reason.DiscardRefused)
+	return nil
 }
 
-// Reset repairs the current login first, then drops every other
-// generation.
+// Reset repairs the current logins first, then drops every other
+// generation of each.
 func (b *pgBackend) Reset(_ context.Context, cur engine.Secrets) error {
-	user, pw, err := b.identity(cur, "current", true)
+	ids, err := b.identities(cur, "current", true)
 	if err != nil {
 		return err
 	}
@@ -262,57 +301,81 @@ func (b *pgBackend) Reset(_ context.Context, cur engine.Secrets) error {
 	if err != nil {
 		return err
 	}
-	if err := b.requireGroup(primary, reason.BackendError); err != nil {
+	if err := b.requireGroups(primary, ids, reason.BackendError); err != nil {
 		return err
 	}
-	if err := b.apply(primary, user, pw); err != nil {
+	if err := b.apply(primary, ids); err != nil {
 		return err
 	}
 	failpoint.Hit("reset/postgres-login-ensured")
-	return b.removeGenerations(primary, reason.AbortSkipped, user)
+	for _, id := range ids {
+		if err := b.removeGenerations(primary, id.base, reason.AbortSkipped, id.user); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
-// Verify: the login logs in everywhere with the password s holds.
+// Verify: every login logs in everywhere with the password s holds.
 func (b *pgBackend) Verify(_ context.Context, s engine.Secrets) error {
-	user, pw, err := b.identity(s, "distributed", false)
+	ids, err := b.identities(s, "distributed", false)
 	if err != nil {
 		return err
 	}
 	if _, err := b.topology(); err != nil {
 		return err
 	}
-	return b.proven(user, pw, reason.PendingRejected, "so the distribution Secrets were not changed (consumers keep what works): the source Secret or the role was changed outside rekey; run kubectl rekey recover")
+	for _, id := range ids {
+		if err := b.proven(id.user, id.pw, reason.PendingRejected, "so the distribution Secrets were not changed (consumers keep what works): the source Secret or the role was changed outside rekey; run kubectl rekey recover"); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
-// Deprovision drops every generation the set made.
+// Deprovision drops every generation the set made, login by login.
 func (b *pgBackend) Deprovision(context.Context, engine.Secrets) error {
 	primary, err := b.topology()
 	if err != nil {
 		return err
 	}
-	return b.removeGenerations(primary, reason.UsersInUse)
+	for _, l := range b.logins() {
+		if err := b.removeGenerations(primary, l.base, reason.UsersInUse); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
-// Release drops every other generation, then takes the set's mark off the
-// current login, which keeps its password.
+// Release drops every other generation of each login, then takes the
+// set's mark off its current login, which keeps its password.
 func (b *pgBackend) Release(_ context.Context, cur engine.Secrets) error {
-	user := cur[pgUserKey]
-	if user == "" {
-		return &engine.Refusal{Reason: string(reason.KeyMismatch), Message: fmt.Sprintf(
-			"the source Secret names no current login (%s is empty), so rekey cannot tell which role consumers log in as and dropped none: restore the source Secret, or choose deletionPolicy Retain and drop the set's roles by hand", pgUserKey)}
+	for _, l := range b.logins() {
+		if cur[l.userKey()] == "" {
+			return &engine.Refusal{Reason: string(reason.KeyMismatch), Message: fmt.Sprintf(
+				"the source Secret names no current login (%s is empty), so rekey cannot tell which role consumers log in as and dropped none: restore the source Secret, or choose deletionPolicy Retain and drop the set's roles by hand", l.userKey())}
+		}
 	}
 	primary, err := b.topology()
 	if err != nil {
 		return err
 	}
-	if err := b.removeGenerations(primary, reason.UsersInUse, user); err != nil {
-		return err
+	for _, l := range b.logins() {
+		user := cur[l.userKey()]
+		if err := b.removeGenerations(primary, l.base, reason.UsersInUse, user); err != nil {
+			return err
+		}
+		b.release(primary, user)
 	}
+	return nil
+}
+
+// release takes the set's mark off a role, which keeps its password.
+func (b *pgBackend) release(primary *Instance, user string) {
 	if a := primary.acct(user); a.Exists && a.Marked {
 		a.Marked = false
 		primary.set(user, a)
 		pgSync(b.w)
 		failpoint.Hit("release/postgres-login-released")
 	}
-	return nil
 }

@@ -25,33 +25,15 @@ func (b *pgBackend) topology() (*Instance, error) {
 	return b.w.instance(pgPrimary), nil
 }
 
-// identity is the login s holds, checked as one of the set's generations
-// (checkLogin) when check.
-func (b *pgBackend) identity(s engine.Secrets, which string, check bool) (string, string, error) {
-	user, pw := s[pgUserKey], s[pgPasswordKey]
-	if user == "" || pw == "" {
-		return "", "", fmt.Errorf("the %s secrets lack a %s or a %s", which, pgUserKey, pgPasswordKey)
+// requireGroups refuses to go on while a login's group is missing.
+func (b *pgBackend) requireGroups(primary *Instance, ids []pgIdentity, r reason.Reason) error {
+	for _, id := range ids {
+		if !primary.acct(id.group).Exists {
+			return &engine.Refusal{Reason: string(r), Message: fmt.Sprintf(
+				"role %s (a login's group in spec.postgres) does not exist on %s: create it (CREATE ROLE %s NOLOGIN) and give it the application's objects and grants, then rekey goes on", id.group, pgPrimary, id.group)}
+		}
 	}
-	if check {
-		return user, pw, b.checkLogin(user)
-	}
-	return user, pw, nil
-}
-
-func (b *pgBackend) checkLogin(user string) error {
-	if _, ok := pgGeneration(user); ok {
-		return nil
-	}
-	return &engine.Refusal{Reason: string(reason.KeyMismatch), Message: fmt.Sprintf(
-		"the source Secret names role %q under %s, which is not one of this set's login roles (%s_g<N>), so rekey changes nothing: restore the source Secret, or delete it to provision afresh", user, pgUserKey, pgBase)}
-}
-
-func (b *pgBackend) requireGroup(primary *Instance, r reason.Reason) error {
-	if primary.acct(pgGroup).Exists {
-		return nil
-	}
-	return &engine.Refusal{Reason: string(r), Message: fmt.Sprintf(
-		"role %s (a login's group in spec.postgres) does not exist on %s: create it (CREATE ROLE %s NOLOGIN) and give it the application's objects and grants, then rekey goes on", pgGroup, pgPrimary, pgGroup)}
+	return nil
 }
 
 func (b *pgBackend) notOwned(name, what string) error {
@@ -91,21 +73,37 @@ func (b *pgBackend) proven(name, pw string, why reason.Reason, next string) erro
 	return nil
 }
 
-// apply is ensureLogin, the replay wait, and the proof everywhere.
-func (b *pgBackend) apply(primary *Instance, user, pw string) error {
-	if err := b.ensureLogin(primary, user, pw); err != nil {
-		return err
+// apply is ensureLogin of each of ids, the replay wait (also for none),
+// and the proof of each everywhere.
+func (b *pgBackend) apply(primary *Instance, ids []pgIdentity) error {
+	for _, id := range ids {
+		if err := b.ensureLogin(primary, id.user, id.pw); err != nil {
+			return err
+		}
 	}
 	if err := b.waitReplay(); err != nil {
 		return err
 	}
-	return b.proven(user, pw, reason.BackendError, "rekey just set it, so something else decides logins: check pg_hba.conf (scram-sha-256 or md5 for these roles) and that hosts lists one cluster")
+	for _, id := range ids {
+		if err := b.proven(id.user, id.pw, reason.BackendError, "rekey just set it, so something else decides logins: check pg_hba.conf (scram-sha-256 or md5 for these roles) and that hosts lists one cluster"); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
-// sessions: the consumer's pod is logged in as the role it holds, while
+// sessions: the consumer's pod is logged in as each role it holds, while
 // that role exists.
 func (b *pgBackend) sessions(primary *Instance, name string) bool {
-	return !b.w.WebGone && b.w.Pod.Creds[pgUserKey] == name && primary.acct(name).Exists
+	if b.w.WebGone || !primary.acct(name).Exists {
+		return false
+	}
+	for _, l := range b.logins() {
+		if b.w.Pod.Creds[l.userKey()] == name {
+			return true
+		}
+	}
+	return false
 }
 
 // dropLogin drops the role once no session uses it.
@@ -120,12 +118,12 @@ func (b *pgBackend) dropLogin(primary *Instance, name string, why reason.Reason)
 	return nil
 }
 
-// generations are the primary's roles that are the set's: marked
-// <base>_g<N>.
-func (b *pgBackend) generations(primary *Instance) []string {
+// generations are the primary's roles that are the set's of login base:
+// marked <base>_g<N>.
+func (b *pgBackend) generations(primary *Instance, base string) []string {
 	var names []string
 	for name, a := range primary.Users {
-		if _, ok := pgGeneration(name); ok && a.Exists && a.Marked {
+		if _, ok := pgGenerationOf(base, name); ok && a.Exists && a.Marked {
 			names = append(names, name)
 		}
 	}
@@ -133,8 +131,9 @@ func (b *pgBackend) generations(primary *Instance) []string {
 	return names
 }
 
-func (b *pgBackend) removeGenerations(primary *Instance, why reason.Reason, keep ...string) error {
-	for _, g := range b.generations(primary) {
+// removeGenerations drops login base's roles other than keep.
+func (b *pgBackend) removeGenerations(primary *Instance, base string, why reason.Reason, keep ...string) error {
+	for _, g := range b.generations(primary, base) {
 		if slices.Contains(keep, g) {
 			continue
 		}

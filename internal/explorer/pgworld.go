@@ -110,28 +110,55 @@ func worldTransitions(o Options) []Transition {
 }
 
 // pgLeftValid is "nothing left valid after deletion" on the primary and
-// on the replica once it replayed.
+// on the replica once it replayed: with deletionPolicy Delete no role the
+// set made is left; with Discard only the roles its consumers were given
+// stay, without the set's mark, with the passwords they were given
+// (generationsLeftValid's rule, for each login).
 func pgLeftValid(w *World) string {
+	served := map[string]string{}
+	if w.Dist != nil {
+		data := map[string]string{}
+		for k, v := range w.Dist.Data {
+			data[k] = string(v)
+		}
+		served = pgCredLogins(w, data)
+	}
 	for _, in := range w.Instances {
-		if pgLagging(w, in) {
+		if pgLagging(w, in) || !in.Present || w.returned(in) {
 			continue
 		}
-		if d := generationsLeftValid(w, in); d != "" {
-			return in.Name + ": " + d
+		for _, name := range slices.Sorted(maps.Keys(in.Users)) {
+			a := in.Users[name]
+			if !pgRole(w, name) || !a.Exists || a.Hand || !a.Marked && a.Primary == "" {
+				continue
+			}
+			pw, given := served[name]
+			left := fmt.Sprintf("%s: the set is %s (deletionPolicy %s) and role %s", in.Name, goneOrEmptied(w), w.Set.Spec.OnDeletion(), name)
+			switch {
+			case a.Marked:
+				return left + " still carries its mark"
+			case !given && !lostElsewhere(w, in, a.Primary):
+				return left + ", which its consumers were not given, still logs in"
+			case given && a.Primary != pw:
+				return fmt.Sprintf("%s accepts %s, while its consumers were given %s", left, a.Primary, pw)
+			}
 		}
 	}
 	return ""
 }
 
-// pgStaleRestore is rabbitStaleRestore on the primary.
+// pgStaleRestore is rabbitStaleRestore on the primary, for each login.
 func pgStaleRestore(w *World) bool {
 	in := w.instance(pgPrimary)
-	if in.acct(string(w.Source.Data[pgUserKey])).Accepts(string(w.Source.Data[pgPasswordKey])) {
-		return false
-	}
-	for _, name := range (&pgBackend{w: w}).generations(in) {
-		if slices.Contains(w.Lost, in.acct(name).Primary) {
-			return true
+	b := &pgBackend{w: w, cs: w.Set}
+	for _, l := range b.logins() {
+		if in.acct(string(w.Source.Data[l.userKey()])).Accepts(string(w.Source.Data[l.passwordKey()])) {
+			continue
+		}
+		for _, name := range b.generations(in, l.base) {
+			if slices.Contains(w.Lost, in.acct(name).Primary) {
+				return true
+			}
 		}
 	}
 	return false

@@ -28,24 +28,7 @@ func TestPostgres(t *testing.T) {
 				return st.LastRolledBackID == "r1" && !st.ResetPending && !w.instance(pgPrimary).acct("app_g2").Exists &&
 					!w.instance(pgReplica).acct("app_g2").Exists && w.instance(pgReplica).acct("app_g1").Exists
 			},
-			"wound down": func(w *World) bool {
-				if !woundDown(w) {
-					return false
-				}
-				p := w.instance(pgPrimary)
-				if len((&pgBackend{w: w}).generations(p)) > 0 {
-					return false // a role still carries the set's mark
-				}
-				if w.Set.Spec.OnDeletion() == v1.DeletionDelete {
-					for name := range p.Users {
-						if _, ok := pgGeneration(name); ok {
-							return false
-						}
-					}
-					return true
-				}
-				return w.Dist != nil && p.acct(string(w.Dist.Data[pgUserKey])).Exists
-			},
+			"wound down": func(w *World) bool { return pgWoundDown(w) },
 			"replay paused mid-rotation": func(w *World) bool {
 				return w.instance(pgReplica).Stopped && w.Set.Status.Phase != v1.PhaseIdle
 			},
@@ -58,4 +41,36 @@ func TestPostgres(t *testing.T) {
 // replay paused, deletion and policy edits, stale reads.
 func TestPostgresWalks(t *testing.T) {
 	walkWorld(t, Options{Postgres: true, Crashes: true, Backups: true, Deletion: true, PolicyEdits: true, StaleReads: true}, "the PostgreSQL world", 3)
+}
+
+// pgWoundDown: the set was wound down, no role carries its mark, and with
+// Delete none of its generations is left; with Discard, each login its
+// consumers were given is.
+func pgWoundDown(w *World) bool {
+	if !woundDown(w) {
+		return false
+	}
+	p := w.instance(pgPrimary)
+	for name, a := range p.Users {
+		if pgRole(w, name) && a.Marked {
+			return false // a role still carries the set's mark
+		}
+	}
+	if w.Set.Spec.OnDeletion() == v1.DeletionDelete {
+		for name := range p.Users {
+			if _, ok := pgGeneration(name); ok {
+				return false
+			}
+		}
+		return true
+	}
+	if w.Dist == nil {
+		return false
+	}
+	for _, l := range pgLoginsOf(w.Set) {
+		if !p.acct(string(w.Dist.Data[l.userKey()])).Exists {
+			return false
+		}
+	}
+	return true
 }
