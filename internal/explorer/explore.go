@@ -34,6 +34,7 @@ func Start(o Options) (*World, error) {
 	}
 	if o.Postgres {
 		w = NewPostgresWorld()
+		pgConfigure(w, o) // spec.postgres's logins, terminateSessions and adopt (pglogins.go)
 	}
 	w.Set.Spec.DeletionPolicy = o.Policy
 	w.FixedAdmin = o.FixedAdmin || o.RabbitMQ || o.Ceph || o.CephInPlace || o.CephAdmin || o.Postgres
