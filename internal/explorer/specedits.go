@@ -41,7 +41,7 @@ func keysOf(cs *v1.CredentialSet, fixedAdmin bool) []string {
 	case RabbitWorld:
 		return []string{rabbitUserKey, rabbitPasswordKey}
 	case PostgresWorld:
-		return []string{pgUserKey, pgPasswordKey}
+		return pgKeys(cs)
 	case CephWorld, CephInPlaceWorld, CephAdminWorld:
 		return []string{cephBase}
 	}
