@@ -49,7 +49,7 @@ func (w *World) adminAccount() string {
 // user and admin are not).
 func (w *World) mine(k string) bool {
 	if w.rabbit() {
-		_, ok := rabbitGeneration(k)
+		_, ok := rabbitGenerationOf(rabbitBaseOf(w.Set), k)
 		return ok
 	}
 	if w.postgres() {
@@ -103,10 +103,14 @@ func (w *World) link() *World {
 func addPeer(w *World) error {
 	p := newSetWorld(peerName, "uid-2", peerName+"-creds", "web2")
 	p.Second, p.FixedAdmin = true, true
-	p.Set.Annotations[UsersAnnotation] = ShopKey
 	p.Set.Spec.DeletionPolicy = v1.DeletionDelete
-	for _, in := range w.Instances {
-		in.set(RootKey, Account{Exists: true, Primary: initial(RootKey)})
+	if w.rabbit() {
+		rabbitPeer(p) // its own user base on the broker (rabbittwosets.go)
+	} else {
+		p.Set.Annotations[UsersAnnotation] = ShopKey
+		for _, in := range w.Instances {
+			in.set(RootKey, Account{Exists: true, Primary: initial(RootKey)})
+		}
 	}
 	p.Instances, w.Peer = w.Instances, p
 	for i := 0; i < 5 && p.Set.Status.KeyGeneration == 0; i++ {
