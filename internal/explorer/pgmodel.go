@@ -62,14 +62,25 @@ import (
 //     dropped, released), so that a crash or a refusal between two logins
 //     leaves the first done (TestSeveralLogins; TestModelLoginsOneByOne: a
 //     session of the second login's old role leaves the first's dropped,
-//     DiscardRefused, and Release takes the mark off each).
+//     DiscardRefused, and Release takes the mark off each);
+//   - terminateSessions (option TerminateSessions): every drop (Retire,
+//     Apply's sweep, Reset, Release, Deprovision) first makes the role
+//     NOLOGIN on the primary, waits for the replica to replay that (a
+//     paused replica stops it there, Unreachable, the role NOLOGIN on the
+//     primary and still logging in on the replica, its sessions still
+//     running), then ends its sessions on every instance and drops it
+//     instead of refusing (TestTerminateSessions;
+//     TestModelTerminateAwaitsReplay, also Deprovision's drop of a
+//     current login in use). A client outside the set's consumers may
+//     hold a session as the served login (pgclient.go): without the
+//     option it holds the drop back, with the refusal's reason, until it
+//     ends (TestOverlappingRotation, TestModelApplySweeps, TestRelease).
 //
 // Crashes: after each role created, changed or dropped (the backend's own
 // failpoints postgres/login-ensured, postgres/login-dropped,
 // reset/postgres-login-ensured; e2e TestPostgresCrashSafety kills the
 // manager at them), and after Release's mark removal (the model's).
-// Not modelled: adoption (spec.postgres.adopt), terminateSessions, the
-// leadership term on the roles' comment, a group role missing, the
+// Not modelled: adoption (spec.postgres.adopt), the leadership term on the roles' comment, a group role missing, the
 // primary not answering, failover.
 const (
 	// PostgresWorld is the model annotation's value that selects it.

@@ -93,9 +93,14 @@ func (b *pgBackend) apply(primary *Instance, ids []pgIdentity) error {
 }
 
 // sessions: the consumer's pod is logged in as each role it holds, while
-// that role exists.
+// that role exists and logs in (terminateSessions' NOLOGIN, below, keeps
+// it from logging in again once its session was ended); the outside
+// client (pgclient.go) as the role it logged in as.
 func (b *pgBackend) sessions(primary *Instance, name string) bool {
-	if b.w.WebGone || !primary.acct(name).Exists {
+	if pgClientRole(primary) == name {
+		return true
+	}
+	if a := primary.acct(name); b.w.WebGone || !a.Exists || a.Primary == "" {
 		return false
 	}
 	for _, l := range b.logins() {
@@ -106,8 +111,14 @@ func (b *pgBackend) sessions(primary *Instance, name string) bool {
 	return false
 }
 
-// dropLogin drops the role once no session uses it.
+// dropLogin drops the role once no session uses it; with
+// terminateSessions it ends them first.
 func (b *pgBackend) dropLogin(primary *Instance, name string, why reason.Reason) error {
+	if b.terminate() {
+		if err := b.endSessions(primary, name); err != nil {
+			return err
+		}
+	}
 	if b.sessions(primary, name) {
 		return &engine.Refusal{Reason: string(why), Message: fmt.Sprintf(
 			"role %s still has 1 session(s): %s pid 100 (web from 10.0.0.9). rekey drops it only once they end, so that no client is cut off: restart the clients that still log in as %s (they are not among this set's consumers), or end the sessions with pg_terminate_backend; rekey retries by itself", name, pgPrimary, name)}
@@ -140,6 +151,28 @@ func (b *pgBackend) removeGenerations(primary *Instance, base string, why reason
 		if err := b.dropLogin(primary, g, why); err != nil {
 			return err
 		}
+	}
+	return nil
+}
+
+// endSessions (terminateSessions): ALTER ROLE NOLOGIN on the primary (the
+// model keeps no password for a role that does not log in: rekey gives it
+// LOGIN back only with a password, ALTER ROLE ... WITH LOGIN PASSWORD),
+// the replay waited for (a replica that does not replay stops it there,
+// the role NOLOGIN on the primary and not dropped), then
+// pg_terminate_backend on every instance: every session as the role ends
+// (the pod's, the outside client's), and none logs in again.
+func (b *pgBackend) endSessions(primary *Instance, name string) error {
+	a := primary.acct(name)
+	a.Primary = ""
+	primary.set(name, a)
+	pgSync(b.w)
+	if err := b.waitReplay(); err != nil {
+		return err
+	}
+	if pgClientRole(primary) == name {
+		pgClientEnd(primary, pgClientCut)
+		pgSync(b.w)
 	}
 	return nil
 }

@@ -87,7 +87,7 @@ func pgResume(c *World) string {
 		pgSync(c)
 		return pgReplica + " resumes replay (what its refusal waits for)"
 	}
-	return ""
+	return pgClientDrain(c)
 }
 
 // worldTransitions are the transitions of the backend worlds other than
@@ -105,6 +105,7 @@ func worldTransitions(o Options) []Transition {
 	}
 	if o.Postgres {
 		out = append(out, pgTransitions()...)
+		out = append(out, pgClientTransitions()...)
 	}
 	return out
 }
