@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	v1 "rekey.io/rekey/api/v1alpha1"
+	"rekey.io/rekey/internal/backend/registry"
 	"rekey.io/rekey/internal/engine"
 	"rekey.io/rekey/internal/failpoint"
 	"rekey.io/rekey/internal/reason"
@@ -66,7 +67,10 @@ var _ engine.Releaser = (*cephBackend)(nil)
 var _ engine.Deprovisioner = (*cephBackend)(nil)
 
 func init() {
-	registerWorld(CephWorld, func(cs *v1.CredentialSet) engine.Backend { return &cephBackend{w: active, cs: cs} })
+	registerWorldWith(CephWorld, func(ctx context.Context, cs *v1.CredentialSet, k registry.Kube) (engine.Backend, error) {
+		b := &cephBackend{w: active, cs: cs}
+		return b, b.trimAtRest(ctx, k) // cephkube's trimPriors (cephpriors.go)
+	})
 }
 
 func (b *cephBackend) Keys() []string { return []string{cephBase} }
@@ -253,8 +257,9 @@ func (b *cephBackend) verify(in *Instance, secrets engine.Secrets) error {
 // outside rekey name (ceph's takeClusterKey).
 var takeClusterKey = "to take the cluster's key: during a rotation delete " + engine.PendingKey(cephBase) + " from the source Secret, at rest delete " + cephBase + " from the source Secret; rekey reads the key back and restarts the consumers onto it"
 
-// Retire removes the generations older than the pending one
-// (keepPriorKeyCount 0), once the pending key authenticates.
+// Retire removes the generations older than the pending one beyond the
+// keepPriorKeyCount just below it (cephpriors.go), once the pending key
+// authenticates.
 func (b *cephBackend) Retire(_ context.Context, _, pending engine.Secrets) error {
 	in, err := b.mon()
 	if err != nil {
@@ -264,13 +269,7 @@ func (b *cephBackend) Retire(_ context.Context, _, pending engine.Secrets) error
 		return err
 	}
 	_, gen, _ := b.current(in, pending)
-	var doomed []string
-	for _, g := range b.generations(in) {
-		if g < gen {
-			doomed = append(doomed, cephEntity(g))
-		}
-	}
-	return b.remove(in, doomed, "ceph/prior-removed")
+	return b.remove(in, cephPriorsToRetire(b.generations(in), gen, cephKeep(b.cs)), "ceph/prior-removed")
 }
 
 // Reset is resetOverlapping: the current key must still work; every newer

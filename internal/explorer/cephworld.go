@@ -85,6 +85,9 @@ func cephTransitions(o Options) []Transition {
 		{"mon stops answering", func(w *World) bool { return outage(cephMon, true)(w) }},
 		{"mon answers again", func(w *World) bool { return outage(cephMon, false)(w) }},
 	}
+	if o.Ceph && o.KeepPriors > 0 {
+		out = append(out, Transition{"user: lower keepPriorKeyCount", edit(lowerKeep)})
+	}
 	if (o.Ceph || o.CephInPlace) && o.HandChanges {
 		out = append(out, Transition{"someone rotates " + cephBase + "'s key by hand (ceph auth rotate)", handRotate})
 	}
