@@ -141,3 +141,10 @@ func TestCephPriorsRestored(t *testing.T) {
 		},
 	})
 }
+
+// TestCephPriorsWalks takes seeded random walks of the Ceph world with
+// keepPriorKeyCount 1 among every transition it has, the count lowered
+// and the person's rotation too.
+func TestCephPriorsWalks(t *testing.T) {
+	walkWorld(t, Options{Ceph: true, KeepPriors: 1, HandChanges: true, Crashes: true, Backups: true, Deletion: true, PolicyEdits: true, StaleReads: true}, "the Ceph world keeping priors", 3)
+}
