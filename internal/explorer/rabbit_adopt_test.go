@@ -41,3 +41,23 @@ func TestRabbitMQAdopt(t *testing.T) {
 			},
 		})
 }
+
+// TestRabbitMQAdoptHand: someone changes the adopted user's password by
+// hand (rabbitmqctl change_password), before or during its first
+// rotation, and only rekey puts it right (the person's setting it back is
+// left out): a recover's or a rollback's reset sets the password back,
+// keeping the user's tags and so its mark (resetAdopted). Every invariant
+// holds; the test fails unless the adopted user was put right that way,
+// the set Idle with the pod logging in as it.
+func TestRabbitMQAdoptHand(t *testing.T) {
+	reached := false
+	o := Options{RabbitMQ: true, Adopt: true, HandChanges: true, Crashes: true,
+		Only: []string{"user: rotate r1", "user: abort (active", "user: recover c1", "consumer", "someone changes the current user's"},
+		Observe: func(w *World) {
+			reached = reached || handPutRight(rabbitAdopted)(w) && w.instance(broker).acct(rabbitAdopted).Marked
+		}}
+	explorePath(t, o, envInt("REKEY_EXPLORE_RABBITMQ_ADOPT_HAND_DEPTH", 7))
+	if !reached {
+		t.Error("never reached the hand-changed adopted user put right by rekey, marked, Idle, the pod on it")
+	}
+}
