@@ -74,14 +74,25 @@ import (
 //     current login in use). A client outside the set's consumers may
 //     hold a session as the served login (pgclient.go): without the
 //     option it holds the drop back, with the refusal's reason, until it
-//     ends (TestOverlappingRotation, TestModelApplySweeps, TestRelease).
+//     ends (TestOverlappingRotation, TestModelApplySweeps, TestRelease);
+//   - an adopted role (spec.postgres.adopt, option Adopt: pgadopt.go),
+//     legacy, proven with its password before anything is stored, claimed
+//     at provisioning (marked, its password kept) as generation 1 and
+//     distributed (TestAdoption, TestSeveralLoginsAdoption with Logins:
+//     the second login adopts it); dropped by the first rotation's Retire
+//     (TestAdoption); while it is current, Precheck refuses another
+//     generation, a reset sets its password again and drops the rest,
+//     and Release and Deprovision hand it back without the set's mark,
+//     with its password (TestModelAdoptedCurrent).
 //
-// Crashes: after each role created, changed or dropped (the backend's own
-// failpoints postgres/login-ensured, postgres/login-dropped,
-// reset/postgres-login-ensured; e2e TestPostgresCrashSafety kills the
-// manager at them), and after Release's mark removal (the model's).
-// Not modelled: adoption (spec.postgres.adopt), the leadership term on the roles' comment, a group role missing, the
-// primary not answering, failover.
+// Crashes: after each role created, changed, adopted or dropped (the
+// backend's own failpoints postgres/login-ensured, postgres/login-dropped,
+// reset/postgres-login-ensured, where e2e TestPostgresCrashSafety kills
+// the manager, and postgres/adopted-marked), and after Release's
+// mark removal (the model's). Adoption happens while the set provisions,
+// which Start does before exploring: its crash point is not explored.
+// Not modelled: the leadership term on the roles' comment, a group role
+// missing, the primary not answering, failover.
 const (
 	// PostgresWorld is the model annotation's value that selects it.
 	PostgresWorld = "postgres"
@@ -117,8 +128,8 @@ var (
 )
 
 func init() {
-	registerWorld(PostgresWorld, func(cs *v1.CredentialSet) engine.Backend { return &pgBackend{w: active, cs: cs} })
-	for _, p := range []string{"postgres/login-ensured", "postgres/login-dropped", "reset/postgres-login-ensured", "release/postgres-login-released"} {
+	pgRegister()
+	for _, p := range []string{"postgres/login-ensured", "postgres/login-dropped", "reset/postgres-login-ensured", "release/postgres-login-released", "postgres/adopted-marked"} {
 		crashPoints[p] = true
 	}
 }
@@ -161,29 +172,6 @@ func (b *pgBackend) Version(context.Context, engine.Secrets) (string, error) {
 		return "", err
 	}
 	return "16.4", nil
-}
-
-func (b *pgBackend) Provision(_ context.Context, cur engine.Secrets) (engine.Provisioned, error) {
-	ids, err := b.identities(cur, "current", true)
-	if err != nil {
-		return engine.Provisioned{}, err
-	}
-	primary, err := b.topology()
-	if err != nil {
-		return engine.Provisioned{}, err
-	}
-	if err := b.requireGroups(primary, ids, reason.ProvisionFailed); err != nil {
-		return engine.Provisioned{}, err
-	}
-	if err := b.apply(primary, ids); err != nil {
-		return engine.Provisioned{}, err
-	}
-	gen := int64(1)
-	for _, id := range ids {
-		g, _ := pgGenerationOf(id.base, id.user)
-		gen = max(gen, g)
-	}
-	return engine.Provisioned{Secrets: pgSecretsOf(ids), Generation: gen}, nil
 }
 
 // Precheck: each current login exists, is the set's, is its login's only
@@ -342,51 +330,4 @@ func (b *pgBackend) Verify(_ context.Context, s engine.Secrets) error {
 		}
 	}
 	return nil
-}
-
-// Deprovision drops every generation the set made, login by login.
-func (b *pgBackend) Deprovision(context.Context, engine.Secrets) error {
-	primary, err := b.topology()
-	if err != nil {
-		return err
-	}
-	for _, l := range b.logins() {
-		if err := b.removeGenerations(primary, l.base, reason.UsersInUse); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-// Release drops every other generation of each login, then takes the
-// set's mark off its current login, which keeps its password.
-func (b *pgBackend) Release(_ context.Context, cur engine.Secrets) error {
-	for _, l := range b.logins() {
-		if cur[l.userKey()] == "" {
-			return &engine.Refusal{Reason: string(reason.KeyMismatch), Message: fmt.Sprintf(
-				"the source Secret names no current login (%s is empty), so rekey cannot tell which role consumers log in as and dropped none: restore the source Secret, or choose deletionPolicy Retain and drop the set's roles by hand", l.userKey())}
-		}
-	}
-	primary, err := b.topology()
-	if err != nil {
-		return err
-	}
-	for _, l := range b.logins() {
-		user := cur[l.userKey()]
-		if err := b.removeGenerations(primary, l.base, reason.UsersInUse, user); err != nil {
-			return err
-		}
-		b.release(primary, user)
-	}
-	return nil
-}
-
-// release takes the set's mark off a role, which keeps its password.
-func (b *pgBackend) release(primary *Instance, user string) {
-	if a := primary.acct(user); a.Exists && a.Marked {
-		a.Marked = false
-		primary.set(user, a)
-		pgSync(b.w)
-		failpoint.Hit("release/postgres-login-released")
-	}
 }
