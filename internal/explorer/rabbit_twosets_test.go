@@ -73,3 +73,13 @@ func TestRabbitMQTwoSets(t *testing.T) {
 		})
 	}
 }
+
+// TestRabbitMQTwoSetsWalks takes seeded random walks of two sets on one
+// broker, the first adopting legacy (spec.rabbitmq.adopt), among every
+// transition of the RabbitMQ world (the user's requests with fresh,
+// repeated and stale IDs, crashes, restores, the broker not answering,
+// hand changes, deletion and policy edits, stale reads) and db2's.
+func TestRabbitMQTwoSetsWalks(t *testing.T) {
+	walkWorld(t, Options{RabbitMQ: true, TwoSets: true, Adopt: true, HandChanges: true, Crashes: true, Backups: true, Deletion: true, PolicyEdits: true, StaleReads: true},
+		"two sets on one broker, one adopting a user", 3)
+}
