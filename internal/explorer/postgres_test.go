@@ -38,7 +38,8 @@ func TestPostgres(t *testing.T) {
 // TestPostgresWalks takes seeded random walks of the PostgreSQL world
 // among every transition it has: the user's requests with fresh, repeated
 // and stale IDs, crashes, restores, the replica not answering and its
-// replay paused, deletion and policy edits, stale reads.
+// replay paused, a client outside the consumers holding a session,
+// deletion and policy edits, stale reads.
 func TestPostgresWalks(t *testing.T) {
 	walkWorld(t, Options{Postgres: true, Crashes: true, Backups: true, Deletion: true, PolicyEdits: true, StaleReads: true}, "the PostgreSQL world", 3)
 }
@@ -73,4 +74,12 @@ func pgWoundDown(w *World) bool {
 		}
 	}
 	return true
+}
+
+// TestPostgresWalksOptions takes the random walks of TestPostgresWalks in
+// the PostgreSQL world with every option of spec.postgres it models: two
+// logins (the second adopting the role legacy) and terminateSessions.
+func TestPostgresWalksOptions(t *testing.T) {
+	walkWorld(t, Options{Postgres: true, Logins: true, TerminateSessions: true, Adopt: true, Crashes: true, Backups: true, Deletion: true, PolicyEdits: true, StaleReads: true},
+		"the PostgreSQL world with two logins, an adopted role and terminateSessions", 3)
 }
