@@ -25,6 +25,8 @@ import (
 // out on that model; each is proven on a real rabbitmq-server by that
 // package's and test/e2e's RabbitMQ tests (TestRabbitMQRotation,
 // TestRabbitMQCrashSafety, TestRabbitMQDeletion, TestRabbitMQOwnership).
+// An adopted user (option Adopt) is rabbitadopt.go's; two sets on one
+// broker (option TwoSets), each with a base of its own, rabbittwosets.go's.
 const (
 	// RabbitWorld is the model annotation's value that selects it.
 	RabbitWorld = "rabbitmq"
