@@ -1,9 +1,12 @@
 package explorer
 
 import (
+	"slices"
+	"strings"
 	"testing"
 
 	v1 "rekey.io/rekey/api/v1alpha1"
+	"rekey.io/rekey/internal/reason"
 )
 
 // TestRabbitMQAdopt: the set adopts legacy, a user the broker had before
@@ -59,5 +62,50 @@ func TestRabbitMQAdoptHand(t *testing.T) {
 	explorePath(t, o, envInt("REKEY_EXPLORE_RABBITMQ_ADOPT_HAND_DEPTH", 7))
 	if !reached {
 		t.Error("never reached the hand-changed adopted user put right by rekey, marked, Idle, the pod on it")
+	}
+}
+
+// TestRabbitMQAdoptRefused: the adopted user missing, or refusing the
+// password the adopt Secret holds, is refused while the set provisions
+// (ProvisionFailed, as the backend's ProveAdoption, testAdoptLifecycle):
+// nothing is stored, nothing distributed, the user left as it was. Once
+// the user logs in with it (the person fixed the Secret or the user), the
+// set provisions with it as generation 1.
+func TestRabbitMQAdoptRefused(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		user Account
+	}{
+		{"wrong password", Account{Exists: true, Primary: "pw-other"}},
+		{"no such user", Account{}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			w := NewRabbitWorld()
+			rabbitAdopt(w)
+			in := w.instance(broker)
+			in.set(rabbitAdopted, c.user)
+			for range 3 {
+				if _, err := w.Reconcile(""); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if w.Set.Status.KeyGeneration != 0 || w.Source != nil && len(w.Source.Data) > 0 || w.Dist != nil || in.acct(rabbitAdopted) != c.user || len(in.Users) != 1 {
+				t.Fatalf("a refused adoption changed something: %s", w.Summary())
+			}
+			if !slices.ContainsFunc(w.Warnings, func(s string) bool {
+				return strings.Contains(s, string(reason.ProvisionFailed)) && strings.Contains(s, rabbitAdopted) && !strings.Contains(s, "pw-")
+			}) {
+				t.Fatalf("no ProvisionFailed warning naming %s: %v", rabbitAdopted, w.Warnings)
+			}
+			in.set(rabbitAdopted, Account{Exists: true, Primary: rabbitAdoptedPassword})
+			for i := 0; i < 5 && w.Set.Status.KeyGeneration == 0; i++ {
+				if _, err := w.Reconcile(""); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if a := in.acct(rabbitAdopted); w.Set.Status.KeyGeneration != 1 || !a.Marked || string(w.Source.Data[rabbitUserKey]) != rabbitAdopted {
+				t.Fatalf("the adoption did not go on once the password logged in: %s", w.Summary())
+			}
+		})
 	}
 }
