@@ -267,27 +267,30 @@ func assertOwner(t *testing.T, p *testenv.Postgres, table, want string) {
 	}
 }
 
-// waitNoSessions: a closed session leaves pg_stat_activity a moment later.
+// waitNoSessions: a closed session leaves pg_stat_activity a moment later,
+// on the instance it was opened on (the primary or the replica).
 func waitNoSessions(t *testing.T, p *testenv.Postgres, role string) {
 	t.Helper()
 	ctx := ctxT(t)
-	c, err := p.Admin(ctx, p.Primary)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close(ctx)
-	for {
-		var n int
-		if err := c.QueryRow(ctx, "SELECT count(*) FROM pg_stat_activity WHERE usename = $1", role).Scan(&n); err != nil {
+	for _, i := range []*testenv.PostgresInstance{p.Primary, p.Replica} {
+		c, err := p.Admin(ctx, i)
+		if err != nil {
 			t.Fatal(err)
 		}
-		if n == 0 {
-			return
+		for {
+			var n int
+			if err := c.QueryRow(ctx, "SELECT count(*) FROM pg_stat_activity WHERE usename = $1", role).Scan(&n); err != nil {
+				t.Fatal(err)
+			}
+			if n == 0 {
+				break
+			}
+			select {
+			case <-ctx.Done():
+				t.Fatalf("%s still has %d sessions on the %s", role, n, i.Name)
+			case <-time.After(50 * time.Millisecond):
+			}
 		}
-		select {
-		case <-ctx.Done():
-			t.Fatalf("%s still has %d sessions", role, n)
-		case <-time.After(50 * time.Millisecond):
-		}
+		c.Close(ctx)
 	}
 }
