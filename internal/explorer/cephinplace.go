@@ -158,7 +158,7 @@ func (b *cephInPlaceBackend) Apply(_ context.Context, cur, pending engine.Secret
 		b.entity(in)
 		return engine.Secrets{cephBase: a.Primary}, nil
 	case refuseKey:
-		return nil, mismatchRefusal("the cluster's key for " + cephBase + " is neither the current nor the pending key the source Secret holds (changed outside rekey); nothing was rotated. Find who changed it; " + takeClusterKey)
+		return nil, mismatchRefusal("the cluster's key for " + cephBase + " is neither the current nor the pending key the source Secret holds (changed outside rekey); nothing was rotated. Find who changed it; " + takeClusterKey(cephBase))
 	}
 	b.entity(in)
 	if b.w.cephAdmin() {
@@ -262,8 +262,8 @@ func handRotate(w *World) bool {
 	if world == CephWorld {
 		entity = ""
 		for name, a := range in.Users {
-			if g, ok := cephGeneration(name); ok && a.Exists {
-				if n, _ := cephGeneration(entity); g > n {
+			if g, ok := cephGenerationOf(cephBase, name); ok && a.Exists {
+				if n, _ := cephGenerationOf(cephBase, entity); g > n {
 					entity = name
 				}
 			}

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"sort"
-	"strconv"
 	"strings"
 
 	v1 "rekey.io/rekey/api/v1alpha1"
@@ -45,12 +44,6 @@ const (
 
 func (w *World) ceph() bool { return w.Set.Annotations[Annotation] == CephWorld || w.cephInPlace() }
 
-// cephGeneration is N of client.app.<N>.
-func cephGeneration(entity string) (int64, bool) {
-	n, err := strconv.ParseInt(strings.TrimPrefix(entity, cephBase+"."), 10, 64)
-	return n, err == nil && strings.HasPrefix(entity, cephBase+".") && n > 0
-}
-
 // cephEntityOf is the entity a key names.
 func cephEntityOf(key string) string {
 	e, _, _ := strings.Cut(key, cephKeySep)
@@ -73,7 +66,7 @@ func init() {
 	})
 }
 
-func (b *cephBackend) Keys() []string { return []string{cephBase} }
+func (b *cephBackend) Keys() []string { return cephKeys(b.cs) }
 
 func (b *cephBackend) Traits() engine.Traits { return engine.Traits{ReadBack: true, Overlap: true} }
 
@@ -99,12 +92,12 @@ func (b *cephBackend) mon() (*Instance, error) {
 	return in, nil
 }
 
-// generations are the set's generation entities, highest first (as the
-// real authDump.generations lists them).
-func (b *cephBackend) generations(in *Instance) []int64 {
+// generations are base's generation entities, highest first (as the real
+// authDump.generations lists them).
+func (b *cephBackend) generations(in *Instance, base string) []int64 {
 	var out []int64
 	for name, a := range in.Users {
-		if g, ok := cephGeneration(name); ok && a.Exists {
+		if g, ok := cephGenerationOf(base, name); ok && a.Exists {
 			out = append(out, g)
 		}
 	}
@@ -112,14 +105,16 @@ func (b *cephBackend) generations(in *Instance) []int64 {
 	return out
 }
 
-func cephEntity(g int64) string { return fmt.Sprintf("%s.%d", cephBase, g) }
+// cephEntity is client.app's generation g; cephEntityIn, base's.
+func cephEntity(g int64) string                { return cephEntityIn(cephBase, g) }
+func cephEntityIn(base string, g int64) string { return fmt.Sprintf("%s.%d", base, g) }
 
-// current is the entity and generation secrets name, and whether the
-// monitor holds exactly that key (holds).
-func (b *cephBackend) current(in *Instance, secrets engine.Secrets) (entity string, gen int64, held bool) {
-	key := secrets[cephBase]
+// current is the entity and generation secrets name for base, and whether
+// the monitor holds exactly that key (holds).
+func (b *cephBackend) current(in *Instance, secrets engine.Secrets, base string) (entity string, gen int64, held bool) {
+	key := secrets[base]
 	entity = cephEntityOf(key)
-	gen, _ = cephGeneration(entity)
+	gen, _ = cephGenerationOf(base, entity)
 	return entity, gen, in.acct(entity).Accepts(key)
 }
 
@@ -127,10 +122,11 @@ func (b *cephBackend) notOwned(entity string) error {
 	return &engine.Refusal{Reason: string(reason.NotOwned), Message: entity + " is not recorded for this set, so rekey does not change it"}
 }
 
-// mint is `ceph auth get-or-create`: an existing entity keeps its key
-// (read back), a new one gets a key minted for the rotation.
-func (b *cephBackend) mint(in *Instance, g int64, step string) string {
-	name := cephEntity(g)
+// mint is `ceph auth get-or-create` of base's generation g: an existing
+// entity keeps its key (read back), a new one gets a key minted for the
+// rotation.
+func (b *cephBackend) mint(in *Instance, base string, g int64, step string) string {
+	name := cephEntityIn(base, g)
 	if a := in.acct(name); a.Exists {
 		return a.Primary
 	}
@@ -157,41 +153,68 @@ func (b *cephBackend) remove(in *Instance, names []string, step string) error {
 	return nil
 }
 
+// Provision: an entity the source Secret holds must have that key; a
+// missing one adopts its newest generation, else is minted at the
+// generation the others have (first everything that exists, so that it is
+// known before any is made).
 func (b *cephBackend) Provision(_ context.Context, cur engine.Secrets) (engine.Provisioned, error) {
 	in, err := b.mon()
 	if err != nil {
 		return engine.Provisioned{}, err
 	}
-	if cur[cephBase] != "" {
-		entity, gen, held := b.current(in, cur)
-		if !held {
-			return engine.Provisioned{}, mismatchRefusal(entity + " does not hold the key the source Secret holds for it: delete " + cephBase + " from the source Secret and rekey adopts the cluster's key")
+	out := engine.Secrets{}
+	var found int64
+	var toMint []string
+	for _, base := range b.Keys() {
+		if cur[base] != "" {
+			entity, gen, held := b.current(in, cur, base)
+			if !held {
+				return engine.Provisioned{}, mismatchRefusal(entity + " does not hold the key the source Secret holds for it: delete " + base + " from the source Secret and rekey adopts the cluster's key")
+			}
+			out[base], found = cur[base], max(found, gen)
+			continue
 		}
-		return engine.Provisioned{Secrets: cur, Generation: gen}, nil
+		if gens := b.generations(in, base); len(gens) > 0 {
+			out[base], found = in.acct(cephEntityIn(base, gens[0])).Primary, max(found, gens[0])
+			continue
+		}
+		toMint = append(toMint, base)
 	}
-	if gens := b.generations(in); len(gens) > 0 {
-		return engine.Provisioned{Secrets: engine.Secrets{cephBase: in.acct(cephEntity(gens[0])).Primary}, Generation: gens[0]}, nil
+	gen := max(found, 1)
+	for _, base := range toMint {
+		out[base] = b.mint(in, base, gen, "ceph/generation-created")
 	}
-	return engine.Provisioned{Secrets: engine.Secrets{cephBase: b.mint(in, 1, "ceph/generation-created")}, Generation: 1}, nil
+	return engine.Provisioned{Secrets: out, Generation: gen}, nil
 }
 
 func mismatchRefusal(msg string) error {
 	return &engine.Refusal{Reason: string(reason.KeyMismatch), Message: msg}
 }
 
-// Precheck: the monitor holds the current key, and no generation newer
-// than the current one is the set's (newerGeneration).
+// Precheck: for each entity in turn, the monitor holds the current key,
+// and no generation newer than the current one is the set's.
 func (b *cephBackend) Precheck(_ context.Context, cur engine.Secrets) error {
 	in, err := b.mon()
 	if err != nil {
 		return err
 	}
-	entity, gen, held := b.current(in, cur)
-	if !held {
-		return mismatchRefusal(entity + " does not exist in the cluster with the key the source Secret holds for it: restore it (ceph auth import) or delete " + cephBase + " from the source Secret and rekey adopts the cluster's key, then rotate again; the rotation did not start")
+	for _, base := range b.Keys() {
+		entity, gen, held := b.current(in, cur, base)
+		if !held {
+			return mismatchRefusal(entity + " does not exist in the cluster with the key the source Secret holds for it: restore it (ceph auth import) or delete " + base + " from the source Secret and rekey adopts the cluster's key, then rotate again; the rotation did not start")
+		}
+		if err := b.newerGeneration(in, base, entity, gen); err != nil {
+			return err
+		}
 	}
-	for _, g := range b.generations(in) {
-		if name := cephEntity(g); g > gen && in.acct(name).Marked {
+	return nil
+}
+
+// newerGeneration refuses a generation of base newer than the current
+// one (entity, generation gen) recorded for the set.
+func (b *cephBackend) newerGeneration(in *Instance, base, entity string, gen int64) error {
+	for _, g := range b.generations(in, base) {
+		if name := cephEntityIn(base, g); g > gen && in.acct(name).Marked {
 			return &engine.Refusal{Reason: string(reason.DualPasswordExists), Message: name + " already has a key beside the current " + entity + ": a generation of this set that the status does not account for (was the status or the source Secret restored from a backup?), which consumers may hold, so nothing was changed: reset the cluster to the source Secret (kubectl rekey recover does this, once the consumers run the current key), then rotate again"}
 		}
 	}
@@ -200,66 +223,87 @@ func (b *cephBackend) Precheck(_ context.Context, cur engine.Secrets) error {
 
 // RepairIdle is the backend's upkeep at rest: it reports (KeyMismatch) a
 // current key the monitor no longer holds, and (DualPasswordExists, as
-// Precheck) a newer generation of the set; it changes nothing.
+// Precheck) a newer generation of the set, entity by entity (one the
+// source Secret lacks is being read back); it changes nothing.
 func (b *cephBackend) RepairIdle(_ context.Context, cur engine.Secrets) error {
 	in, err := b.mon()
-	if err != nil || cur[cephBase] == "" {
+	if err != nil {
 		return err
 	}
-	if entity, _, held := b.current(in, cur); !held {
-		return mismatchRefusal("the cluster's key for " + entity + " is not the one the source Secret holds (changed outside rekey): delete " + cephBase + " from the source Secret and rekey " + idleThen)
+	for _, base := range b.Keys() {
+		if cur[base] == "" {
+			continue
+		}
+		entity, gen, held := b.current(in, cur, base)
+		if !held {
+			return mismatchRefusal("the cluster's key for " + entity + " is not the one the source Secret holds (changed outside rekey): delete " + base + " from the source Secret and rekey " + idleThen)
+		}
+		if err := b.newerGeneration(in, base, entity, gen); err != nil {
+			return err
+		}
 	}
-	return b.Precheck(context.Background(), cur) // a newer generation the status does not account for
+	return nil
 }
 
 // takeResetKey is the way out the backend's reset names (ceph's
 // takeResetKey).
-var takeResetKey = "To take the cluster's key, delete " + cephBase + " from the source Secret (with " + engine.PendingKey(cephBase) + " and " + engine.RotationIDKey + ", if it holds them): rekey reads the key back, restarts the consumers onto it, and the reset keeps it"
+func takeResetKey(base string) string {
+	return "To take the cluster's key, delete " + base + " from the source Secret (with " + engine.PendingKey(base) + " and " + engine.RotationIDKey + ", if it holds them): rekey reads the key back, restarts the consumers onto it, and the reset keeps it"
+}
 
 // idleThen is what a KeyMismatch found at rest says rekey does next.
 const idleThen = "adopts the cluster's key and restarts the consumers onto it; rekey changed nothing"
 
-// Apply is applyOverlapping: generation gen's entity beside the current
-// one (read back if it exists), the newer ones nobody stored removed.
+// Apply is applyOverlapping, entity by entity: generation gen's entity
+// beside the current one (read back if it exists), the newer ones nobody
+// stored removed.
 func (b *cephBackend) Apply(_ context.Context, cur, _ engine.Secrets, gen int64) (engine.Secrets, error) {
 	in, err := b.mon()
 	if err != nil {
 		return nil, err
 	}
-	_, curGen, _ := b.current(in, cur)
-	if gen <= curGen {
-		return nil, fmt.Errorf("generation %d is not newer than %s's current generation %d", gen, cephBase, curGen)
-	}
-	var orphans []string
-	for _, g := range b.generations(in) {
-		if g > curGen && g != gen {
-			orphans = append(orphans, cephEntity(g))
+	out := engine.Secrets{}
+	for _, base := range b.Keys() {
+		_, curGen, _ := b.current(in, cur, base)
+		if gen <= curGen {
+			return nil, fmt.Errorf("generation %d is not newer than %s's current generation %d", gen, base, curGen)
 		}
+		var orphans []string
+		for _, g := range b.generations(in, base) {
+			if g > curGen && g != gen {
+				orphans = append(orphans, cephEntityIn(base, g))
+			}
+		}
+		if err := b.remove(in, orphans, "rotate/ceph-orphan-removed"); err != nil {
+			return nil, err
+		}
+		if a := in.acct(cephEntityIn(base, gen)); a.Exists && !a.Marked {
+			return nil, b.notOwned(cephEntityIn(base, gen))
+		}
+		out[base] = b.mint(in, base, gen, "ceph/generation-created")
 	}
-	if err := b.remove(in, orphans, "rotate/ceph-orphan-removed"); err != nil {
-		return nil, err
-	}
-	if a := in.acct(cephEntity(gen)); a.Exists && !a.Marked {
-		return nil, b.notOwned(cephEntity(gen))
-	}
-	return engine.Secrets{cephBase: b.mint(in, gen, "ceph/generation-created")}, nil
+	return out, nil
 }
 
-// verify is verifyPending: the monitor authenticates the key.
+// verify is verifyPending: the monitor authenticates each key.
 func (b *cephBackend) verify(in *Instance, secrets engine.Secrets) error {
-	if entity, _, held := b.current(in, secrets); !held {
-		return &engine.Refusal{Reason: string(reason.PendingRejected), Message: "the cluster refuses the key the source Secret holds for " + cephBase + " (" + entity + ": changed outside rekey), so rekey changed nothing. Find who changed it; " + takeClusterKey}
+	for _, base := range b.Keys() {
+		if entity, _, held := b.current(in, secrets, base); !held {
+			return &engine.Refusal{Reason: string(reason.PendingRejected), Message: "the cluster refuses the key the source Secret holds for " + base + " (" + entity + ": changed outside rekey), so rekey changed nothing. Find who changed it; " + takeClusterKey(base)}
+		}
 	}
 	return nil
 }
 
 // takeClusterKey is the way out the backend's refusals of a key changed
 // outside rekey name (ceph's takeClusterKey).
-var takeClusterKey = "to take the cluster's key: during a rotation delete " + engine.PendingKey(cephBase) + " from the source Secret, at rest delete " + cephBase + " from the source Secret; rekey reads the key back and restarts the consumers onto it"
+func takeClusterKey(base string) string {
+	return "to take the cluster's key: during a rotation delete " + engine.PendingKey(base) + " from the source Secret, at rest delete " + base + " from the source Secret; rekey reads the key back and restarts the consumers onto it"
+}
 
-// Retire removes the generations older than the pending one beyond the
-// keepPriorKeyCount just below it (cephpriors.go), once the pending key
-// authenticates.
+// Retire removes, of every entity, the generations older than the pending
+// one beyond the keepPriorKeyCount just below it (cephpriors.go), all or
+// none, once every pending key authenticates.
 func (b *cephBackend) Retire(_ context.Context, _, pending engine.Secrets) error {
 	in, err := b.mon()
 	if err != nil {
@@ -268,25 +312,29 @@ func (b *cephBackend) Retire(_ context.Context, _, pending engine.Secrets) error
 	if err := b.verify(in, pending); err != nil {
 		return err
 	}
-	_, gen, _ := b.current(in, pending)
-	return b.remove(in, cephPriorsToRetire(b.generations(in), gen, cephKeep(b.cs)), "ceph/prior-removed")
+	return b.remove(in, b.priorsBeyond(in, pending), "ceph/prior-removed")
 }
 
-// Reset is resetOverlapping: the current key must still work; every newer
-// generation goes.
+// Reset is resetOverlapping: every current key must still work; every
+// newer generation goes (each checked for its record before any goes).
 func (b *cephBackend) Reset(_ context.Context, cur engine.Secrets) error {
 	in, err := b.mon()
 	if err != nil {
 		return err
 	}
-	entity, gen, held := b.current(in, cur)
-	if !held {
-		return mismatchRefusal("the cluster no longer has the current key of " + cephBase + " (" + entity + ": changed outside rekey), so resetting to it would lock its consumers out; nothing was deleted. " + takeResetKey)
-	}
 	var doomed []string
-	for _, g := range b.generations(in) {
-		if g > gen {
-			doomed = append(doomed, cephEntity(g))
+	for _, base := range b.Keys() {
+		entity, gen, held := b.current(in, cur, base)
+		if !held {
+			return mismatchRefusal("the cluster no longer has the current key of " + base + " (" + entity + ": changed outside rekey), so resetting to it would lock its consumers out; nothing was deleted. " + takeResetKey(base))
+		}
+		for _, g := range b.generations(in, base) {
+			if name := cephEntityIn(base, g); g > gen {
+				if !in.acct(name).Marked {
+					return b.notOwned(name)
+				}
+				doomed = append(doomed, name)
+			}
 		}
 	}
 	failpoint.Hit("reset/ceph-generations-doomed")
@@ -307,40 +355,4 @@ func (b *cephBackend) Release(_ context.Context, cur engine.Secrets) error {
 
 func (b *cephBackend) Deprovision(_ context.Context, cur engine.Secrets) error {
 	return b.wind(cur, true)
-}
-
-// wind is planDeletion carried out: the entity cur holds stays (Discard,
-// its record dropped) or goes (Delete); every other generation of the set
-// goes, under Discard only once the monitor is seen to hold the current
-// key (guardCurrent).
-func (b *cephBackend) wind(cur engine.Secrets, deprovision bool) error {
-	in, err := b.mon()
-	if err != nil {
-		return err
-	}
-	entity, _, held := b.current(in, cur)
-	var remove, unmark []string
-	for _, g := range b.generations(in) {
-		name := cephEntity(g)
-		switch {
-		case !in.acct(name).Marked:
-		case name == entity && !deprovision:
-			unmark = append(unmark, name)
-		default:
-			remove = append(remove, name)
-		}
-	}
-	if !deprovision && len(remove) > 0 && !held {
-		return mismatchRefusal("the cluster does not hold the current key of " + cephBase + " (" + entity + ") that the source Secret holds (changed outside rekey), so deleting the set removed none of its other generations: a consumer may still use one. Restore the key (ceph auth import), or set spec.deletionPolicy to Retain to let the set go without changing the cluster")
-	}
-	if err := b.remove(in, remove, "delete/ceph-entity-removed"); err != nil {
-		return err
-	}
-	for _, n := range unmark {
-		a := in.acct(n)
-		a.Marked = false
-		in.set(n, a)
-		failpoint.Hit("delete/ceph-record-removed")
-	}
-	return nil
 }

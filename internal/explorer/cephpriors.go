@@ -42,10 +42,10 @@ func cephKeep(cs *v1.CredentialSet) int {
 	return n
 }
 
-// cephPriorsToRetire is priorsToRetire: of gens (highest first), those
-// older than the keep generations just below gen; gen and anything newer
-// are never picked.
-func cephPriorsToRetire(gens []int64, gen int64, keep int) []string {
+// cephPriorsToRetire is priorsToRetire: of base's gens (highest first),
+// those older than the keep generations just below gen; gen and anything
+// newer are never picked.
+func cephPriorsToRetire(base string, gens []int64, gen int64, keep int) []string {
 	var doomed []string
 	kept := 0
 	for _, g := range gens {
@@ -56,26 +56,41 @@ func cephPriorsToRetire(gens []int64, gen int64, keep int) []string {
 			kept++
 			continue
 		}
-		doomed = append(doomed, cephEntity(g))
+		doomed = append(doomed, cephEntityIn(base, g))
 	}
 	return doomed
 }
 
-// Priors is engine.Inventory (status.priorKeyCount): the generations
-// older than the current one the monitor has.
+// priorsBeyond are, of every entity, the priors beyond keepPriorKeyCount
+// below the generation secrets names (retirePriors).
+func (b *cephBackend) priorsBeyond(in *Instance, secrets engine.Secrets) []string {
+	var doomed []string
+	for _, base := range b.Keys() {
+		_, gen, _ := b.current(in, secrets, base)
+		doomed = append(doomed, cephPriorsToRetire(base, b.generations(in, base), gen, cephKeep(b.cs))...)
+	}
+	return doomed
+}
+
+// Priors is engine.Inventory (status.priorKeyCount): the most generations
+// older than the current one any entity has on the monitor.
 func (b *cephBackend) Priors(_ context.Context, cur engine.Secrets) (int, error) {
 	in, err := b.mon()
 	if err != nil {
 		return 0, err
 	}
-	_, gen, _ := b.current(in, cur)
-	n := 0
-	for _, g := range b.generations(in) {
-		if g < gen {
-			n++
+	most := 0
+	for _, base := range b.Keys() {
+		_, gen, _ := b.current(in, cur, base)
+		n := 0
+		for _, g := range b.generations(in, base) {
+			if g < gen {
+				n++
+			}
 		}
+		most = max(most, n)
 	}
-	return n, nil
+	return most, nil
 }
 
 // Priors: InPlace keeps none, and asks nothing.
@@ -107,8 +122,7 @@ func (b *cephBackend) trimAtRest(ctx context.Context, k registry.Kube) error {
 	if err != nil {
 		return err
 	}
-	_, gen, _ := b.current(in, cur)
-	if doomed := cephPriorsToRetire(b.generations(in), gen, cephKeep(b.cs)); len(doomed) > 0 {
+	if doomed := b.priorsBeyond(in, cur); len(doomed) > 0 {
 		if err := k.Fence(ctx); err != nil {
 			return err
 		}

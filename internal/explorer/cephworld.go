@@ -11,10 +11,16 @@ import (
 // cephLogins are the entities creds (by source Secret key) authenticate
 // as, with the key each: the entity a key names.
 func cephLogins(creds map[string]string) map[string]string {
-	if key := creds[cephBase]; key != "" {
-		return map[string]string{cephEntityOf(key): key}
+	var out map[string]string
+	for _, base := range []string{cephBase, cephBase2} {
+		if key := creds[base]; key != "" {
+			if out == nil {
+				out = map[string]string{}
+			}
+			out[cephEntityOf(key)] = key
+		}
 	}
-	return nil
+	return out
 }
 
 // cephLeftValid is "nothing left valid after deletion" on the monitor:
@@ -25,13 +31,17 @@ func cephLeftValid(w *World) string {
 	if in == nil || !in.Present || w.returned(in) {
 		return ""
 	}
-	served := ""
-	if w.Dist != nil {
-		served = string(w.Dist.Data[cephBase])
-	}
 	for name, a := range in.Users {
 		if !w.mine(name) || !a.Exists {
 			continue
+		}
+		served := ""
+		if w.Dist != nil {
+			base := cephBaseOf(name)
+			if base == "" { // the InPlace entity
+				base = name
+			}
+			served = string(w.Dist.Data[base])
 		}
 		switch {
 		case !a.Minted && !a.Marked:
@@ -56,8 +66,12 @@ func cephStaleRestore(w *World) bool {
 	if in == nil || !in.Present {
 		return false
 	}
-	key := string(w.Source.Data[cephBase])
-	if in.acct(cephEntityOf(key)).Accepts(key) {
+	refused := false
+	for _, base := range w.keys() {
+		key := string(w.Source.Data[base])
+		refused = refused || !in.acct(cephEntityOf(key)).Accepts(key)
+	}
+	if !refused {
 		return false
 	}
 	for name, a := range in.Users {

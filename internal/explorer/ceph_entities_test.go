@@ -1,0 +1,113 @@
+package explorer
+
+import (
+	"maps"
+	"slices"
+	"testing"
+	"time"
+
+	v1 "rekey.io/rekey/api/v1alpha1"
+)
+
+// startTwoEntities is the Ceph world whose spec then lists client.two
+// too (EntitiesAnnotation, a spec edit): reconciled until rekey minted it
+// beside client.app's generation and served both, the pod restarted onto
+// both, and the backup taken then.
+func startTwoEntities(t *testing.T, o Options) *World {
+	t.Helper()
+	w, err := Start(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.Set.Annotations[EntitiesAnnotation] = "2"
+	w.Set.Generation++
+	for i := 0; i < 5 && !specServed(w); i++ {
+		if _, err := w.Reconcile(""); err != nil {
+			t.Fatalf("serving %s: %v (%v)", cephBase2, err, w.Warnings)
+		}
+	}
+	if _, err := w.Reconcile(""); err != nil {
+		t.Fatal(err)
+	}
+	restartPod(w)
+	if cephEntityOf(w.Pod.Creds[cephBase2]) != cephEntityIn(cephBase2, 1) || cephEntityOf(w.Pod.Creds[cephBase]) != cephEntity(1) {
+		t.Fatalf("%s was not served beside %s at generation 1: %s %v", cephBase2, cephBase, w.Summary(), w.Warnings)
+	}
+	if o.Backups {
+		w.Backup = &Backup{Status: *w.Set.Status.DeepCopy(), Source: w.Source.DeepCopy().Data}
+	}
+	w.Warnings = nil
+	return w
+}
+
+// both: both entities' generation g exist (want) or neither does.
+func both(w *World, g int64, want bool) bool {
+	in := w.instance(cephMon)
+	return in.acct(cephEntity(g)).Exists == want && in.acct(cephEntityIn(cephBase2, g)).Exists == want
+}
+
+// The Ceph world with two entities (cephentities.go): a rotation, its
+// discard and rollback, recover, a restore, the monitor's outage and
+// deletion with each policy, with crashes (between one entity's step and
+// the other's too). Every invariant holds for both; the test fails unless
+// a crash left one entity's new generation made and not the other's, a
+// rotation completed (both first generations removed, the pod on both
+// second ones), one was rolled back (both second generations removed) and
+// the set was wound down.
+func TestCephEntities(t *testing.T) {
+	o := Options{Ceph: true, Crashes: true, Backups: true, Deletion: true, Only: backendOnly("mon")}
+	reach := map[string]func(*World) bool{
+		"half applied": func(w *World) bool {
+			in := w.instance(cephMon)
+			return w.Set.Status.RotationID == "r1" && in.acct(cephEntity(2)).Exists && !in.acct(cephEntityIn(cephBase2, 2)).Exists
+		},
+		"completed": func(w *World) bool {
+			st := w.Set.Status
+			return st.LastRotationID == "r1" && st.Phase == v1.PhaseIdle && both(w, 1, false) && both(w, 2, true) &&
+				cephEntityOf(w.Pod.Creds[cephBase2]) == cephEntityIn(cephBase2, 2)
+		},
+		"rolled back": func(w *World) bool {
+			st := w.Set.Status
+			return st.LastRolledBackID == "r1" && !st.ResetPending && both(w, 2, false) && both(w, 1, true)
+		},
+		"wound down": woundDown,
+	}
+	for _, policy := range []v1.DeletionPolicy{v1.DeletionDiscard, v1.DeletionDelete} {
+		t.Run(string(policy), func(t *testing.T) {
+			o := o
+			o.Policy = policy
+			w := startTwoEntities(t, o)
+			reached := map[string]bool{}
+			o.Observe = func(w *World) {
+				for name, ok := range reach {
+					reached[name] = reached[name] || ok(w)
+				}
+			}
+			exploreFrom(t, w, o, envInt("REKEY_EXPLORE_CEPH_ENTITIES_DEPTH", 5))
+			for _, name := range slices.Sorted(maps.Keys(reach)) {
+				if !reached[name] {
+					t.Errorf("never reached: %s", name)
+				}
+			}
+		})
+	}
+}
+
+// TestCephEntitiesWalks takes seeded random walks of the Ceph world with
+// two entities and keepPriorKeyCount 1 among every transition it has (the
+// person's rotation is client.app's).
+func TestCephEntitiesWalks(t *testing.T) {
+	o := Options{Ceph: true, KeepPriors: 1, HandChanges: true, Crashes: true, Backups: true, Deletion: true, PolicyEdits: true, StaleReads: true}
+	start := startTwoEntities(t, o)
+	seed := int64(envInt("REKEY_EXPLORE_SEED", 1))
+	budget := time.Duration(envInt("REKEY_EXPLORE_SECONDS", 45)) * time.Second / 3
+	r := Walk(start, o, seed, envInt("REKEY_EXPLORE_WALKS", 20), 40, budget)
+	t.Logf("random walks of the Ceph world with two entities (seed %d): %s", seed, r)
+	recordRun(t, "random walks", seed, r)
+	for _, v := range r.Violations {
+		t.Error(v)
+	}
+	if r.States == 0 {
+		t.Error("no state explored")
+	}
+}

@@ -1,0 +1,109 @@
+package explorer
+
+import (
+	"strconv"
+	"strings"
+
+	v1 "rekey.io/rekey/api/v1alpha1"
+	"rekey.io/rekey/internal/engine"
+	"rekey.io/rekey/internal/failpoint"
+)
+
+// Several entities in the Ceph world's set (EntitiesAnnotation): beside
+// client.app, client.two, each rotated Overlapping, one generation number
+// for the set (client.app.<N> and client.two.<N>). The backend decides for
+// each in the spec's order, as the Ceph backend does (overlap.go,
+// provision.go, upkeep.go, deletion.go): Precheck, the upkeep at rest and
+// the reset stop at the first entity refused, before anything is changed;
+// Apply makes one entity's generation after the other's (a crash between
+// leaves the first made); Retire proves every new key before any prior
+// goes, and every prior is checked for its record before any goes; the
+// wind-down checks each entity's current key before any of the other
+// generations goes. Proven on a real ceph-mon by TestTwoEntitiesOverlapping
+// (and, with one entity, by the tests cephmodel.go names).
+
+const (
+	// EntitiesAnnotation, "2", makes the set rotate client.two too.
+	EntitiesAnnotation = "explorer.rekey.io/ceph-entities"
+	cephBase2          = "client.two"
+)
+
+// cephKeys are the entities cs's spec lists, in its order.
+func cephKeys(cs *v1.CredentialSet) []string {
+	if cs.Annotations[EntitiesAnnotation] == "2" {
+		return []string{cephBase, cephBase2}
+	}
+	return []string{cephBase}
+}
+
+// cephGenerationOf is N of base.<N>.
+func cephGenerationOf(base, entity string) (int64, bool) {
+	rest, ok := strings.CutPrefix(entity, base+".")
+	n, err := strconv.ParseInt(rest, 10, 64)
+	return n, ok && err == nil && n > 0
+}
+
+// cephGeneration is N of a generation entity of either base.
+func cephGeneration(entity string) (int64, bool) {
+	for _, base := range []string{cephBase, cephBase2} {
+		if g, ok := cephGenerationOf(base, entity); ok {
+			return g, true
+		}
+	}
+	return 0, false
+}
+
+// cephBaseOf is the spec entity a generation entity is of ("" if none).
+func cephBaseOf(entity string) string {
+	for _, base := range []string{cephBase, cephBase2} {
+		if _, ok := cephGenerationOf(base, entity); ok {
+			return base
+		}
+	}
+	return ""
+}
+
+// wind is planDeletion carried out: for each entity, the generation cur
+// holds stays (Discard, its record dropped) or goes (Delete); every other
+// generation of the set goes, under Discard only once the monitor is seen
+// to hold that entity's current key (guardCurrent), every entity's checked
+// before anything goes. An entity cur holds no key for has no consumer:
+// every generation of it goes, unguarded.
+func (b *cephBackend) wind(cur engine.Secrets, deprovision bool) error {
+	in, err := b.mon()
+	if err != nil {
+		return err
+	}
+	var remove, unmark []string
+	for _, base := range b.Keys() {
+		entity, _, held := b.current(in, cur, base)
+		has := cur[base] != ""
+		others := 0
+		for _, g := range b.generations(in, base) {
+			name := cephEntityIn(base, g)
+			switch {
+			case !in.acct(name).Marked:
+			case has && name == entity && !deprovision:
+				unmark = append(unmark, name)
+			case has && name == entity:
+				remove = append(remove, name)
+			default:
+				remove = append(remove, name)
+				others++
+			}
+		}
+		if !deprovision && has && others > 0 && !held {
+			return mismatchRefusal("the cluster does not hold the current key of " + base + " (" + entity + ") that the source Secret holds (changed outside rekey), so deleting the set removed none of its other generations: a consumer may still use one. Restore the key (ceph auth import), or set spec.deletionPolicy to Retain to let the set go without changing the cluster")
+		}
+	}
+	if err := b.remove(in, remove, "delete/ceph-entity-removed"); err != nil {
+		return err
+	}
+	for _, n := range unmark {
+		a := in.acct(n)
+		a.Marked = false
+		in.set(n, a)
+		failpoint.Hit("delete/ceph-record-removed")
+	}
+	return nil
+}
