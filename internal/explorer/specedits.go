@@ -43,7 +43,7 @@ func keysOf(cs *v1.CredentialSet, fixedAdmin bool) []string {
 	case PostgresWorld:
 		return pgKeys(cs)
 	case CephWorld, CephInPlaceWorld, CephAdminWorld:
-		return []string{cephBase}
+		return cephKeys(cs) // client.app, and client.two when the spec lists it (cephentities.go)
 	}
 	apps := []string{AppKey}
 	if v, ok := cs.Annotations[UsersAnnotation]; ok {
