@@ -98,6 +98,10 @@ func TestCephEntities(t *testing.T) {
 // person's rotation is client.app's).
 func TestCephEntitiesWalks(t *testing.T) {
 	o := Options{Ceph: true, KeepPriors: 1, HandChanges: true, Crashes: true, Backups: true, Deletion: true, PolicyEdits: true, StaleReads: true}
+	// The backup is the one taken with both entities served: restoring
+	// one from before client.two was added, then deleting the set with
+	// Discard, locks the pod out of client.two (a finding not fixed yet,
+	// which the Ceph backend alone cannot fix).
 	start := startTwoEntities(t, o)
 	seed := int64(envInt("REKEY_EXPLORE_SEED", 1))
 	budget := time.Duration(envInt("REKEY_EXPLORE_SECONDS", 45)) * time.Second / 3
