@@ -141,3 +141,31 @@ func TestPathRabbitHandAfterDiscardBegan(t *testing.T) {
 		t.Error("never reached the discard completed after the hand change")
 	}
 }
+
+// A rotation's new user changed by hand while it is Distributed, then the
+// status and source Secret restored from a backup taken before it: rekey
+// served the current user app-g1 again, but the pod, restarted by the
+// rotation's rollout onto app-g2, kept the user the broker now refuses,
+// while the set read Idle with nothing to report, so nothing named a way
+// back (no wedge at 4 steps, 103 states; found by a breadth-first run of
+// hand changes and restores together). Now the upkeep at rest reports a
+// generation beside the current user (DualPasswordExists, naming
+// recover), as the next rotation's precheck refuses it. Replayed to the
+// restore, then explored: every invariant holds, and the test fails unless
+// the set came back to Idle with the pod on app-g1 and app-g2 gone.
+func TestPathRabbitRestoreOverHandChange(t *testing.T) {
+	done := false
+	o := Options{RabbitMQ: true, HandChanges: true, Crashes: true, Backups: true,
+		Only: []string{"user: rotate r1", "status and source", "consumer", "user: recover c1", "someone"},
+		Observe: func(w *World) {
+			st := w.Set.Status
+			done = done || st.Phase == v1.PhaseIdle && !st.ResetPending && w.Pod.Creds[rabbitUserKey] == "app-g1" && !w.instance(broker).acct("app-g2").Exists
+		}}
+	w := replayLabels(t, o, []string{"user: rotate r1", "reconcile",
+		"someone changes the new generation's user's password by hand (rabbitmqctl change_password)",
+		"status and source Secret restored from backup"})
+	exploreFrom(t, w, o, 5)
+	if !done {
+		t.Error("never reached the set Idle with the pod on app-g1 and app-g2 gone")
+	}
+}

@@ -93,7 +93,7 @@ func (b *Backend) Precheck(ctx context.Context, cur engine.Secrets) (err error) 
 	if err != nil {
 		return err
 	}
-	if err := b.otherGeneration(ctx, user); err != nil {
+	if err := b.otherGeneration(ctx, user, ", then rotate again"); err != nil {
 		return err
 	}
 	if !exists {
@@ -120,8 +120,8 @@ func (b *Backend) Precheck(ctx context.Context, cur engine.Secrets) (err error) 
 // rotation makes that generation again) would lock them out. The refusal
 // is the one a MySQL user's unaccounted second password gets, and what
 // holds a deleted set the same way: recover restarts the consumers onto
-// the current user, then resets the broker to it.
-func (b *Backend) otherGeneration(ctx context.Context, user string) error {
+// the current user, then resets the broker to it. then ends the message.
+func (b *Backend) otherGeneration(ctx context.Context, user, then string) error {
 	names, err := b.generations(ctx)
 	if err != nil {
 		return err
@@ -129,7 +129,7 @@ func (b *Backend) otherGeneration(ctx context.Context, user string) error {
 	for _, n := range names {
 		if n != user {
 			return &engine.Refusal{Reason: string(reason.DualPasswordExists), Message: fmt.Sprintf(
-				"user %s already has a login on %s beside the current user %s: a generation of this set that the status does not account for (was the status or the source Secret restored from a backup?), which consumers may log in as, so nothing was changed: reset the broker to the source Secret (kubectl rekey recover does this, once the consumers run the current user), then rotate again", n, b.endpoint, user)}
+				"user %s already has a login on %s beside the current user %s: a generation of this set that the status does not account for (was the status or the source Secret restored from a backup?), which consumers may log in as, so nothing was changed: reset the broker to the source Secret (kubectl rekey recover does this, once the consumers run the current user)%s", n, b.endpoint, user, then)}
 		}
 	}
 	return nil
