@@ -68,7 +68,7 @@ func contains(list []string, s string) bool {
 // refusal is the one a MySQL user's unaccounted second password gets, and
 // what holds a deleted set the same way: recover restarts the consumers
 // onto the current logins, then resets the server to them.
-func (b *Backend) otherGeneration(ctx context.Context, t *topology, id identity) error {
+func (b *Backend) otherGeneration(ctx context.Context, t *topology, id identity, then string) error {
 	gens, err := b.generations(ctx, t.primary, id.base)
 	if err != nil {
 		return err
@@ -76,7 +76,7 @@ func (b *Backend) otherGeneration(ctx context.Context, t *topology, id identity)
 	for _, g := range gens {
 		if g != id.user {
 			return &engine.Refusal{Reason: string(reason.DualPasswordExists), Message: fmt.Sprintf(
-				"role %s already has a login on %s beside the current login %s: a generation of this set that the status does not account for (was the status or the source Secret restored from a backup?), which consumers may log in as, so nothing was changed: reset the server to the source Secret (kubectl rekey recover does this, once the consumers run the current logins), then rotate again", g, t.primary.host, id.user)}
+				"role %s already has a login on %s beside the current login %s: a generation of this set that the status does not account for (was the status or the source Secret restored from a backup?), which consumers may log in as, so nothing was changed: reset the server to the source Secret (kubectl rekey recover does this, once the consumers run the current logins)%s", g, t.primary.host, id.user, then)}
 		}
 	}
 	return nil

@@ -144,7 +144,7 @@ func (b *Backend) Precheck(ctx context.Context, cur engine.Secrets) (err error) 
 		if !b.owned(r) {
 			return b.notOwned(id.user, "start a rotation that would drop")
 		}
-		if err := b.otherGeneration(ctx, t, id); err != nil {
+		if err := b.otherGeneration(ctx, t, id, ", then rotate again"); err != nil {
 			return err
 		}
 		if err := b.provenEverywhere(ctx, t, id.user, id.password, reason.KeyMismatch,
