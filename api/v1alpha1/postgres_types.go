@@ -97,11 +97,13 @@ type PostgresSpec struct {
 	// +kubebuilder:validation:MaxItems=16
 	Logins []PostgresLogin `json:"logins,omitempty"`
 
-	// TerminateSessions: when the old login role is retired, end the
-	// sessions still logged in as it (pg_terminate_backend) instead of
-	// waiting for them. Off by default: such a session belongs to a client
-	// that is not among the set's consumers, and rekey reports it (a
-	// DiscardRefused Warning naming each session) rather than cut it off.
+	// TerminateSessions: whenever rekey drops a login role (the old one
+	// at the discard, an interrupted rotation's leftover, a rolled-back
+	// generation, and the set's at its deletion), end the sessions still
+	// logged in as it (pg_terminate_backend) instead of waiting for them.
+	// Off by default: such a session belongs to a client that is not among
+	// the set's consumers, and rekey reports it (a Warning naming each
+	// session) rather than cut it off.
 	// +optional
 	TerminateSessions bool `json:"terminateSessions,omitempty"`
 
