@@ -164,7 +164,10 @@ func deletionInTerminatingNamespace(t *testing.T, c *testenv.MySQLCluster) {
 
 func waitSetGone(t testing.TB, ns, name string) {
 	t.Helper()
-	eventually(t, time.Minute, name+" deleted", func() (bool, string) {
+	// A wind-down after a held deletion's recovery runs several ceph CLI
+	// calls, each seconds long on a loaded machine (TestCephRestoredGeneration
+	// ran out of a minute at load 17).
+	eventually(t, 3*time.Minute, name+" deleted", func() (bool, string) {
 		cs := &v1.CredentialSet{}
 		err := k8s.Get(ctxT(t), client.ObjectKey{Namespace: ns, Name: name}, cs)
 		if apierrors.IsNotFound(err) {
