@@ -1,7 +1,6 @@
 package e2e
 
 import (
-	"maps"
 	"slices"
 	"testing"
 	"time"
@@ -29,27 +28,7 @@ func TestRabbitMQRestoreOverHandChange(t *testing.T) {
 	m := testenv.RabbitMQForTest(t)
 	startManager(t, cp.Config)
 	ns := newNamespace(t)
-	cs := rabbitSet(t, ns, "glance", m, v1.ConsumerGroup{Name: "nodes", Members: []string{"n0"}})
-	cs.Spec.Rotation = v1.RotationSpec{DiscardPolicy: v1.DiscardManual}
-	if err := k8sCreate(t, cs); err != nil {
-		t.Fatal(err)
-	}
-	cs = waitPhase(t, ns, "glance", v1.PhaseIdle, 1)
-	backupStatus, backupSource := *cs.Status.DeepCopy(), maps.Clone(sourceData(t, cs))
-	before := startFleet(t, m)
-	before.deploy(t, ns, "glance-transport", "n0")
-
-	rotate(t, ns, "glance", "r1")
-	waitPhase(t, ns, "glance", v1.PhaseDistributed, 1)
-	hash := waitHash(t, ns, "glance")
-	before.deploy(t, ns, "glance-transport", "n0")
-	if _, err := ack(t, ns, "glance", "nodes", hash, "n0"); err != nil {
-		t.Fatal(err)
-	}
-	waitFor(t, time.Minute, "rotation r1 rolled out", func() (bool, string) {
-		cs := getSet(t, ns, "glance")
-		return cs.Status.RolledOutAt != nil, stateOf(cs)
-	})
+	before, backupStatus, backupSource := rabbitRolledOut(t, m, ns, "glance")
 	before.assertNoGap(t)
 	if err := m.Ctl("change_password", "glance-g2", "changed-by-hand"); err != nil {
 		t.Fatal(err)
@@ -73,7 +52,7 @@ func TestRabbitMQRestoreOverHandChange(t *testing.T) {
 		return u == "glance-g1", u
 	})
 	after := startFleet(t, m)
-	hash = waitHash(t, ns, "glance")
+	hash := waitHash(t, ns, "glance")
 	after.deploy(t, ns, "glance-transport", "n0")
 	if _, err := ack(t, ns, "glance", "nodes", hash, "n0"); err != nil {
 		t.Fatal(err)

@@ -27,27 +27,7 @@ func TestRabbitMQRestoredGeneration(t *testing.T) {
 	m := testenv.RabbitMQForTest(t)
 	startManager(t, cp.Config)
 	ns := newNamespace(t)
-	cs := rabbitSet(t, ns, "cinder", m, v1.ConsumerGroup{Name: "nodes", Members: []string{"n0"}})
-	cs.Spec.Rotation = v1.RotationSpec{DiscardPolicy: v1.DiscardManual}
-	if err := k8sCreate(t, cs); err != nil {
-		t.Fatal(err)
-	}
-	cs = waitPhase(t, ns, "cinder", v1.PhaseIdle, 1)
-	backupStatus, backupSource := *cs.Status.DeepCopy(), maps.Clone(sourceData(t, cs))
-	f := startFleet(t, m)
-	f.deploy(t, ns, "cinder-transport", "n0")
-
-	rotate(t, ns, "cinder", "r1")
-	waitPhase(t, ns, "cinder", v1.PhaseDistributed, 1)
-	hash := waitHash(t, ns, "cinder")
-	f.deploy(t, ns, "cinder-transport", "n0")
-	if _, err := ack(t, ns, "cinder", "nodes", hash, "n0"); err != nil {
-		t.Fatal(err)
-	}
-	waitFor(t, time.Minute, "rotation r1 rolled out", func() (bool, string) {
-		cs := getSet(t, ns, "cinder")
-		return cs.Status.RolledOutAt != nil, stateOf(cs)
-	})
+	f, backupStatus, backupSource := rabbitRolledOut(t, m, ns, "cinder")
 	restoreSet(t, ns, "cinder", backupStatus, backupSource)
 	observed(t, "status and source Secret restored from before r1, the member logging in as cinder-g2")
 	both := []string{"cinder-g1", "cinder-g2"}
@@ -71,7 +51,7 @@ func TestRabbitMQRestoredGeneration(t *testing.T) {
 		u := string(secretData(t, ns, "cinder-transport")["username"])
 		return u == "cinder-g1", u
 	})
-	hash = waitHash(t, ns, "cinder")
+	hash := waitHash(t, ns, "cinder")
 	f.deploy(t, ns, "cinder-transport", "n0")
 	if _, err := ack(t, ns, "cinder", "nodes", hash, "n0"); err != nil {
 		t.Fatal(err)
@@ -81,4 +61,34 @@ func TestRabbitMQRestoredGeneration(t *testing.T) {
 		t.Fatalf("after recover and the wind-down the broker has %v, want the current user alone", u)
 	}
 	f.assertNoGap(t)
+}
+
+// rabbitRolledOut makes a RabbitMQ set name whose consumer group's member
+// n0 is deployed by a fleet, and rotates it (r1, discard manual) until the
+// member runs r1's user and the rotation rolled out. It returns the fleet
+// and the set's status and source Secret as they were before r1 (a
+// backup).
+func rabbitRolledOut(t *testing.T, m *testenv.RabbitMQ, ns, name string) (*fleet, v1.CredentialSetStatus, map[string][]byte) {
+	t.Helper()
+	cs := rabbitSet(t, ns, name, m, v1.ConsumerGroup{Name: "nodes", Members: []string{"n0"}})
+	cs.Spec.Rotation = v1.RotationSpec{DiscardPolicy: v1.DiscardManual}
+	if err := k8sCreate(t, cs); err != nil {
+		t.Fatal(err)
+	}
+	cs = waitPhase(t, ns, name, v1.PhaseIdle, 1)
+	backupStatus, backupSource := *cs.Status.DeepCopy(), maps.Clone(sourceData(t, cs))
+	f := startFleet(t, m)
+	f.deploy(t, ns, name+"-transport", "n0")
+	rotate(t, ns, name, "r1")
+	waitPhase(t, ns, name, v1.PhaseDistributed, 1)
+	hash := waitHash(t, ns, name)
+	f.deploy(t, ns, name+"-transport", "n0")
+	if _, err := ack(t, ns, name, "nodes", hash, "n0"); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, time.Minute, "rotation r1 rolled out", func() (bool, string) {
+		cs := getSet(t, ns, name)
+		return cs.Status.RolledOutAt != nil, stateOf(cs)
+	})
+	return f, backupStatus, backupSource
 }
