@@ -15,6 +15,17 @@ import (
 // both, and the backup taken then.
 func startTwoEntities(t *testing.T, o Options) *World {
 	t.Helper()
+	w := addSecondEntity(t, o)
+	if o.Backups {
+		w.Backup = &Backup{Status: *w.Set.Status.DeepCopy(), Source: w.Source.DeepCopy().Data}
+	}
+	return w
+}
+
+// addSecondEntity is the Ceph world whose spec then lists client.two, served
+// and run by the pod; its backup (with Backups) is Start's, from before.
+func addSecondEntity(t *testing.T, o Options) *World {
+	t.Helper()
 	w, err := Start(o)
 	if err != nil {
 		t.Fatal(err)
@@ -33,11 +44,35 @@ func startTwoEntities(t *testing.T, o Options) *World {
 	if cephEntityOf(w.Pod.Creds[cephBase2]) != cephEntityIn(cephBase2, 1) || cephEntityOf(w.Pod.Creds[cephBase]) != cephEntity(1) {
 		t.Fatalf("%s was not served beside %s at generation 1: %s %v", cephBase2, cephBase, w.Summary(), w.Warnings)
 	}
-	if o.Backups {
-		w.Backup = &Backup{Status: *w.Set.Status.DeepCopy(), Source: w.Source.DeepCopy().Data}
-	}
 	w.Warnings = nil
 	return w
+}
+
+// The set's spec gained client.two, which the pod runs; the set is deleted
+// with deletionPolicy Discard, and its status and source Secret restored
+// from a backup taken before client.two was added. The wind-down used to
+// remove client.two.1 as a generation nobody was given, locking the pod
+// out (3 steps, 128 states in the two-entity world); now it removes
+// nothing and names the way out (the key put back, or Retain), which the
+// "no wedge" drain takes. The test fails unless the exploration reached
+// that state and the replayed path shows the hold.
+func TestPathCephRestoreBeforeEntityAdded(t *testing.T) {
+	exposed := false
+	o := Options{Ceph: true, Backups: true, Deletion: true, Policy: v1.DeletionDiscard,
+		Only: []string{"user: delete the set", "status and source Secret restored", "consumer"},
+		Observe: func(w *World) {
+			exposed = exposed || w.deleted() && w.Source != nil && w.Source.Data[cephBase2] == nil &&
+				cephEntityOf(w.Pod.Creds[cephBase2]) == cephEntityIn(cephBase2, 1)
+		}}
+	start := addSecondEntity(t, o)
+	exploreFrom(t, start, o, 4)
+	if !exposed {
+		t.Error("never reached the deleted set whose source Secret lacks client.two's key while the pod runs client.two.1")
+	}
+	w := replayFrom(t, start, o, []string{"user: delete the set", "status and source Secret restored from backup", "reconcile"})
+	if !says(w, cephUnknownKey) || !w.instance(cephMon).acct(cephEntityIn(cephBase2, 1)).Exists || w.Gone {
+		t.Errorf("the wind-down did not hold with client.two.1 kept: %s %v", w.Summary(), w.Warnings)
+	}
 }
 
 // both: both entities' generation g exist (want) or neither does.
@@ -98,11 +133,9 @@ func TestCephEntities(t *testing.T) {
 // person's rotation is client.app's).
 func TestCephEntitiesWalks(t *testing.T) {
 	o := Options{Ceph: true, KeepPriors: 1, HandChanges: true, Crashes: true, Backups: true, Deletion: true, PolicyEdits: true, StaleReads: true}
-	// The backup is the one taken with both entities served: restoring
-	// one from before client.two was added, then deleting the set with
-	// Discard, locks the pod out of client.two (a finding not fixed yet,
-	// which the Ceph backend alone cannot fix).
-	start := startTwoEntities(t, o)
+	// Start's backup, from before client.two was added
+	// (TestPathCephRestoreBeforeEntityAdded).
+	start := addSecondEntity(t, o)
 	seed := int64(envInt("REKEY_EXPLORE_SEED", 1))
 	budget := time.Duration(envInt("REKEY_EXPLORE_SECONDS", 45)) * time.Second / 3
 	r := Walk(start, o, seed, envInt("REKEY_EXPLORE_WALKS", 20), 40, budget)

@@ -105,25 +105,6 @@ func exploreKept(t *testing.T, o Options, more []string, depth int, reach map[st
 	}
 }
 
-// replayFrom takes the transitions labelled so from w.
-func replayFrom(t *testing.T, w *World, o Options, labels []string) *World {
-	t.Helper()
-	for _, l := range labels {
-		var next *World
-		for _, s := range Successors(w, o) {
-			if s.Label == l {
-				next = s.World
-				break
-			}
-		}
-		if next == nil {
-			t.Fatalf("%q is not a transition of %s", l, w.Summary())
-		}
-		w = next
-	}
-	return w
-}
-
 // The status and source Secret restored from the backup taken at
 // generation 1, which keepPriorKeyCount kept on the monitor, while the
 // pod runs generation 2: the generation-2 entity is one the status does

@@ -26,6 +26,9 @@ const (
 	// EntitiesAnnotation, "2", makes the set rotate client.two too.
 	EntitiesAnnotation = "explorer.rekey.io/ceph-entities"
 	cephBase2          = "client.two"
+	// cephUnknownKey is what the Ceph backend's refusal of a Discard
+	// wind-down says when the source Secret lacks a spec entity's key.
+	cephUnknownKey = "rekey cannot tell whether a consumer runs it"
 )
 
 // cephKeys are the entities cs's spec lists, in its order.
@@ -67,8 +70,10 @@ func cephBaseOf(entity string) string {
 // holds stays (Discard, its record dropped) or goes (Delete); every other
 // generation of the set goes, under Discard only once the monitor is seen
 // to hold that entity's current key (guardCurrent), every entity's checked
-// before anything goes. An entity cur holds no key for has no consumer:
-// every generation of it goes, unguarded.
+// before anything goes. Of an entity cur holds no key for, every generation
+// goes under Delete (its consumers are gone); under Discard one made for
+// the set stops the wind-down before anything goes, since rekey cannot tell
+// whether a consumer runs it (TestReleaseWithoutAnEntitysKeyOnTheRealMon).
 func (b *cephBackend) wind(cur engine.Secrets, deprovision bool) error {
 	in, err := b.mon()
 	if err != nil {
@@ -91,6 +96,9 @@ func (b *cephBackend) wind(cur engine.Secrets, deprovision bool) error {
 				remove = append(remove, name)
 				others++
 			}
+		}
+		if !deprovision && !has && others > 0 {
+			return mismatchRefusal("the source Secret holds no key for " + base + ", of which the cluster holds generations made for the set: " + cephUnknownKey + ". Put its current key back in the source Secret, or set spec.deletionPolicy to Retain to let the set go without changing the cluster")
 		}
 		if !deprovision && has && others > 0 && !held {
 			return mismatchRefusal("the cluster does not hold the current key of " + base + " (" + entity + ") that the source Secret holds (changed outside rekey), so deleting the set removed none of its other generations: a consumer may still use one. Restore the key (ceph auth import), or set spec.deletionPolicy to Retain to let the set go without changing the cluster")

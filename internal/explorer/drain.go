@@ -49,6 +49,10 @@ func drainStep(c *World, recovers *int) string {
 		restartPod(c)
 		return "consumer pod restarts"
 	}
+	if c.deleted() && c.Set.Spec.OnDeletion() != v1.DeletionRetain && says(c, cephUnknownKey) {
+		c.Set.Spec.DeletionPolicy = v1.DeletionRetain
+		return "user: sets deletionPolicy Retain, as the warning says"
+	}
 	if saysDeleteConsumers(c) && deleteConsumer(c) {
 		return "user: deletes the consumer Deployment, as the warning says"
 	}
@@ -73,27 +77,18 @@ func drainStep(c *World, recovers *int) string {
 	return "reconcile"
 }
 
+// says: one of w's Warnings says phrase.
+func says(w *World, phrase string) bool {
+	return slices.ContainsFunc(w.Warnings, func(m string) bool { return strings.Contains(m, phrase) })
+}
+
 // saysRemoveRecover: a refusal asks to remove the recover request (a
 // rotation that can only complete).
-func saysRemoveRecover(w *World) bool {
-	for _, m := range w.Warnings {
-		if strings.Contains(m, "remove the recover request") {
-			return true
-		}
-	}
-	return false
-}
+func saysRemoveRecover(w *World) bool { return says(w, "remove the recover request") }
 
 // saysDeleteConsumers: a deleted set with deletionPolicy Delete waits for
 // its consumers to go.
-func saysDeleteConsumers(w *World) bool {
-	for _, m := range w.Warnings {
-		if strings.Contains(m, "may still use them: delete those consumers") {
-			return true
-		}
-	}
-	return false
-}
+func saysDeleteConsumers(w *World) bool { return says(w, "may still use them: delete those consumers") }
 
 // createMissing is what a discard's refusal for a user missing on an
 // instance, with no other instance to prove its new password, asks of a

@@ -70,6 +70,10 @@ func (b *Backend) wind(ctx context.Context, cur engine.Secrets, deprovision bool
 	}
 	plan := planDeletion(deletionInput{owner: b.Owner.UID, records: o, bases: b.Keys(), held: held,
 		admin: b.admin, overlap: b.overlap, deprovision: deprovision})
+	if len(plan.unknown) > 0 {
+		return mismatch("the source Secret holds no key for %s, of which the cluster holds %s made for the set: rekey cannot tell whether a consumer runs it (a source Secret restored from a backup taken before it was added, say), so deleting the set changed nothing on the cluster. Put its current key back in the source Secret, or set spec.deletionPolicy to Retain to let the set go without changing the cluster (then delete %s by hand once no one uses it)",
+			strings.Join(plan.unknown, ", "), strings.Join(plan.unknownEntities, ", "), strings.Join(plan.unknownEntities, ", "))
+	}
 	for _, base := range plan.guard {
 		if err := b.guardCurrent(ctx, s, cur, base); err != nil {
 			return err
@@ -97,8 +101,7 @@ func (b *Backend) wind(ctx context.Context, cur engine.Secrets, deprovision bool
 }
 
 // heldEntities maps each spec entity to the entity cur holds a key for. A
-// spec entity cur lacks is left out: nobody was handed a key for it (the
-// source Secret is written before any consumer sees a key).
+// spec entity cur lacks is left out.
 func (b *Backend) heldEntities(cur engine.Secrets) (map[string]string, error) {
 	held := map[string]string{}
 	for _, name := range b.Keys() {
@@ -164,14 +167,22 @@ type deletionPlan struct {
 	// any of their other generations is removed (Discard only: under
 	// Delete the consumers are gone).
 	guard []string
+	// unknown: spec entities cur holds no key for, of which minted
+	// generations (unknownEntities) are recorded (Discard only). The
+	// source Secret is written before any consumer sees a key, but a
+	// source Secret restored from a backup may lack a key consumers run
+	// since: removing those generations could lock them out, and keeping
+	// them could leave valid a key nobody was given, so nothing goes.
+	unknown, unknownEntities []string
 }
 
 // planDeletion decides for every entity recorded for the set:
 //   - one cur names stays under Discard; under Delete it goes if minted;
 //   - another generation of a spec entity goes (Overlapping priors and
 //     leftovers), adopted or not;
-//   - of a spec entity cur holds no key for, a minted one goes (nobody was
-//     given its key) and an adopted one stays;
+//   - of a spec entity cur holds no key for, an adopted one stays; a minted
+//     one goes under Delete (the consumers are gone), and under Discard
+//     stops the deletion (unknown): rekey cannot tell who runs it;
 //   - one of no spec entity (removed from the spec since) stays under
 //     Discard, since rekey cannot tell which of it is still in use, and
 //     goes under Delete if minted;
@@ -195,6 +206,12 @@ func planDeletion(in deletionInput) deletionPlan {
 			remove = in.deprovision && minted
 		case !isHeld:
 			remove = minted
+			if minted && !in.deprovision {
+				if !slices.Contains(p.unknown, base) {
+					p.unknown = append(p.unknown, base)
+				}
+				p.unknownEntities = append(p.unknownEntities, e)
+			}
 		case e == heldEntity:
 			remove = in.deprovision && minted
 		default:
@@ -211,6 +228,7 @@ func planDeletion(in deletionInput) deletionPlan {
 		}
 	}
 	slices.Sort(p.guard)
+	slices.Sort(p.unknown)
 	return p
 }
 

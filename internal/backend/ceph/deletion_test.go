@@ -21,6 +21,7 @@ func TestPlanDeletion(t *testing.T) {
 		overlap, deprovision bool
 		remove, unmark       []string
 		guard                []string
+		unknown              []string
 	}{{
 		name: "Discard, Overlapping: priors and leftovers go, the current stays",
 		records: owners{"client.a": mine(false), "client.a.1": mine(true), "client.a.2": mine(true),
@@ -59,10 +60,21 @@ func TestPlanDeletion(t *testing.T) {
 		bases:   []string{"client.a"}, held: map[string]string{"client.a": "client.a"},
 		unmark: []string{"client.a.1"},
 	}, {
-		name:    "no key held (provisioning stopped): minted goes, adopted stays",
+		name:    "no key held (provisioning stopped, wound down as Delete): minted goes, adopted stays",
 		records: owners{"client.a.1": mine(true), "client.b": mine(false), "client.c.5": mine(false)},
-		bases:   []string{"client.a", "client.b", "client.c"}, held: map[string]string{}, overlap: true,
+		bases:   []string{"client.a", "client.b", "client.c"}, held: map[string]string{}, overlap: true, deprovision: true,
 		remove: []string{"client.a.1"}, unmark: []string{"client.b", "client.c.5"},
+	}, {
+		name: "Discard, a spec entity's key missing from the source Secret: its minted generations stop the deletion",
+		records: owners{"client.a.1": mine(true), "client.b.1": mine(true), "client.b.2": mine(true),
+			"client.c": mine(false), "client.d.1": theirs},
+		bases: []string{"client.a", "client.b", "client.c", "client.d"}, held: map[string]string{"client.a": "client.a.1"}, overlap: true,
+		remove: []string{"client.b.1", "client.b.2"}, unmark: []string{"client.a.1", "client.c"}, unknown: []string{"client.b"},
+	}, {
+		name:    "InPlace, Discard, a spec entity's key missing: the entity stops the deletion",
+		records: owners{"client.a": mine(true), "client.b": mine(true)},
+		bases:   []string{"client.a", "client.b"}, held: map[string]string{"client.a": "client.a"},
+		remove: []string{"client.b"}, unmark: []string{"client.a"}, unknown: []string{"client.b"},
 	}, {
 		name:    "an entity since removed from the spec: Discard keeps it",
 		records: owners{"client.gone.3": mine(true)},
@@ -86,8 +98,8 @@ func TestPlanDeletion(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			p := planDeletion(deletionInput{owner: me, records: tc.records, bases: tc.bases, held: tc.held,
 				admin: "client.admin", overlap: tc.overlap, deprovision: tc.deprovision})
-			if !slices.Equal(p.remove, tc.remove) || !slices.Equal(p.unmark, tc.unmark) || !slices.Equal(p.guard, tc.guard) {
-				t.Fatalf("plan = remove %v, unmark %v, guard %v; want %v, %v, %v", p.remove, p.unmark, p.guard, tc.remove, tc.unmark, tc.guard)
+			if !slices.Equal(p.remove, tc.remove) || !slices.Equal(p.unmark, tc.unmark) || !slices.Equal(p.guard, tc.guard) || !slices.Equal(p.unknown, tc.unknown) {
+				t.Fatalf("plan = remove %v, unmark %v, guard %v, unknown %v; want %v, %v, %v, %v", p.remove, p.unmark, p.guard, p.unknown, tc.remove, tc.unmark, tc.guard, tc.unknown)
 			}
 		})
 	}
@@ -193,6 +205,56 @@ func TestReleaseOnTheRealMon(t *testing.T) {
 			ip.mustAuth(t, kr, true)
 		}
 	})
+}
+
+// A source Secret that lacks a spec entity's key (restored from a backup
+// taken before the entity was added, while its consumers run the key it was
+// given since): Release removes nothing, neither that entity's generation
+// nor the other entity's prior, and says how to go on; with the key back it
+// completes. Deprovision (the consumers gone) removes it.
+func TestReleaseWithoutAnEntitysKeyOnTheRealMon(t *testing.T) {
+	c := sharedCeph(t)
+	t.Parallel()
+	ctx := ctxFor(t)
+	a, b := "client.del-miss-a", "client.del-miss-b"
+	f := newFixture(t, c, overlapSpec(0, a, b))
+	p, err := f.b.Provision(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ka, kb := keyringIn(t, p.Secrets, a), keyringIn(t, p.Secrets, b)
+	prior := f.createRecorded(t, a+".7", f.b.Owner.record(true), "mon", "profile rbd")
+	restored := engine.Secrets{a: p.Secrets[a]}
+
+	msg := f.wantRefusal(t, f.b.Release(ctx, restored), reason.KeyMismatch, kb.Entity)
+	for _, want := range []string{"holds no key for " + b, "deletionPolicy to Retain"} {
+		if !strings.Contains(msg, want) {
+			t.Fatalf("refusal %q does not say %q", msg, want)
+		}
+	}
+	f.mustAuth(t, kb, true)
+	f.mustAuth(t, prior, true)
+	f.wantRecords(t, map[string]string{kb.Entity: f.b.Owner.record(true), prior.Entity: f.b.Owner.record(true)})
+	f.noKeysInReports(t)
+
+	if err := f.b.Release(ctx, p.Secrets); err != nil {
+		t.Fatal(err)
+	}
+	f.mustAuth(t, ka, true)
+	f.mustAuth(t, kb, true)
+	f.mustAuth(t, prior, false)
+	f.wantRecords(t, map[string]string{ka.Entity: "", kb.Entity: ""})
+
+	d := newFixture(t, c, overlapSpec(0, a+"-d", b+"-d"))
+	pd, err := d.b.Provision(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := d.b.Deprovision(ctx, engine.Secrets{a + "-d": pd.Secrets[a+"-d"]}); err != nil {
+		t.Fatal(err)
+	}
+	d.mustAuth(t, keyringIn(t, pd.Secrets, b+"-d"), false)
+	d.mustAuth(t, keyringIn(t, pd.Secrets, a+"-d"), false)
 }
 
 // Deprovision (deletionPolicy Delete) on a real mon. Overlapping: every
