@@ -83,7 +83,9 @@ import (
 //     (TestAdoption); while it is current, Precheck refuses another
 //     generation, a reset sets its password again and drops the rest,
 //     and Release and Deprovision hand it back without the set's mark,
-//     with its password (TestModelAdoptedCurrent).
+//     with its password (TestModelAdoptedCurrent);
+//   - a person's change of a role's password (option HandChanges:
+//     pghand.go, TestModelHandChange).
 //
 // Crashes: after each role created, changed, adopted or dropped (the
 // backend's own failpoints postgres/login-ensured, postgres/login-dropped,

@@ -106,6 +106,9 @@ func worldTransitions(o Options) []Transition {
 	if o.Postgres {
 		out = append(out, pgTransitions()...)
 		out = append(out, pgClientTransitions()...)
+		if o.HandChanges {
+			out = append(out, pgHandTransitions()...)
+		}
 	}
 	return out
 }
@@ -148,7 +151,9 @@ func pgLeftValid(w *World) string {
 	return ""
 }
 
-// pgStaleRestore is rabbitStaleRestore on the primary, for each login.
+// pgStaleRestore is rabbitStaleRestore on the primary, for each login. A
+// generation the restore dropped whose password a person then changed by
+// hand (pghand.go) is still one the restore dropped: its name is lost.
 func pgStaleRestore(w *World) bool {
 	in := w.instance(pgPrimary)
 	b := &pgBackend{w: w, cs: w.Set}
@@ -157,7 +162,7 @@ func pgStaleRestore(w *World) bool {
 			continue
 		}
 		for _, name := range b.generations(in, l.base) {
-			if slices.Contains(w.Lost, in.acct(name).Primary) {
+			if a := in.acct(name); slices.Contains(w.Lost, a.Primary) || a.Hand && slices.Contains(w.Lost, name) {
 				return true
 			}
 		}

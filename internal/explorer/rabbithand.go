@@ -94,6 +94,9 @@ func rabbitHandFix(w *World) bool {
 // handOpen: the consumer's pod is refused by a user a person changed by
 // hand, so the set is not settled yet.
 func handOpen(w *World) bool {
+	if w.postgres() {
+		return pgHandOpen(w) // pghand.go
+	}
 	if !w.rabbit() || w.HandUser == "" || w.WebGone {
 		return false
 	}
@@ -115,8 +118,12 @@ func rabbitHandTransitions() []Transition {
 	}
 }
 
-// rabbitFixStep is the drain's: the person sets the user back.
+// rabbitFixStep is the drain's: the person sets the user back (in the
+// PostgreSQL world, the role: pgFixStep).
 func rabbitFixStep(c *World) string {
+	if c.postgres() {
+		return pgFixStep(c)
+	}
 	if !rabbitHandFix(c) {
 		return ""
 	}

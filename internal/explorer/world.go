@@ -84,8 +84,9 @@ type World struct {
 	RotatedAway []string `json:"away,omitempty"`
 	// HandRotated: someone rotated the InPlace entity's key by hand.
 	HandRotated bool `json:"hand,omitempty"`
-	// HandUser: someone changed this RabbitMQ user's password by hand
-	// (rabbitHandChange), once per path.
+	// HandUser: someone changed this RabbitMQ user's (rabbitHandChange),
+	// or PostgreSQL login role's (pgHandChange), password by hand, once
+	// per path.
 	HandUser string `json:"handU,omitempty"`
 	// AdminKeyring and RotatorKeyring are the Ceph admin world's stored
 	// keyrings (cephadmin.go): Secrets, so a crash keeps them.
