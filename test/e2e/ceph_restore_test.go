@@ -4,6 +4,7 @@ import (
 	"maps"
 	"slices"
 	"testing"
+	"time"
 
 	v1 "rekey.io/rekey/api/v1alpha1"
 	"rekey.io/rekey/internal/engine"
@@ -59,5 +60,60 @@ func TestCephRestoredGeneration(t *testing.T) {
 	waitSetGone(t, ns, "rg")
 	if got := cephEntities(t, c, entity+"."); !slices.Equal(got, []string{entity + ".1"}) {
 		t.Fatalf("after recover and the wind-down the mon has %v, want %s.1 alone", got, entity)
+	}
+}
+
+// TestCephRestoreBeforeEntityAdded, on a real mon: the set's spec gained
+// client.rbb, whose key the consumers were given; the set is deleted
+// (held by its consumer group under deletionPolicy Delete), its status and
+// source Secret restored from a backup taken before client.rbb was added,
+// and the policy set to Discard. The wind-down used to remove client.rbb.1
+// as a generation nobody was given, and the consumers' key stopped
+// authenticating; now it removes nothing and says how to go on
+// (KeyMismatch naming the key and deletionPolicy Retain), and Retain lets
+// the set go with the key still valid.
+func TestCephRestoreBeforeEntityAdded(t *testing.T) {
+	c := testenv.CephForTest(t)
+	startManager(t, cp.Config, withCephWorkDir(c))
+	ns := newNamespace(t)
+	const a, b = "client.rba", "client.rbb"
+	caps := v1.CephCaps{Mon: "profile rbd"}
+	cs := cephSet(t, c, ns, "rb", v1.CephOverlapping, v1.CephEntity{Name: a, Caps: caps})
+	cs.Spec.ConsumerGroups = []v1.ConsumerGroup{{Name: "nodes", Members: []string{"node-a"}}}
+	if err := k8s.Create(ctxT(t), cs); err != nil {
+		t.Fatal(err)
+	}
+	cs = waitPhase(t, ns, "rb", v1.PhaseIdle, 1)
+	backupStatus, backupSource := *cs.Status.DeepCopy(), maps.Clone(sourceData(t, cs))
+	updateSpec(t, ns, "rb", func(cs *v1.CredentialSet) {
+		cs.Spec.Ceph.Entities = append(cs.Spec.Ceph.Entities, v1.CephEntity{Name: b, Caps: caps})
+	})
+	var bEntity, bKey string
+	eventually(t, time.Minute, b+" distributed", func() (bool, string) {
+		kr := secretData(t, ns, "rb-keys")[b+".keyring"]
+		if len(kr) == 0 {
+			return false, "no " + b + ".keyring"
+		}
+		bEntity, bKey = keyOf(t, kr)
+		return true, ""
+	})
+	observed(t, "%s added and distributed as %s: the consumers started since run its key", b, bEntity)
+
+	deleteWithPolicyDelete(t, ns, "rb")
+	waitEvent(t, ns, "rb", string(reason.UsersInUse))
+	restoreSet(t, ns, "rb", backupStatus, backupSource)
+	updateSpec(t, ns, "rb", func(cs *v1.CredentialSet) { cs.Spec.DeletionPolicy = v1.DeletionDiscard })
+	note := waitEventNoting(t, ns, "rb", reason.KeyMismatch, "holds no key for "+b)
+	mustContain(t, "KeyMismatch event of the deleted set", note, "deletionPolicy to Retain")
+	if !cephAuthenticates(t, c, bEntity, bKey) {
+		t.Fatalf("%s no longer authenticates with the key its consumers were given", bEntity)
+	}
+	getSet(t, ns, "rb")
+	observed(t, "the Discard wind-down held, %s kept: %s", bEntity, note)
+
+	updateSpec(t, ns, "rb", func(cs *v1.CredentialSet) { cs.Spec.DeletionPolicy = v1.DeletionRetain })
+	waitSetGone(t, ns, "rb")
+	if !cephAuthenticates(t, c, bEntity, bKey) {
+		t.Fatalf("after Retain let the set go, %s no longer authenticates", bEntity)
 	}
 }
