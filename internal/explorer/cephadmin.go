@@ -3,6 +3,8 @@ package explorer
 import (
 	"context"
 	"fmt"
+	"slices"
+	"strings"
 
 	v1 "rekey.io/rekey/api/v1alpha1"
 	"rekey.io/rekey/internal/backend/registry"
@@ -23,6 +25,14 @@ import (
 // backend is built). Each step is proven on a real ceph-mon by
 // internal/backend/ceph TestAdminRotation and TestAdminRotationCrash, and
 // test/e2e TestCephAdminRotationCrash (the manager killed after each step).
+//
+// With HandChanges a person rotates the admin's key by hand (handRotate)
+// and may put its current keyring in the admin keyring Secret (putAdmin):
+// until then every command is refused (AuthenticationFailed, naming that
+// Secret and `ceph auth get`), RecoverAdmin's first, and nothing changes;
+// with a rotator stored (and still there) RecoverAdmin rotates the
+// person's key away again. Proven on a real ceph-mon by internal/backend/ceph
+// TestAdminRotatedByHand (hand_model_test.go).
 const (
 	CephAdminWorld = "ceph-admin"
 	cephRotator    = "client.admin-rotator"
@@ -48,7 +58,7 @@ func (b *cephInPlaceBackend) adminIn() (*Instance, error) {
 		return in, err
 	}
 	if !in.acct(cephBase).Accepts(b.w.AdminKeyring) {
-		return nil, &engine.Refusal{Reason: string(reason.AuthenticationFailed), Message: "the monitors refused the key of " + cephBase + " in the admin keyring Secret (cephx authentication failed); nothing was changed: put " + cephBase + "'s current keyring there (ceph auth get " + cephBase + ")"}
+		return nil, &engine.Refusal{Reason: string(reason.AuthenticationFailed), Message: "the monitors refused the key of " + cephBase + " in the admin keyring Secret (cephx authentication failed); nothing was changed: the key was rotated or deleted in the cluster (by a person, or by another CredentialSet that rotates " + cephBase + "), or the Secret holds another entity's key. " + putAdminKeyring}
 	}
 	return in, nil
 }
@@ -126,10 +136,15 @@ func (b *cephInPlaceBackend) rotateWithRotator(in *Instance, rotator string) (st
 
 // cephAdminAccepted is "admin accepted" for the admin world: the monitor
 // accepts the admin keyring stored, or, mid-rotation, the rotator's stored
-// beside it, with which the next reconcile finishes.
+// beside it, with which the next reconcile finishes. A keyring whose key
+// a person rotated away by hand (handRotate) is the person's doing: what rekey owes then is to say so (adminIn's refusal),
+// and "no wedge" holds it to that.
 func cephAdminAccepted(w *World) string {
 	in := w.instance(cephMon)
 	if in.acct(cephBase).Accepts(w.AdminKeyring) || w.RotatorKeyring != "" && in.acct(cephRotator).Accepts(w.RotatorKeyring) {
+		return ""
+	}
+	if slices.Contains(w.RotatedAway, w.AdminKeyring+awaySep+byHand) {
 		return ""
 	}
 	return "the monitor accepts neither the admin keyring stored nor a rotator keyring stored"
@@ -142,4 +157,48 @@ func NewCephAdminWorld() *World {
 	w.Set.Annotations[Annotation] = CephAdminWorld
 	w.AdminKeyring = w.Instances[0].acct(cephBase).Primary
 	return w
+}
+
+// putAdminKeyring is the way out the backend's refusal of the stored admin
+// keyring names (ceph's adminError).
+const putAdminKeyring = "Put " + cephBase + "'s current keyring there (ceph auth get " + cephBase + ")"
+
+// putAdminStep is what that refusal asks of a person who rotated the
+// admin's key by hand (handRotate): put its current keyring in the admin
+// keyring Secret ("no wedge" takes it).
+func putAdminStep(c *World) string {
+	if !slices.ContainsFunc(c.Warnings, func(m string) bool { return strings.Contains(m, putAdminKeyring) }) || !putAdmin(c) {
+		return ""
+	}
+	return "user: puts " + cephBase + "'s current keyring in the admin keyring Secret, as the refusal says"
+}
+
+// putAdmin: the person who rotated the admin's key by hand puts its
+// current keyring (ceph auth get) in the admin keyring Secret, which holds
+// the key they rotated away.
+func putAdmin(w *World) bool {
+	in := w.instance(cephMon)
+	if !w.cephAdmin() || in == nil || !in.Present || w.Gone || !slices.Contains(w.RotatedAway, w.AdminKeyring+awaySep+byHand) {
+		return false
+	}
+	w.AdminKeyring = in.acct(cephBase).Primary
+	return true
+}
+
+// cephAdminHandAfterStep8 lets the person rotate the admin's key by hand
+// between steps 8 and 9 of an admin rotation (a crash after step 8: the
+// rotator removed, its keyring still stored). Off: a finding not fixed
+// yet. There RecoverAdmin retries the rotation with the stored rotator
+// keyring, which the monitor refuses (the rotator is gone), at every
+// reconcile, and says "the stored rotator keyring finishes it on the next
+// reconcile" (AdminRotationFailed) and BackendError, never the admin
+// keyring Secret: the documented actions never bring the set back ("no
+// wedge"). On the real mon the same (RecoverAdmin's error, the step-3
+// login refused). Turn it on once RecoverAdmin names the admin keyring
+// Secret there.
+var cephAdminHandAfterStep8 = false
+
+// adminHandWindow: w is between steps 8 and 9 of an admin rotation.
+func adminHandWindow(w *World) bool {
+	return w.cephAdmin() && w.RotatorKeyring != "" && !w.instance(cephMon).acct(cephRotator).Exists
 }

@@ -246,16 +246,18 @@ func (b *cephInPlaceBackend) wind(cur engine.Secrets, deprovision bool) error {
 	return nil
 }
 
-// handRotate: someone runs `ceph auth rotate` by hand, once: on client.app
-// (InPlace), or on the newest generation's entity (Overlapping). A pod
-// holding the key it replaced is refused by a person's doing, whenever it
-// read that key (inPlaceWindow): what rekey owes is to tell, and to give
+// handRotate: someone runs `ceph auth rotate` (or `ceph auth import` of
+// a key of theirs) by hand, once: on client.app (InPlace; in the admin
+// world the admin's own key), or on the newest generation's entity
+// (Overlapping). A pod holding the key it replaced is refused by a
+// person's doing, whenever it read that key (inPlaceWindow): what rekey owes is to tell, and to give
 // the consumers a key the monitor accepts by the way its refusal names
 // ("no wedge" holds it to that).
 func handRotate(w *World) bool {
 	in := w.instance(cephMon)
 	world := w.Set.Annotations[Annotation]
-	if world != CephInPlaceWorld && world != CephWorld || in == nil || !in.Present || w.Gone || w.HandRotated {
+	if world != CephInPlaceWorld && world != CephWorld && world != CephAdminWorld || in == nil || !in.Present || w.Gone || w.HandRotated ||
+		adminHandWindow(w) && !cephAdminHandAfterStep8 {
 		return false
 	}
 	entity := cephBase
@@ -318,6 +320,9 @@ func inPlaceOpen(w *World) bool {
 // a person: delete client.app (at rest) or its pending entry (during a
 // rotation) from the source Secret, so that rekey takes the cluster's key.
 func dropFromSource(c *World) string {
+	if step := putAdminStep(c); step != "" { // the admin's keyring first: nothing runs without it
+		return step
+	}
 	if c.Source == nil {
 		return ""
 	}

@@ -102,8 +102,11 @@ func cephTransitions(o Options) []Transition {
 	if o.Ceph && o.KeepPriors > 0 {
 		out = append(out, Transition{"user: lower keepPriorKeyCount", edit(lowerKeep)})
 	}
-	if (o.Ceph || o.CephInPlace) && o.HandChanges {
+	if (o.Ceph || o.CephInPlace || o.CephAdmin) && o.HandChanges {
 		out = append(out, Transition{"someone rotates " + cephBase + "'s key by hand (ceph auth rotate)", handRotate})
+	}
+	if o.CephAdmin && o.HandChanges {
+		out = append(out, Transition{"someone puts " + cephBase + "'s current keyring in the admin keyring Secret (ceph auth get)", putAdmin})
 	}
 	return out
 }
