@@ -148,3 +148,24 @@ func TestCephEntitiesWalks(t *testing.T) {
 		t.Error("no state explored")
 	}
 }
+
+// Two entities; a rotation r1 aborted, its reset owed (the manager crashed
+// once the rollback was recorded); a person rotates client.app's current
+// key by hand; the reset is refused, naming the way out: delete client.app
+// from the source Secret with the pending keys. When it named client.app's
+// pending key only, client.two's stayed, the read back (which waits for no
+// pending key to be left) never ran, and the set was wedged (found by the
+// two-entity random walks, seed 2, 100 walks: 23 steps). The test fails
+// unless it reached the reset refused after the hand rotation.
+func TestPathCephResetAfterHandRotation(t *testing.T) {
+	refused := false
+	o := Options{Ceph: true, Crashes: true, HandChanges: true,
+		Only: []string{"user: rotate r1", "user: abort (active", "someone rotates client.app"},
+		Observe: func(w *World) {
+			refused = refused || w.Set.Status.ResetPending && says(w, "To take the cluster's key, delete "+cephBase)
+		}}
+	exploreFrom(t, startTwoEntities(t, o), o, envInt("REKEY_EXPLORE_CEPH_RESET_DEPTH", 7))
+	if !refused {
+		t.Error("never reached the reset refused after client.app's key was rotated by hand")
+	}
+}

@@ -115,3 +115,16 @@ func (b *cephBackend) wind(cur engine.Secrets, deprovision bool) error {
 	}
 	return nil
 }
+
+// dropNamedPending completes what dropFromSource did as a reset's refusal
+// says (takeResetKey): the other entities' pending keys it names go too.
+func dropNamedPending(c *World) {
+	if c.Source == nil || !says(c, "To take the cluster's key, delete") {
+		return
+	}
+	for _, k := range c.keys() {
+		if pk := engine.PendingKey(k); says(c, ", "+pk) || says(c, "with "+pk) {
+			delete(c.Source.Data, pk)
+		}
+	}
+}

@@ -246,9 +246,19 @@ func (b *cephBackend) RepairIdle(_ context.Context, cur engine.Secrets) error {
 }
 
 // takeResetKey is the way out the backend's reset names (ceph's
-// takeResetKey).
-func takeResetKey(base string) string {
-	return "To take the cluster's key, delete " + base + " from the source Secret (with " + engine.PendingKey(base) + " and " + engine.RotationIDKey + ", if it holds them): rekey reads the key back, restarts the consumers onto it, and the reset keeps it"
+// takeResetKey): every entity's pending key named, since the read back
+// waits for none to be left.
+func takeResetKey(base string, bases []string) string {
+	var pending []string
+	for _, b := range bases {
+		pending = append(pending, engine.PendingKey(b))
+	}
+	pending = append(pending, engine.RotationIDKey)
+	list := pending[len(pending)-1]
+	if len(pending) > 1 {
+		list = strings.Join(pending[:len(pending)-1], ", ") + " and " + list
+	}
+	return "To take the cluster's key, delete " + base + " from the source Secret (with " + list + ", if it holds them): rekey reads the key back, restarts the consumers onto it, and the reset keeps it"
 }
 
 // idleThen is what a KeyMismatch found at rest says rekey does next.
@@ -326,7 +336,7 @@ func (b *cephBackend) Reset(_ context.Context, cur engine.Secrets) error {
 	for _, base := range b.Keys() {
 		entity, gen, held := b.current(in, cur, base)
 		if !held {
-			return mismatchRefusal("the cluster no longer has the current key of " + base + " (" + entity + ": changed outside rekey), so resetting to it would lock its consumers out; nothing was deleted. " + takeResetKey(base))
+			return mismatchRefusal("the cluster no longer has the current key of " + base + " (" + entity + ": changed outside rekey), so resetting to it would lock its consumers out; nothing was deleted. " + takeResetKey(base, b.Keys()))
 		}
 		for _, g := range b.generations(in, base) {
 			if name := cephEntityIn(base, g); g > gen {

@@ -43,6 +43,7 @@ func drainStep(c *World, recovers *int) string {
 		return step
 	}
 	if step := dropFromSource(c); step != "" {
+		dropNamedPending(c)
 		return step
 	}
 	if c.Pod.Template != c.template() {

@@ -2,6 +2,7 @@ package ceph
 
 import (
 	"maps"
+	"strings"
 	"testing"
 
 	"rekey.io/rekey/internal/engine"
@@ -15,8 +16,9 @@ import (
 // and makes the second; every step that refuses for one entity changes
 // nothing for the other (Precheck, Retire, Reset, Release); the upkeep at
 // rest skips an entity the source Secret lacks; status.priorKeyCount is
-// the most any entity keeps; and a wind-down removes every generation of
-// an entity the source Secret holds no key for, unguarded.
+// the most any entity keeps; a reset's refusal names every entity's
+// pending key; and a Discard wind-down removes nothing while the source
+// Secret holds no key for an entity.
 func TestTwoEntitiesOverlapping(t *testing.T) {
 	c := sharedCeph(t)
 	t.Parallel()
@@ -77,7 +79,12 @@ func TestTwoEntitiesOverlapping(t *testing.T) {
 	// first (entity by entity), and b's key once that is gone.
 	wrongCur := maps.Clone(cur)
 	wrongCur[b] = Keyring{Entity: b + ".2", Key: keyringIn(t, cur, a).Key}.String()
-	f.wantRefusal(t, f.b.Reset(ctx, wrongCur), reason.KeyMismatch, b)
+	msg := f.wantRefusal(t, f.b.Reset(ctx, wrongCur), reason.KeyMismatch, b)
+	// The way out names every entity's pending key: the read back waits
+	// for none to be left (a's would stay otherwise).
+	if want := "delete " + b + " from the source Secret (with " + engine.PendingKey(a) + ", " + engine.PendingKey(b) + " and " + engine.RotationIDKey; !strings.Contains(msg, want) {
+		t.Fatalf("the reset's refusal %q does not say %q", msg, want)
+	}
 	f.wantGenerations(t, a, 3, 2, 1)
 	f.wantRefusal(t, f.b.Precheck(ctx, wrongCur), reason.DualPasswordExists, a+".3") // entity by entity: a's first
 	f.wantRefusal(t, f.b.Release(ctx, wrongCur), reason.KeyMismatch, b)
@@ -108,13 +115,19 @@ func TestTwoEntitiesOverlapping(t *testing.T) {
 	f.wantGenerations(t, a, 3, 2)
 	f.wantGenerations(t, b, 3, 2)
 
-	// Release with b missing from the source Secret: a's current stays,
-	// its prior goes; every generation of b goes (nobody holds its key).
-	if err := f.b.Release(ctx, engine.Secrets{a: pending[a]}); err != nil {
+	// Release with b missing from the source Secret (restored from before
+	// b was added, say): nothing goes, b's generations and a's prior
+	// included, since a consumer may run b's key. With both keys, each
+	// current generation stays and the priors go.
+	f.wantRefusal(t, f.b.Release(ctx, engine.Secrets{a: pending[a]}), reason.KeyMismatch, b+".3")
+	f.wantGenerations(t, a, 3, 2)
+	f.wantGenerations(t, b, 3, 2)
+	if err := f.b.Release(ctx, pending); err != nil {
 		t.Fatal(err)
 	}
 	f.wantGenerations(t, a, 3)
-	f.wantGenerations(t, b)
+	f.wantGenerations(t, b, 3)
 	f.mustAuth(t, keyringIn(t, pending, a), true)
+	f.mustAuth(t, keyringIn(t, pending, b), true)
 	f.noKeysInReports(t)
 }

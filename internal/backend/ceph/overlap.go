@@ -189,16 +189,25 @@ func (b *Backend) TrimPriors(ctx context.Context, cur engine.Secrets) error {
 	return b.retirePriors(ctx, s, cur, "current")
 }
 
-// resetOverlapping rolls a rotation back: the current generation must still
-// work, and every newer generation entity is deleted.
 // takeResetKey is the way out of a reset whose current key the cluster no
 // longer holds: the read back makes the cluster's newest generation
-// current (engine.AddReadBack), and the reset then keeps it.
-func takeResetKey(entity string) string {
-	return fmt.Sprintf("To take the cluster's key, delete %s from the source Secret (with %s and %s, if it holds them): rekey reads the key back, restarts the consumers onto it, and the reset keeps it",
-		entity, engine.PendingKey(entity), engine.RotationIDKey)
+// current (engine.AddReadBack), and the reset then keeps it. The read back
+// runs only once the source Secret holds no pending key of any entity (an
+// overlapping backend's pending keys may be valid beside the current
+// ones), so the message names every entity's: the reset removes their
+// generations anyway.
+func takeResetKey(entity string, entities []string) string {
+	pending := make([]string, 0, len(entities)+1)
+	for _, e := range entities {
+		pending = append(pending, engine.PendingKey(e))
+	}
+	pending = append(pending, engine.RotationIDKey)
+	return fmt.Sprintf("To take the cluster's key, delete %s from the source Secret (with %s, if it holds them): rekey reads the key back, restarts the consumers onto it, and the reset keeps it",
+		entity, joinAnd(pending))
 }
 
+// resetOverlapping rolls a rotation back: the current generation must still
+// work, and every newer generation entity is deleted.
 func (b *Backend) resetOverlapping(ctx context.Context, s *session, cur engine.Secrets) error {
 	dump, err := s.list(ctx)
 	if err != nil {
@@ -215,7 +224,7 @@ func (b *Backend) resetOverlapping(ctx context.Context, s *session, cur engine.S
 			return err
 		}
 		if entry, ok := dump[kr.Entity]; !ok || entry.Key != kr.Key {
-			return mismatch("the cluster no longer has the current key of %s (%s: changed outside rekey), so resetting to it would lock its consumers out; nothing was deleted. %s", e.Name, kr.Entity, takeResetKey(e.Name))
+			return mismatch("the cluster no longer has the current key of %s (%s: changed outside rekey), so resetting to it would lock its consumers out; nothing was deleted. %s", e.Name, kr.Entity, takeResetKey(e.Name, b.Keys()))
 		}
 		for _, g := range dump.generations(e.Name) {
 			if g > curGen {
@@ -266,4 +275,12 @@ func (b *Backend) Priors(ctx context.Context, cur engine.Secrets) (int, error) {
 		most = max(most, n)
 	}
 	return most, nil
+}
+
+// joinAnd lists names as a sentence does: "a, b and c".
+func joinAnd(names []string) string {
+	if len(names) < 2 {
+		return strings.Join(names, "")
+	}
+	return strings.Join(names[:len(names)-1], ", ") + " and " + names[len(names)-1]
 }
