@@ -87,6 +87,9 @@ func pgLoginsOf(cs *v1.CredentialSet) []pgLogin {
 	if pgOption(cs, "adopt") {
 		adopt = pgAdopted
 	}
+	if base := cs.Annotations[PostgresBaseAnnotation]; base != "" {
+		return []pgLogin{{base: base, group: base + "_owner", pw: base + "-"}} // pgtwosets.go
+	}
 	if !pgOption(cs, "logins") {
 		return []pgLogin{{base: pgBase, group: pgGroup, adopt: adopt, pw: "pw-"}}
 	}

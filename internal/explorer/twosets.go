@@ -53,8 +53,7 @@ func (w *World) mine(k string) bool {
 		return ok
 	}
 	if w.postgres() {
-		_, ok := pgGeneration(k)
-		return ok
+		return pgMine(w, k)
 	}
 	if w.cephInPlace() {
 		return k == cephBase
@@ -106,6 +105,8 @@ func addPeer(w *World) error {
 	p.Set.Spec.DeletionPolicy = v1.DeletionDelete
 	if w.rabbit() {
 		rabbitPeer(p) // its own user base on the broker (rabbittwosets.go)
+	} else if w.postgres() {
+		pgPeer(w, p) // its own login base and group on the cluster (pgtwosets.go)
 	} else {
 		p.Set.Annotations[UsersAnnotation] = ShopKey
 		for _, in := range w.Instances {
