@@ -99,13 +99,10 @@ type Options struct {
 	Ceph, CephInPlace, CephAdmin bool
 	// Adopt: with RabbitMQ or Postgres, the set adopts an existing user.
 	Adopt bool
-	// Logins: with Postgres, a second login; TerminateSessions set too.
-	Logins, TerminateSessions bool
-	// Failover: with Postgres, the primary stops answering and answers
-	// again, and the replica is promoted while the primary does not answer
-	// (with all the primary committed, or without what it had not
-	// replayed), the old primary returning as its replica (pgfailover.go).
-	Failover bool
+	// Logins: with Postgres, a second login; TerminateSessions set too;
+	// Failover, the primary not answering and the replica promoted, the
+	// old primary returning as its replica (pgfailover.go).
+	Logins, TerminateSessions, Failover bool
 	// KeepPriors: with Ceph, spec.ceph.keepPriorKeyCount.
 	KeepPriors int
 	// Observe, when set, sees every new state breadth first explores (a
