@@ -100,8 +100,7 @@ type Options struct {
 	// Adopt: with RabbitMQ or Postgres, the set adopts an existing user.
 	Adopt bool
 	// Logins: with Postgres, a second login; TerminateSessions set too;
-	// Failover, the primary not answering and the replica promoted, the
-	// old primary returning as its replica (pgfailover.go).
+	// Failover, the primary down and the replica promoted (pgfailover.go).
 	Logins, TerminateSessions, Failover bool
 	// KeepPriors: with Ceph, spec.ceph.keepPriorKeyCount.
 	KeepPriors int
