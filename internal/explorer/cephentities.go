@@ -1,6 +1,7 @@
 package explorer
 
 import (
+	"slices"
 	"strconv"
 	"strings"
 
@@ -116,10 +117,12 @@ func (b *cephBackend) wind(cur engine.Secrets, deprovision bool) error {
 	return nil
 }
 
-// dropNamedPending completes what dropFromSource did as a reset's refusal
-// says (takeResetKey): the other entities' pending keys it names go too.
+// dropNamedPending completes what dropFromSource did outside a rotation as
+// the refusal says (takeResetKey, takeClusterKey): the other entities'
+// pending keys it names go too.
 func dropNamedPending(c *World) {
-	if c.Source == nil || !says(c, "To take the cluster's key, delete") {
+	ph := c.Set.Status.Phase
+	if c.Source == nil || ph == v1.PhaseRotating || ph == v1.PhaseDistributed || !says(c, "from the source Secret (with") {
 		return
 	}
 	for _, k := range c.keys() {
@@ -127,4 +130,37 @@ func dropNamedPending(c *World) {
 			delete(c.Source.Data, pk)
 		}
 	}
+}
+
+// handRotateCurrent: in the Overlapping world, a person rotates by hand
+// the generation the source Secret's current key names while a newer one
+// exists (a rotation's, or one a rollback's reset has still to remove);
+// handRotate takes the newest. Once per path, as handRotate. Proven on a
+// real mon by the e2e TestCephResetAfterHandRotation.
+func handRotateCurrent(w *World) bool {
+	in := w.instance(cephMon)
+	if w.Set.Annotations[Annotation] != CephWorld || in == nil || !in.Present || w.Gone || w.HandRotated || w.Source == nil {
+		return false
+	}
+	entity := cephEntityOf(string(w.Source.Data[cephBase]))
+	cur, ok := cephGenerationOf(cephBase, entity)
+	a := in.acct(entity)
+	if !ok || !a.Exists {
+		return false
+	}
+	newer := false
+	for name, o := range in.Users {
+		if g, ok := cephGenerationOf(cephBase, name); ok && o.Exists && g > cur {
+			newer = true
+		}
+	}
+	if !newer {
+		return false
+	}
+	w.RotatedAway = append(w.RotatedAway, a.Primary+awaySep+byHand)
+	slices.Sort(w.RotatedAway)
+	a.Primary = entity + cephKeySep + handKey
+	in.set(entity, a)
+	w.HandRotated = true
+	return true
 }

@@ -158,7 +158,7 @@ func (b *cephInPlaceBackend) Apply(_ context.Context, cur, pending engine.Secret
 		b.entity(in)
 		return engine.Secrets{cephBase: a.Primary}, nil
 	case refuseKey:
-		return nil, mismatchRefusal("the cluster's key for " + cephBase + " is neither the current nor the pending key the source Secret holds (changed outside rekey); nothing was rotated. Find who changed it; " + takeClusterKey(cephBase))
+		return nil, mismatchRefusal("the cluster's key for " + cephBase + " is neither the current nor the pending key the source Secret holds (changed outside rekey); nothing was rotated. Find who changed it; " + takeClusterKey(cephBase, []string{cephBase}))
 	}
 	b.entity(in)
 	if b.w.cephAdmin() {

@@ -249,16 +249,16 @@ func (b *cephBackend) RepairIdle(_ context.Context, cur engine.Secrets) error {
 // takeResetKey): every entity's pending key named, since the read back
 // waits for none to be left.
 func takeResetKey(base string, bases []string) string {
-	var pending []string
+	return "To take the cluster's key, delete " + base + " from the source Secret (with " + pendingKeys(bases) + ", if it holds them): rekey reads the key back, restarts the consumers onto it, and the reset keeps it"
+}
+
+// pendingKeys is ceph's pendingKeys: "a_PENDING, b_PENDING and ROTATION_ID".
+func pendingKeys(bases []string) string {
+	var names []string
 	for _, b := range bases {
-		pending = append(pending, engine.PendingKey(b))
+		names = append(names, engine.PendingKey(b))
 	}
-	pending = append(pending, engine.RotationIDKey)
-	list := pending[len(pending)-1]
-	if len(pending) > 1 {
-		list = strings.Join(pending[:len(pending)-1], ", ") + " and " + list
-	}
-	return "To take the cluster's key, delete " + base + " from the source Secret (with " + list + ", if it holds them): rekey reads the key back, restarts the consumers onto it, and the reset keeps it"
+	return strings.Join(names, ", ") + " and " + engine.RotationIDKey
 }
 
 // idleThen is what a KeyMismatch found at rest says rekey does next.
@@ -299,7 +299,7 @@ func (b *cephBackend) Apply(_ context.Context, cur, _ engine.Secrets, gen int64)
 func (b *cephBackend) verify(in *Instance, secrets engine.Secrets) error {
 	for _, base := range b.Keys() {
 		if entity, _, held := b.current(in, secrets, base); !held {
-			return &engine.Refusal{Reason: string(reason.PendingRejected), Message: "the cluster refuses the key the source Secret holds for " + base + " (" + entity + ": changed outside rekey), so rekey changed nothing. Find who changed it; " + takeClusterKey(base)}
+			return &engine.Refusal{Reason: string(reason.PendingRejected), Message: "the cluster refuses the key the source Secret holds for " + base + " (" + entity + ": changed outside rekey), so rekey changed nothing. Find who changed it; " + takeClusterKey(base, b.Keys())}
 		}
 	}
 	return nil
@@ -307,8 +307,8 @@ func (b *cephBackend) verify(in *Instance, secrets engine.Secrets) error {
 
 // takeClusterKey is the way out the backend's refusals of a key changed
 // outside rekey name (ceph's takeClusterKey).
-func takeClusterKey(base string) string {
-	return "to take the cluster's key: during a rotation delete " + engine.PendingKey(base) + " from the source Secret, at rest delete " + base + " from the source Secret; rekey reads the key back and restarts the consumers onto it"
+func takeClusterKey(base string, bases []string) string {
+	return "to take the cluster's key: during a rotation (phase Rotating or Distributed) delete " + engine.PendingKey(base) + " from the source Secret; otherwise delete " + base + " from the source Secret (with " + pendingKeys(bases) + ", if it holds them); rekey reads the key back and restarts the consumers onto it"
 }
 
 // Retire removes, of every entity, the generations older than the pending

@@ -105,6 +105,9 @@ func cephTransitions(o Options) []Transition {
 	if (o.Ceph || o.CephInPlace || o.CephAdmin) && o.HandChanges {
 		out = append(out, Transition{"someone rotates " + cephBase + "'s key by hand (ceph auth rotate)", handRotate})
 	}
+	if o.Ceph && o.HandChanges {
+		out = append(out, Transition{"someone rotates " + cephBase + "'s current generation by hand while a newer exists (ceph auth rotate)", handRotateCurrent})
+	}
 	if o.CephAdmin && o.HandChanges {
 		out = append(out, Transition{"someone puts " + cephBase + "'s current keyring in the admin keyring Secret (ceph auth get)", putAdmin})
 	}

@@ -43,7 +43,7 @@ func TestCephInPlaceRotationIDTakenAgain(t *testing.T) {
 	assertNoRefusalsSince(t, pc)
 
 	rotate(t, ns, name, "r1")
-	waitEventNoting(t, ns, name, reason.PendingRejected, "at rest delete "+entity+" from the source Secret")
+	waitEventNoting(t, ns, name, reason.PendingRejected, "otherwise delete "+entity+" from the source Secret")
 	editSource(t, getSet(t, ns, name), func(data map[string][]byte) { delete(data, entity) })
 	waitRolledOut(t, ns, name)
 	if again := restartValueOf(t, pc, name); again == first {

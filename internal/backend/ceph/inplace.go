@@ -83,7 +83,7 @@ func (b *Backend) applyInPlace(ctx context.Context, s *session, cur, pending eng
 		held[i], actions[i] = entry, DecideInPlace(entry.Key, curKR.Key, pendKey)
 		if actions[i] == RefuseKey {
 			return nil, mismatch("the cluster's key for %s is neither the current nor the pending key the source Secret holds (changed outside rekey); nothing was rotated. Find who changed it; %s",
-				e.Name, takeClusterKey(e.Name))
+				e.Name, takeClusterKey(e.Name, b.Keys()))
 		}
 		if err := b.claim(ctx, s, o, e.Name, "rotate"); err != nil {
 			return nil, err
@@ -145,7 +145,7 @@ func (b *Backend) Retire(ctx context.Context, cur, pending engine.Secrets) error
 		if err != nil {
 			return err
 		}
-		if err := s.verifyPending(ctx, e.Name, kr); err != nil {
+		if err := s.verifyPending(ctx, e.Name, kr, takeClusterKey(e.Name, b.Keys())); err != nil {
 			return err
 		}
 	}
@@ -158,16 +158,20 @@ func (b *Backend) Retire(ctx context.Context, cur, pending engine.Secrets) error
 // takeClusterKey is the way out of a key changed outside rekey: no reset
 // can set a key Ceph minted back (and an in-place rotation cannot be
 // rolled back at all), so rekey takes the cluster's (engine.ReadBackRotation
-// during a rotation, engine.AddReadBack at rest).
-func takeClusterKey(entity string) string {
-	return fmt.Sprintf("to take the cluster's key: during a rotation delete %s from the source Secret, at rest delete %s from the source Secret; rekey reads the key back and restarts the consumers onto it",
-		engine.PendingKey(entity), entity)
+// during a rotation, engine.AddReadBack otherwise). An overlapping set reads
+// back only once its source Secret holds no pending key (a rollback's reset
+// still owed, say), so the message names every entity's: the reset removes
+// their generations anyway.
+func takeClusterKey(entity string, entities []string) string {
+	return fmt.Sprintf("to take the cluster's key: during a rotation (phase Rotating or Distributed) delete %s from the source Secret; otherwise delete %s from the source Secret (with %s, if it holds them); rekey reads the key back and restarts the consumers onto it",
+		engine.PendingKey(entity), entity, pendingKeys(entities))
 }
 
 // verifyPending proves kr, the keyring the source Secret holds under name,
 // by logging in with it. An entity without mon caps cannot log in with any
 // key; for it the cluster holding exactly kr is the best proof there is.
-func (s *session) verifyPending(ctx context.Context, name string, kr Keyring) error {
+// way is what a refusal names as the way out.
+func (s *session) verifyPending(ctx context.Context, name string, kr Keyring, way string) error {
 	ok, err := s.authenticates(ctx, kr)
 	if err != nil || ok {
 		return err
@@ -180,7 +184,7 @@ func (s *session) verifyPending(ctx context.Context, name string, kr Keyring) er
 		return nil
 	}
 	return &engine.Refusal{Reason: string(reason.PendingRejected), Message: fmt.Sprintf(
-		"the cluster refuses the key the source Secret holds for %s (%s: changed outside rekey), so rekey changed nothing. Find who changed it; %s", name, kr.Entity, takeClusterKey(name))}
+		"the cluster refuses the key the source Secret holds for %s (%s: changed outside rekey), so rekey changed nothing. Find who changed it; %s", name, kr.Entity, way)}
 }
 
 // Reset implements engine.Backend. InPlace cannot bring an old key back:

@@ -197,13 +197,19 @@ func (b *Backend) TrimPriors(ctx context.Context, cur engine.Secrets) error {
 // ones), so the message names every entity's: the reset removes their
 // generations anyway.
 func takeResetKey(entity string, entities []string) string {
-	pending := make([]string, 0, len(entities)+1)
-	for _, e := range entities {
-		pending = append(pending, engine.PendingKey(e))
-	}
-	pending = append(pending, engine.RotationIDKey)
 	return fmt.Sprintf("To take the cluster's key, delete %s from the source Secret (with %s, if it holds them): rekey reads the key back, restarts the consumers onto it, and the reset keeps it",
-		entity, joinAnd(pending))
+		entity, pendingKeys(entities))
+}
+
+// pendingKeys lists every entity's pending key and the rotation ID, as a
+// sentence does: "a_PENDING, b_PENDING and ROTATION_ID".
+func pendingKeys(entities []string) string {
+	names := make([]string, 0, len(entities)+1)
+	for _, e := range entities {
+		names = append(names, engine.PendingKey(e))
+	}
+	names = append(names, engine.RotationIDKey)
+	return strings.Join(names[:len(names)-1], ", ") + " and " + names[len(names)-1]
 }
 
 // resetOverlapping rolls a rotation back: the current generation must still
@@ -275,12 +281,4 @@ func (b *Backend) Priors(ctx context.Context, cur engine.Secrets) (int, error) {
 		most = max(most, n)
 	}
 	return most, nil
-}
-
-// joinAnd lists names as a sentence does: "a, b and c".
-func joinAnd(names []string) string {
-	if len(names) < 2 {
-		return strings.Join(names, "")
-	}
-	return strings.Join(names[:len(names)-1], ", ") + " and " + names[len(names)-1]
 }

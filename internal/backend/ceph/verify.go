@@ -20,7 +20,7 @@ func (b *Backend) Verify(ctx context.Context, secrets engine.Secrets) error {
 		if err != nil {
 			return err
 		}
-		if err := s.verifyPending(ctx, e.Name, kr); err != nil {
+		if err := s.verifyPending(ctx, e.Name, kr, takeClusterKey(e.Name, b.Keys())); err != nil {
 			return err
 		}
 	}
