@@ -36,6 +36,13 @@ func (r *Reconciler) addIdentities(ctx context.Context, t *turn, cur engine.Secr
 		return &problem{reason.MissingRotationPending, fmt.Sprintf(
 			"source Secret %s/%s lacks current secrets %v; restore them from backup", r.Namespace, name, missing)}, nil
 	case engine.AddUnsupported:
+		if t.p.backend.Traits().ReadBack {
+			// Not a spec problem: the keys are read back once the set is
+			// at rest, and an overlapping backend's pending keys may be
+			// valid beside the current ones, so none may be left.
+			return &problem{reason.MissingRotationPending, fmt.Sprintf(
+				"source Secret %s/%s lacks current secrets %v, which rekey reads back from the backend only with no rotation, reset or discard under way and no pending secret left in the source Secret (step %s); nothing was changed. Outside a rotation (a rollback's reset still owed included), delete the pending secrets (%s) and %s from the source Secret too; during one, restore the lost secrets from a backup", r.Namespace, name, missing, engine.StepOf(cs.Status), strings.Join(pendingNames(keys), ", "), engine.RotationIDKey)}, nil
+		}
 		return &problem{reason.InvalidSpec, fmt.Sprintf(
 			"the spec lists identities the set was not provisioned with (source Secret keys %v), and this backend adds identities only when a set is first provisioned; nothing was changed: give them a CredentialSet of their own, or remove them from the spec", missing)}, nil
 	case engine.AddInFlight:
@@ -160,4 +167,13 @@ func (r *Reconciler) readBack(ctx context.Context, t *turn, cur engine.Secrets, 
 	r.event(cs, "Normal", reason.Provisioned, "Provision", "%s read back from the backend, as the source Secret held no current secret for them: the consumers restart onto them (step %s)",
 		strings.Join(missing, ", "), engine.StepOf(cs.Status))
 	return nil, nil
+}
+
+// pendingNames are keys' pending secrets' names in the source Secret.
+func pendingNames(keys []string) []string {
+	out := make([]string, len(keys))
+	for i, k := range keys {
+		out[i] = engine.PendingKey(k)
+	}
+	return out
 }

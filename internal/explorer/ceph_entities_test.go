@@ -7,6 +7,7 @@ import (
 	"time"
 
 	v1 "rekey.io/rekey/api/v1alpha1"
+	"rekey.io/rekey/internal/engine"
 )
 
 // startTwoEntities is the Ceph world whose spec then lists client.two
@@ -173,5 +174,41 @@ func TestPathCephResetAfterHandRotation(t *testing.T) {
 	exploreFrom(t, startTwoEntities(t, o), o, envInt("REKEY_EXPLORE_CEPH_RESET_DEPTH", 7))
 	if !reset || !verify {
 		t.Errorf("never reached, the reset owed: the reset refused (%v), the rollback's verification refused (%v)", reset, verify)
+	}
+}
+
+// The rollback's refusal above (client.app's current generation rotated by
+// hand) followed only in part: client.app deleted from the source Secret,
+// the pending keys left. Nothing can be read back then,
+// and the refusal says what is left to delete (it used to call client.app
+// an identity "this backend adds only when a set is first provisioned",
+// InvalidSpec); done, the set comes back to Idle with no reset owed.
+func TestPathCephResetHalfFollowed(t *testing.T) {
+	o := Options{Ceph: true, Crashes: true, HandChanges: true}
+	w := replayFrom(t, startTwoEntities(t, o), o, []string{"user: rotate r1", "reconcile", "user: abort (active",
+		"manager crashes after abort/phase-idle", "someone rotates client.app's current generation", "reconcile"})
+	if !w.Set.Status.ResetPending || !says(w, "otherwise delete "+cephBase+" from the source Secret (with") {
+		t.Fatalf("the rollback was not refused with a reset owed: %s %v", w.Summary(), w.Warnings)
+	}
+	delete(w.Source.Data, cephBase)
+	w = replayFrom(t, w, o, []string{"reconcile"})
+	pending := engine.PendingKey(cephBase2)
+	if !says(w, "lacks current secrets ["+cephBase+"]") || !says(w, pending) || says(w, "first provisioned") {
+		t.Fatalf("the refusal does not name %s: %v", pending, w.Warnings)
+	}
+	for _, k := range []string{engine.PendingKey(cephBase), pending, engine.RotationIDKey} {
+		delete(w.Source.Data, k)
+	}
+	for i := 0; i < 10 && (w.Set.Status.ResetPending || w.Set.Status.Phase != v1.PhaseIdle || w.Pod.Template != w.template()); i++ {
+		if w.Pod.Template != w.template() {
+			restartPod(w)
+		}
+		w = replayFrom(t, w, o, []string{"reconcile"})
+	}
+	if w.Set.Status.ResetPending || w.Set.Status.Phase != v1.PhaseIdle {
+		t.Fatalf("not back to Idle: %s %v", w.Summary(), w.Warnings)
+	}
+	if d := noLockout(w); d != "" {
+		t.Fatal(d)
 	}
 }
