@@ -59,11 +59,11 @@ func (b *pgBackend) prove(primary *Instance, l pgLogin, pw string) error {
 	a := primary.acct(l.adopt)
 	if !a.Exists {
 		return &engine.Refusal{Reason: string(reason.ProvisionFailed), Message: fmt.Sprintf(
-			"role %s named in spec.postgres.adopt.role does not exist on %s, so nothing was adopted or changed: name the role applications log in as today, or remove spec.postgres.adopt to start with a new login %s_g1", l.adopt, pgPrimary, l.base)}
+			"role %s named in spec.postgres.adopt.role does not exist on %s, so nothing was adopted or changed: name the role applications log in as today, or remove spec.postgres.adopt to start with a new login %s_g1", l.adopt, primary.Name, l.base)}
 	}
 	if !a.Accepts(pw) {
 		return &engine.Refusal{Reason: string(reason.ProvisionFailed), Message: fmt.Sprintf(
-			"the password in the Secret named in spec.postgres.adopt.passwordSecretRef does not log in as role %s on %s, so rekey did not adopt it and changed nothing: put the password applications log in with today under that key (rekey adopts only a role whose password it is given, as proof that the role is yours to retire)", l.adopt, pgPrimary)}
+			"the password in the Secret named in spec.postgres.adopt.passwordSecretRef does not log in as role %s on %s, so rekey did not adopt it and changed nothing: put the password applications log in with today under that key (rekey adopts only a role whose password it is given, as proof that the role is yours to retire)", l.adopt, primary.Name)}
 	}
 	return nil
 }

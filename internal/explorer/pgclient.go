@@ -33,7 +33,7 @@ func pgClientEnd(primary *Instance, into string) {
 func pgClientTransitions() []Transition {
 	return []Transition{
 		{"outside client: a job not among spec.consumers logs in as the served login", func(w *World) bool {
-			p := w.instance(pgPrimary)
+			p := pgPrimaryIn(w)
 			if w.Gone || w.Dist == nil || p.Down || p.acct(pgClient).Primary != "" || p.acct(pgClientGone).Primary != "" || p.acct(pgClientCut).Primary != "" {
 				return false
 			}
@@ -47,7 +47,7 @@ func pgClientTransitions() []Transition {
 			return true
 		}},
 		{"outside client: its session ends", func(w *World) bool {
-			p := w.instance(pgPrimary)
+			p := pgPrimaryIn(w)
 			if pgClientRole(p) == "" {
 				return false
 			}
@@ -61,7 +61,7 @@ func pgClientTransitions() []Transition {
 // pgClientDrain is the drain's step for it: a person ends its session
 // (pg_terminate_backend), as a refusal naming it says.
 func pgClientDrain(c *World) string {
-	p := c.instance(pgPrimary)
+	p := pgPrimaryIn(c)
 	if pgClientRole(p) == "" {
 		return ""
 	}

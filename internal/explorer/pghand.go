@@ -44,7 +44,7 @@ const pgHandPassword = "pw-hand"
 // (pending: under its pending key).
 func pgHandChange(pending bool) func(*World) bool {
 	return func(w *World) bool {
-		p := w.instance(pgPrimary)
+		p := pgPrimaryIn(w)
 		if !w.postgres() || p == nil || !p.Present || p.Down || w.Gone || w.HandUser != "" || w.Source == nil {
 			return false
 		}
@@ -70,7 +70,7 @@ func pgHandChange(pending bool) func(*World) bool {
 // current or pending password). A role the source Secret no longer names
 // is left to the refusals' recover.
 func pgHandFix(w *World) bool {
-	p := w.instance(pgPrimary)
+	p := pgPrimaryIn(w)
 	if !w.postgres() || p == nil || !p.Present || p.Down || w.Gone || w.Source == nil {
 		return false
 	}
@@ -104,7 +104,7 @@ func pgHandOpen(w *World) bool {
 	if w.HandUser == "" || w.WebGone {
 		return false
 	}
-	p := w.instance(pgPrimary)
+	p := pgPrimaryIn(w)
 	for user, pw := range pgCredLogins(w, w.Pod.Creds) {
 		if a := p.acct(user); a.Hand && !a.Accepts(pw) {
 			return true

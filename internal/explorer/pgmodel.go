@@ -85,7 +85,9 @@ import (
 //     and Release and Deprovision hand it back without the set's mark,
 //     with its password (TestModelAdoptedCurrent);
 //   - a person's change of a role's password (option HandChanges:
-//     pghand.go, TestModelHandChange).
+//     pghand.go, TestModelHandChange);
+//   - the primary not answering, and a failover (option Failover:
+//     pgfailover.go, TestModelFailover).
 //
 // Crashes: after each role created, changed, adopted or dropped (the
 // backend's own failpoints postgres/login-ensured, postgres/login-dropped,
@@ -94,7 +96,7 @@ import (
 // mark removal (the model's). Adoption happens while the set provisions,
 // which Start does before exploring: its crash point is not explored.
 // Not modelled: the leadership term on the roles' comment, a group role
-// missing, the primary not answering, failover.
+// missing.
 const (
 	// PostgresWorld is the model annotation's value that selects it.
 	PostgresWorld = "postgres"
@@ -194,7 +196,7 @@ func (b *pgBackend) Precheck(_ context.Context, cur engine.Secrets) error {
 		a := primary.acct(id.user)
 		if !a.Exists {
 			return &engine.Refusal{Reason: string(reason.RotateRefused), Message: fmt.Sprintf(
-				"role %s, a current login in the source Secret, does not exist on %s, so the rotation did not start: kubectl rekey recover recreates it with the source Secret's password; then rotate again", id.user, pgPrimary)}
+				"role %s, a current login in the source Secret, does not exist on %s, so the rotation did not start: kubectl rekey recover recreates it with the source Secret's password; then rotate again", id.user, primary.Name)}
 		}
 		if !a.Marked {
 			return b.notOwned(id.user, "start a rotation that would drop")
@@ -202,7 +204,7 @@ func (b *pgBackend) Precheck(_ context.Context, cur engine.Secrets) error {
 		for _, g := range b.generations(primary, id.base) {
 			if g != id.user {
 				return &engine.Refusal{Reason: string(reason.DualPasswordExists), Message: fmt.Sprintf(
-					"role %s already has a login on %s beside the current login %s: a generation of this set that the status does not account for (was the status or the source Secret restored from a backup?), which consumers may log in as, so nothing was changed: reset the server to the source Secret (kubectl rekey recover does this, once the consumers run the current logins), then rotate again", g, pgPrimary, id.user)}
+					"role %s already has a login on %s beside the current login %s: a generation of this set that the status does not account for (was the status or the source Secret restored from a backup?), which consumers may log in as, so nothing was changed: reset the server to the source Secret (kubectl rekey recover does this, once the consumers run the current logins), then rotate again", g, primary.Name, id.user)}
 			}
 		}
 		if err := b.proven(id.user, id.pw, reason.KeyMismatch, "it was changed outside rekey, so the rotation did not start: once no consumer depends on the server's password, kubectl rekey recover resets it to the source Secret's; then rotate again"); err != nil {

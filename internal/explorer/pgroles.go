@@ -22,7 +22,7 @@ func (b *pgBackend) topology() (*Instance, error) {
 			return nil, &engine.UnreachableError{Instance: name, Err: errDown}
 		}
 	}
-	return b.w.instance(pgPrimary), nil
+	return pgPrimaryIn(b.w), nil
 }
 
 // requireGroups refuses to go on while a login's group is missing.
@@ -30,7 +30,7 @@ func (b *pgBackend) requireGroups(primary *Instance, ids []pgIdentity, r reason.
 	for _, id := range ids {
 		if !primary.acct(id.group).Exists {
 			return &engine.Refusal{Reason: string(r), Message: fmt.Sprintf(
-				"role %s (a login's group in spec.postgres) does not exist on %s: create it (CREATE ROLE %s NOLOGIN) and give it the application's objects and grants, then rekey goes on", id.group, pgPrimary, id.group)}
+				"role %s (a login's group in spec.postgres) does not exist on %s: create it (CREATE ROLE %s NOLOGIN) and give it the application's objects and grants, then rekey goes on", id.group, primary.Name, id.group)}
 		}
 	}
 	return nil
@@ -55,8 +55,8 @@ func (b *pgBackend) ensureLogin(primary *Instance, name, pw string) error {
 
 // waitReplay: a replica that does not replay stops the phase.
 func (b *pgBackend) waitReplay() error {
-	if r := b.w.instance(pgReplica); r.Stopped {
-		return &engine.UnreachableError{Instance: pgReplica, Err: fmt.Errorf("has not replayed the primary's WAL within 1m0s (replication stopped or lagging): no password is given out until it has")}
+	if r := pgReplicaIn(b.w); r.Stopped {
+		return &engine.UnreachableError{Instance: r.Name, Err: fmt.Errorf("has not replayed the primary's WAL within 1m0s (replication stopped or lagging): no password is given out until it has")}
 	}
 	return nil
 }
@@ -121,7 +121,7 @@ func (b *pgBackend) dropLogin(primary *Instance, name string, why reason.Reason)
 	}
 	if b.sessions(primary, name) {
 		return &engine.Refusal{Reason: string(why), Message: fmt.Sprintf(
-			"role %s still has 1 session(s): %s pid 100 (web from 10.0.0.9). rekey drops it only once they end, so that no client is cut off: restart the clients that still log in as %s (they are not among this set's consumers), or end the sessions with pg_terminate_backend; rekey retries by itself", name, pgPrimary, name)}
+			"role %s still has 1 session(s): %s pid 100 (web from 10.0.0.9). rekey drops it only once they end, so that no client is cut off: restart the clients that still log in as %s (they are not among this set's consumers), or end the sessions with pg_terminate_backend; rekey retries by itself", name, primary.Name, name)}
 	}
 	delete(primary.Users, name)
 	pgSync(b.w)

@@ -29,7 +29,7 @@ func (b *pgBackend) RepairIdle(_ context.Context, cur engine.Secrets) error {
 		for _, g := range b.generations(primary, id.base) {
 			if g != id.user {
 				return &engine.Refusal{Reason: string(reason.DualPasswordExists), Message: fmt.Sprintf(
-					"role %s already has a login on %s beside the current login %s: a generation of this set that the status does not account for (was the status or the source Secret restored from a backup?), which consumers may log in as, so nothing was changed: reset the server to the source Secret (kubectl rekey recover does this, once the consumers run the current logins)", g, pgPrimary, id.user)}
+					"role %s already has a login on %s beside the current login %s: a generation of this set that the status does not account for (was the status or the source Secret restored from a backup?), which consumers may log in as, so nothing was changed: reset the server to the source Secret (kubectl rekey recover does this, once the consumers run the current logins)", g, primary.Name, id.user)}
 			}
 		}
 		if err := b.proven(id.user, id.pw, reason.KeyMismatch, "it was changed or dropped outside rekey, so the consumers that read the served one are refused: set it back to the source Secret's password (ALTER ROLE, on the primary), or, once no consumer depends on the server's password, run kubectl rekey recover to reset it to the source Secret's"); err != nil {

@@ -28,7 +28,7 @@ func NewPostgresWorld() *World {
 // holds, unless it does not answer or its replay is paused (Stopped), when
 // it keeps what it had replayed.
 func pgSync(w *World) {
-	p, r := w.instance(pgPrimary), w.instance(pgReplica)
+	p, r := pgPrimaryIn(w), pgReplicaIn(w)
 	if p == nil || r == nil || !r.Present || r.Down || r.Stopped {
 		return
 	}
@@ -42,14 +42,14 @@ func pgSync(w *World) {
 // primary, and the replica once it replays. No lockout still holds it
 // while it answers (consumers log in there).
 func pgLagging(w *World, in *Instance) bool {
-	return w.postgres() && in.Name == pgReplica && (in.Down || in.Stopped)
+	return w.postgres() && in.RO && (in.Down || in.Stopped)
 }
 
 // pgReplay: the replica's replay is paused or resumed, or it stops
 // answering or answers again (replaying what it missed).
 func pgReplay(down, paused bool) func(w *World) bool {
 	return func(w *World) bool {
-		r := w.instance(pgReplica)
+		r := pgReplicaIn(w)
 		if r == nil || !r.Present || w.Gone || r.Down == down && r.Stopped == paused {
 			return false
 		}
@@ -59,7 +59,10 @@ func pgReplay(down, paused bool) func(w *World) bool {
 	}
 }
 
-func pgTransitions() []Transition {
+func pgTransitions(o Options) []Transition {
+	if o.Failover {
+		return pgFailoverTransitions() // by role (pgfailover.go)
+	}
 	return []Transition{
 		{pgReplica + " stops answering", func(w *World) bool {
 			return !w.instance(pgReplica).Down && pgReplay(true, w.instance(pgReplica).Stopped)(w)
@@ -82,10 +85,10 @@ func pgResume(c *World) string {
 	if !c.postgres() {
 		return ""
 	}
-	if r := c.instance(pgReplica); r != nil && r.Stopped {
+	if r := pgReplicaIn(c); r != nil && r.Stopped {
 		r.Stopped = false
 		pgSync(c)
-		return pgReplica + " resumes replay (what its refusal waits for)"
+		return r.Name + " resumes replay (what its refusal waits for)"
 	}
 	return pgClientDrain(c)
 }
@@ -104,7 +107,7 @@ func worldTransitions(o Options) []Transition {
 		out = append(out, cephTransitions(o)...)
 	}
 	if o.Postgres {
-		out = append(out, pgTransitions()...)
+		out = append(out, pgTransitions(o)...)
 		out = append(out, pgClientTransitions()...)
 		if o.HandChanges {
 			out = append(out, pgHandTransitions()...)
@@ -155,7 +158,7 @@ func pgLeftValid(w *World) string {
 // generation the restore dropped whose password a person then changed by
 // hand (pghand.go) is still one the restore dropped: its name is lost.
 func pgStaleRestore(w *World) bool {
-	in := w.instance(pgPrimary)
+	in := pgPrimaryIn(w)
 	b := &pgBackend{w: w, cs: w.Set}
 	for _, l := range b.logins() {
 		if in.acct(string(w.Source.Data[l.userKey()])).Accepts(string(w.Source.Data[l.passwordKey()])) {
@@ -170,10 +173,18 @@ func pgStaleRestore(w *World) bool {
 	return false
 }
 
-// pgNote is the replica's replay in a trace.
+// pgNote is the replica's replay in a trace, and the instances' roles
+// after a failover (pgfailover.go).
 func pgNote(in *Instance) string {
-	if in.Stopped {
-		return fmt.Sprintf(" %s=replay-paused", in.Name)
+	note := ""
+	if in.Name == pgReplica && !in.RO {
+		note = fmt.Sprintf(" %s=promoted", in.Name)
 	}
-	return ""
+	if in.Name == pgPrimary && in.RO {
+		note = fmt.Sprintf(" %s=replica-of-%s", in.Name, in.From)
+	}
+	if in.Stopped {
+		note += fmt.Sprintf(" %s=replay-paused", in.Name)
+	}
+	return note
 }

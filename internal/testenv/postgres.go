@@ -37,6 +37,7 @@ type Postgres struct {
 	dir      string
 	uid, gid int
 	stopOnce sync.Once
+	pki      *testPKI // what Rejoin starts an instance with
 }
 
 // PostgresInstance is one postmaster.
@@ -92,7 +93,7 @@ func (e *Env) StartPostgres() (p *Postgres, err error) {
 	if err != nil {
 		return p, err
 	}
-	p.CAPEM = pki.caPEM
+	p.CAPEM, p.pki = pki.caPEM, pki
 	if err := os.WriteFile(filepath.Join(dir, "pwfile"), []byte(p.AdminPassword+"\n"), 0o600); err != nil {
 		return p, err
 	}
