@@ -38,8 +38,12 @@ func exploreReach(t *testing.T, o Options, depth int, reach map[string]func(*Wor
 // accepts ("no wedge"). No deletion: a deleted set's wind-down runs the
 // same recovery first. The test fails unless rekey took the person's key
 // (stored in the admin keyring Secret, and as the source Secret's current
-// or pending key: "no wedge" holds the rest of the way), and an interrupted admin rotation
-// with the rotator stored rotated the person's key away again.
+// or pending key: "no wedge" holds the rest of the way), an interrupted admin rotation
+// with the rotator stored rotated the person's key away again, and, the
+// person's rotation between steps 8 and 9 (the rotator removed, its
+// keyring stored), the admin's refusal said the rotator keyring is
+// refused too and the person put the admin's keyring back with it still
+// stored (RecoverAdmin then deletes it: step 9).
 func TestCephAdminHand(t *testing.T) {
 	exploreReach(t, Options{CephAdmin: true, HandChanges: true, Crashes: true,
 		Only: []string{"user: rotate r1", "user: discard (active", "user: abort (active", "user: recover c1", "consumer", "someone "}},
@@ -47,6 +51,12 @@ func TestCephAdminHand(t *testing.T) {
 			"hand key taken": func(w *World) bool {
 				src := w.Source.Data
 				return w.AdminKeyring == cephBase+"/hand" && (string(src[cephBase]) == w.AdminKeyring || string(src[engine.PendingKey(cephBase)]) == w.AdminKeyring)
+			},
+			"both refused between steps 8 and 9, naming the admin keyring Secret": func(w *World) bool {
+				return w.HandRotated && adminHandWindow(w) && says(w, putAdminKeyring+"; "+rotatorRefusedToo)
+			},
+			"hand keyring put back between steps 8 and 9": func(w *World) bool {
+				return w.HandRotated && adminHandWindow(w) && w.AdminKeyring == cephBase+"/hand"
 			},
 			"hand key rotated away by the recovery": func(w *World) bool {
 				return w.HandRotated && w.RotatorKeyring == "" && w.AdminKeyring == monKey(w) && slices.ContainsFunc(w.RotatedAway, func(a string) bool {

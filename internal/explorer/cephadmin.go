@@ -31,8 +31,11 @@ import (
 // until then every command is refused (AuthenticationFailed, naming that
 // Secret and `ceph auth get`), RecoverAdmin's first, and nothing changes;
 // with a rotator stored (and still there) RecoverAdmin rotates the
-// person's key away again. Proven on a real ceph-mon by internal/backend/ceph
-// TestAdminRotatedByHand (hand_model_test.go).
+// person's key away again; with the rotator removed (a crash after step 8)
+// it is the admin's refusal too, the rotator keyring kept until the
+// person's keyring is put there, then deleted (step 9). Proven on a real
+// ceph-mon by internal/backend/ceph TestAdminRotatedByHand
+// (hand_model_test.go).
 const (
 	CephAdminWorld = "ceph-admin"
 	cephRotator    = "client.admin-rotator"
@@ -92,6 +95,15 @@ func (b *cephInPlaceBackend) recoverAdmin(ctx context.Context, fence func(contex
 		w.RotatorKeyring = "" // step 9 was all that was missing
 		failpoint.Hit("ceph-admin/step-9")
 		return nil
+	case !adminOK && !in.acct(cephRotator).Accepts(w.RotatorKeyring):
+		// Both refused (the rotator removed at step 8, then the admin's
+		// key rotated by hand): the admin's refusal, the rotator keyring
+		// kept until the person puts the admin's keyring back (then step 9).
+		_, err := b.adminIn()
+		if r, ok := err.(*engine.Refusal); ok {
+			return &engine.Refusal{Reason: r.Reason, Message: r.Message + "; " + rotatorRefusedToo}
+		}
+		return err
 	}
 	if err := fence(ctx); err != nil {
 		return err
@@ -187,16 +199,19 @@ func putAdmin(w *World) bool {
 
 // cephAdminHandAfterStep8 lets the person rotate the admin's key by hand
 // between steps 8 and 9 of an admin rotation (a crash after step 8: the
-// rotator removed, its keyring still stored). Off: a finding not fixed
-// yet. There RecoverAdmin retries the rotation with the stored rotator
-// keyring, which the monitor refuses (the rotator is gone), at every
-// reconcile, and says "the stored rotator keyring finishes it on the next
-// reconcile" (AdminRotationFailed) and BackendError, never the admin
-// keyring Secret: the documented actions never bring the set back ("no
-// wedge"). On the real mon the same (RecoverAdmin's error, the step-3
-// login refused). Turn it on once RecoverAdmin names the admin keyring
-// Secret there.
-var cephAdminHandAfterStep8 = false
+// rotator removed, its keyring still stored). Found with it on
+// (2026-12-01): RecoverAdmin retried step 3 with the removed rotator's
+// keyring at every reconcile (BackendError, "the stored rotator keyring
+// finishes it on the next reconcile"), never naming the admin keyring
+// Secret ("no wedge", 3 steps). Now both refused give the admin's refusal
+// (recoverAdmin above; on a real ceph-mon TestAdminRotatedByHand's "rotator
+// removed", and test/e2e TestCephAdminHandAfterStep8 with the manager
+// killed after step 8), and the explorer explores the window.
+var cephAdminHandAfterStep8 = true
+
+// rotatorRefusedToo is what the admin's refusal adds when the stored
+// rotator keyring is refused too (ceph's rotatorRefusedToo).
+const rotatorRefusedToo = "the stored " + cephRotator + " keyring is refused too, so it cannot finish the interrupted rotation"
 
 // adminHandWindow: w is between steps 8 and 9 of an admin rotation.
 func adminHandWindow(w *World) bool {

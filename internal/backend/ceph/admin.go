@@ -2,6 +2,7 @@ package ceph
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	"rekey.io/rekey/internal/engine"
@@ -110,7 +111,11 @@ func (b *Backend) cleanup(ctx context.Context) error {
 // With a rotator keyring stored: if the admin lists the auth database and
 // the rotator is gone, only step 9 was missing (CLEANUP); otherwise,
 // whether or not the admin's key still works, the rotator rotates it again
-// from step 3 (ROTATE). Beyond Rook's procedure: a rotator entity in the cluster
+// from step 3 (ROTATE). With both the admin's key and the stored rotator's
+// refused (a crash after step 8, the rotator removed, then the admin's key
+// rotated by a person) nothing can finish it: the admin's refusal, naming
+// its Secret, and the rotator keyring kept until the admin's works (then
+// step 9). Beyond Rook's procedure: a rotator entity in the cluster
 // that no keyring was stored for (a crash between steps 1 and 2) is
 // deleted, since its key is lost and it holds admin caps.
 func (b *Backend) RecoverAdmin(ctx context.Context) (recovered bool, err error) {
@@ -152,11 +157,39 @@ func (b *Backend) RecoverAdmin(ctx context.Context) (recovered bool, err error) 
 	if err != nil {
 		return false, fmt.Errorf("the stored rotator keyring: %w", err)
 	}
+	if errors.Is(lsErr, ErrAuthFailed) {
+		// Step 3 would fail the same way at every reconcile, saying the
+		// rotator finishes it; only the admin's keyring can.
+		ok, err := s.authenticates(ctx, rotator)
+		if err != nil {
+			return false, err
+		}
+		if !ok {
+			return false, b.rotatorRefusedToo(lsErr)
+		}
+	}
 	if _, err := b.rotateWithRotator(ctx, s, rotator); err != nil {
 		return false, err
 	}
 	b.report(reason.AdminRotationRecovered, "finished an interrupted rotation of %s's key with the stored %s keyring", b.admin, RotatorEntity)
 	return true, nil
+}
+
+// rotatorRefusedToo is the admin's refusal (AuthenticationFailed, naming
+// its Secret) when the stored rotator keyring is refused too: the rotator
+// was removed (step 8) or its key changed, so only the admin's current
+// keyring can bring rekey back. The rotator keyring stays stored: nothing
+// is changed until the admin's keyring works; then, the rotator gone,
+// RecoverAdmin's CLEANUP (step 9) deletes it. Short: an Event's note is
+// cut beyond 900 bytes, and the admin's refusal is long already.
+func (b *Backend) rotatorRefusedToo(adminErr error) error {
+	var af *adminFailure
+	if !errors.As(adminErr, &af) {
+		return adminErr
+	}
+	r := *af.refusal
+	r.Message += fmt.Sprintf("; the stored %s keyring is refused too, so it cannot finish the interrupted rotation", RotatorEntity)
+	return &adminFailure{refusal: &r, cause: af.cause}
 }
 
 func isUnreachable(err error) bool {

@@ -110,7 +110,11 @@ func (f *fixture) wantAdminRefused(t *testing.T, admin string, cur engine.Secret
 // through the rotator. An admin rotation interrupted with the rotator
 // stored (a crash after step 2) and the admin's key then rotated by hand:
 // RecoverAdmin rotates it again with the rotator, and Apply adopts that
-// key.
+// key. Stopped after step 8 instead (the rotator removed, its keyring
+// stored) and the admin's key then rotated by hand: RecoverAdmin refuses
+// as the rest (AuthenticationFailed naming the Secret, saying the rotator
+// keyring is refused too), changing nothing, and with the person's
+// keyring put there deletes the rotator keyring (step 9).
 func TestAdminRotatedByHand(t *testing.T) {
 	t.Parallel()
 	c := testenv.CephForTest(t)
@@ -188,6 +192,69 @@ func TestAdminRotatedByHand(t *testing.T) {
 			t.Fatalf("Apply after the recovery did not adopt the admin's key (%v)", err)
 		}
 	})
+	t.Run("rotator removed", func(t *testing.T) {
+		const admin = "client.hadm-win"
+		f, ctx := adminFixture(t, c, admin), ctxFor(t)
+		p, err := f.b.Provision(ctx, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		f.rotatedToStep8(t, admin)
+		// Then the person's rotation, before the next reconcile.
+		hand := f.byHand(t, admin, false)
+		stored := f.storedAdminOf(t, admin)
+		f.wantAdminRefused(t, admin, p.Secrets)
+		_, err = f.b.RecoverAdmin(ctx)
+		way := "Put " + admin + "'s current keyring there (ceph auth get " + admin + ")"
+		if msg := f.wantRefusal(t, err, reason.AuthenticationFailed, admin); !strings.Contains(msg, way+"; the stored "+RotatorEntity+" keyring is refused too") {
+			t.Fatalf("RecoverAdmin's refusal %q does not say the rotator keyring is refused too", msg)
+		}
+		if n := f.reported(reason.AdminRotationFailed); len(n) != 0 {
+			t.Fatalf("RecoverAdmin reported %q: the removed rotator finishes nothing", n)
+		}
+		if _, ok := f.entities(t)[RotatorEntity]; ok || f.entities(t)[admin].Key != hand.Key || f.storedAdminOf(t, admin) != stored || !f.rotatorStored(t) {
+			t.Fatal("a refused recovery changed the cluster or the store")
+		}
+		if err := f.store.SaveAdmin(ctx, hand.String()); err != nil { // as the refusal says
+			t.Fatal(err)
+		}
+		if rec, err := f.b.RecoverAdmin(ctx); !rec || err != nil {
+			t.Fatalf("RecoverAdmin with the person's keyring put back = %v, %v", rec, err)
+		}
+		if f.rotatorStored(t) || f.storedAdminOf(t, admin) != hand || !f.adminWorks(t, hand) || len(f.reported(reason.AdminRotationRecovered)) != 1 {
+			t.Fatal("the recovery did not finish with step 9 alone")
+		}
+		if _, ok := f.entities(t)[RotatorEntity]; ok {
+			t.Fatal("the rotator came back")
+		}
+	})
+}
+
+// rotatedToStep8 is an admin rotation of admin's key stopped after step 8,
+// as a crash leaves it: the rotator made and its keyring stored (steps 1,
+// 2), the admin's key rotated with it and stored (3-7), the rotator
+// removed (8); its keyring still stored (step 9 not run).
+func (f *fixture) rotatedToStep8(t *testing.T, admin string) {
+	t.Helper()
+	ctx := ctxFor(t)
+	rotator := f.create(t, RotatorEntity, rotatorCaps...)
+	if err := f.store.SaveRotator(ctx, rotator.String()); err != nil {
+		t.Fatal(err)
+	}
+	out, err := f.c.CLIAs(ctx, rotator.Entity, rotator.Key, "auth", "rotate", admin, "--format", "json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	e, err := decodeEntry(out, admin, "auth rotate")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := f.store.SaveAdmin(ctx, e.keyring().String()); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.c.CLI(ctx, "auth", "rm", RotatorEntity); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // storedAdminOf is the admin keyring the store holds, for admin.
