@@ -34,6 +34,9 @@ const (
 
 // cephKeys are the entities cs's spec lists, in its order.
 func cephKeys(cs *v1.CredentialSet) []string {
+	if e := cs.Annotations[CephEntityAnnotation]; e != "" {
+		return []string{e} // db2's (cephtwosets.go)
+	}
 	if cs.Annotations[EntitiesAnnotation] == "2" {
 		return []string{cephBase, cephBase2}
 	}
@@ -47,9 +50,9 @@ func cephGenerationOf(base, entity string) (int64, bool) {
 	return n, ok && err == nil && n > 0
 }
 
-// cephGeneration is N of a generation entity of either base.
+// cephGeneration is N of a generation entity of any base (cephBases).
 func cephGeneration(entity string) (int64, bool) {
-	for _, base := range []string{cephBase, cephBase2} {
+	for _, base := range cephBases {
 		if g, ok := cephGenerationOf(base, entity); ok {
 			return g, true
 		}
@@ -59,7 +62,7 @@ func cephGeneration(entity string) (int64, bool) {
 
 // cephBaseOf is the spec entity a generation entity is of ("" if none).
 func cephBaseOf(entity string) string {
-	for _, base := range []string{cephBase, cephBase2} {
+	for _, base := range cephBases {
 		if _, ok := cephGenerationOf(base, entity); ok {
 			return base
 		}

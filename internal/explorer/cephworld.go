@@ -12,7 +12,7 @@ import (
 // as, with the key each: the entity a key names.
 func cephLogins(creds map[string]string) map[string]string {
 	var out map[string]string
-	for _, base := range []string{cephBase, cephBase2} {
+	for _, base := range cephBases {
 		if key := creds[base]; key != "" {
 			if out == nil {
 				out = map[string]string{}

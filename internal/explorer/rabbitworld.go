@@ -128,7 +128,7 @@ func rabbitUsers(in *Instance) string {
 // RabbitMQ's user/password ("" when it holds none).
 func (w *World) shown(get func(k string) string) string {
 	if w.ceph() {
-		return get(cephBase)
+		return get(cephKeys(w.Set)[0])
 	}
 	if w.postgres() {
 		return pgShown(w, get)

@@ -59,8 +59,7 @@ func (w *World) mine(k string) bool {
 		return k == cephBase
 	}
 	if w.ceph() {
-		_, ok := cephGeneration(k)
-		return ok
+		return cephMine(w, k) // db2's client.shop (cephtwosets.go)
 	}
 	return k != RootKey && (k == ShopKey) == w.Second
 }
@@ -107,6 +106,8 @@ func addPeer(w *World) error {
 		rabbitPeer(p) // its own user base on the broker (rabbittwosets.go)
 	} else if w.postgres() {
 		pgPeer(w, p) // its own login base and group on the cluster (pgtwosets.go)
+	} else if w.ceph() {
+		cephPeer(p) // its own entity on the monitor (cephtwosets.go)
 	} else {
 		p.Set.Annotations[UsersAnnotation] = ShopKey
 		for _, in := range w.Instances {
