@@ -46,7 +46,7 @@ func (w *World) kube() client.Client {
 	}
 	if w.Source != nil {
 		src := w.Source.DeepCopy()
-		src.ResourceVersion = contentVersion(src.Data)
+		src.ResourceVersion = contentVersion(src.Data, w.Restores)
 		objs = append(objs, src)
 	}
 	if w.Dist != nil {
@@ -126,14 +126,20 @@ func (w *World) read(kc client.Client) {
 // contentVersion stands for the source Secret's resourceVersion, which
 // the API server makes new on every write (a restore's too), and which
 // rekey's restart values carry (engine.DistributedRestartID): a number
-// drawn from what the Secret holds. The World keeps no version of its own
-// (a counter would make every state after a write new to the explorer);
-// contents that differ get versions that differ. A write back to contents
-// held before gets the version they had, where a real server's would be
-// new: the model can find a restart value taken again where a real server
-// would not, never miss one.
-func contentVersion(data map[string][]byte) string {
+// drawn from what the Secret holds and how many restores from backup the
+// world has seen. The World keeps no version of its own (a counter of
+// every write would make every state after a write new to the explorer);
+// contents that differ get versions that differ, and so do the same
+// contents before and after a restore (a restore brings back the status
+// that recorded which requests ran, so a request taken again there must
+// not find its old restart value: a real server's version would be new).
+// Another write back to contents held before gets the version they had,
+// where a real server's would be new: the model can find a restart value
+// taken again where a real server would not, never miss one.
+func contentVersion(data map[string][]byte, restores int) string {
 	h := fnv.New64a()
+	h.Write([]byte(strconv.Itoa(restores)))
+	h.Write([]byte{0})
 	for _, k := range slices.Sorted(maps.Keys(data)) {
 		h.Write([]byte(k))
 		h.Write([]byte{0})

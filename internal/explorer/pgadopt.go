@@ -132,7 +132,9 @@ func (b *pgBackend) Deprovision(_ context.Context, cur engine.Secrets) error {
 			return err
 		}
 		if user := cur[l.userKey()]; l.adopted(user) {
-			b.release(primary, user)
+			if err := b.release(primary, user); err != nil {
+				return err
+			}
 		}
 	}
 	return nil
@@ -156,17 +158,24 @@ func (b *pgBackend) Release(_ context.Context, cur engine.Secrets) error {
 		if err := b.removeGenerations(primary, l.base, reason.UsersInUse, user); err != nil {
 			return err
 		}
-		b.release(primary, user)
+		if err := b.release(primary, user); err != nil {
+			return err
+		}
 	}
 	return nil
 }
 
-// release takes the set's mark off a role, which keeps its password.
-func (b *pgBackend) release(primary *Instance, user string) {
+// release takes the set's mark off a role, which keeps its password; the
+// replay waited for, as a drop's.
+func (b *pgBackend) release(primary *Instance, user string) error {
 	if a := primary.acct(user); a.Exists && a.Marked {
 		a.Marked = false
 		primary.set(user, a)
 		pgSync(b.w)
+		if err := b.waitReplay(); err != nil {
+			return err
+		}
 		failpoint.Hit("release/postgres-login-released")
 	}
+	return nil
 }

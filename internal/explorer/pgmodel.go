@@ -28,9 +28,9 @@ import (
 //     replayed the change (Apply stops Unreachable naming the replica
 //     while it does not replay: TestReplicaGate, which also shows a
 //     paused replica does not know the new role; Reset's repair too:
-//     TestModelDropsAwaitReplay); a drop is not waited for, so a paused
-//     replica still lets a dropped role in until it replays
-//     (TestModelDropsAwaitReplay);
+//     TestModelDropsAwaitReplay); a drop and a release wait too, and a
+//     paused replica still lets a dropped role in until it replays
+//     (TestModelDropsAwaitReplay, TestModelFailover);
 //   - every instance must answer, or nothing is done (Unreachable naming
 //     it: TestTopologyRefusals);
 //   - Precheck refuses a generation of the set other than the current one

@@ -112,7 +112,7 @@ func (b *pgBackend) sessions(primary *Instance, name string) bool {
 }
 
 // dropLogin drops the role once no session uses it; with
-// terminateSessions it ends them first.
+// terminateSessions it ends them first. The replay is waited for.
 func (b *pgBackend) dropLogin(primary *Instance, name string, why reason.Reason) error {
 	if b.terminate() {
 		if err := b.endSessions(primary, name); err != nil {
@@ -125,6 +125,11 @@ func (b *pgBackend) dropLogin(primary *Instance, name string, why reason.Reason)
 	}
 	delete(primary.Users, name)
 	pgSync(b.w)
+	// Done only once the replica has it (TestModelFailover): a promotion
+	// without it would let the role in again.
+	if err := b.waitReplay(); err != nil {
+		return err
+	}
 	failpoint.Hit("postgres/login-dropped")
 	return nil
 }

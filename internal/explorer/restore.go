@@ -1,6 +1,7 @@
 package explorer
 
 import (
+	"k8s.io/apimachinery/pkg/api/equality"
 	"maps"
 	"slices"
 	"sort"
@@ -36,6 +37,9 @@ func restoreBackup(w *World) bool {
 	}
 	sort.Strings(w.Lost)
 	sort.Strings(w.LostHeld)
+	if !maps.EqualFunc(w.Source.Data, w.Backup.Source, slices.Equal) || !equality.Semantic.DeepEqual(w.Set.Status, w.Backup.Status) {
+		w.Restores++
+	}
 	w.Set.Status = *w.Backup.Status.DeepCopy()
 	w.Source.Data = maps.Clone(w.Backup.Source)
 	return true

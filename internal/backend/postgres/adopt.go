@@ -126,10 +126,16 @@ func (b *Backend) release(ctx context.Context, t *topology, name string) error {
 	if err != nil || !r.exists || !b.owned(r) {
 		return err
 	}
-	return b.fenced(ctx, t.primary, "release role "+name, func(tx pgx.Tx) error {
+	err = b.fenced(ctx, t.primary, "release role "+name, func(tx pgx.Tx) error {
 		if _, err := tx.Exec(ctx, "COMMENT ON ROLE "+ident(name)+" IS NULL"); err != nil {
 			return b.fail(t.primary.host, "release role "+name, err)
 		}
 		return nil
 	})
+	if err != nil {
+		return err
+	}
+	// As a drop (dropLogin): a replica promoted without it would bring the
+	// gone set's mark back.
+	return b.waitReplay(ctx, t)
 }

@@ -7,22 +7,25 @@ import (
 	"time"
 
 	"rekey.io/rekey/internal/engine"
-	"rekey.io/rekey/internal/reason"
 	"rekey.io/rekey/internal/testenv"
 )
 
 // TestModelFailover: what the explorer's PostgreSQL world with a failover
 // (internal/explorer, pgfailover.go) encodes, on a primary and replica of
-// its own (it crashes and promotes them). The primary not answering stops
-// every step, naming it, before and after the replica's promotion (every
-// instance listed must answer). A replica promoted without the WAL it had
-// not received keeps what the primary had dropped since: the retired
-// login, with its password and the set's mark (a drop is not waited for).
-// The old primary cloned onto the promoted one as its replica, the
-// backend finds the promoted primary by asking (the upkeep then reports
-// that login, DualPasswordExists), changes roles there and waits for the
-// old primary's replay. A replica whose replay is paused, promoted, has
-// everything it received.
+// its own (it crashes and promotes them). A drop is done only once every
+// replica has replayed it: with the replica's WAL receiver stopped
+// (asynchronous replication lagging), Retire drops the retired login on
+// the primary and stops Unreachable naming the replica, so the discard is
+// not recorded done. The primary not answering stops every step, naming
+// it, before and after the replica's promotion (every instance listed must
+// answer). The replica promoted without the WAL it had not received lets
+// the retired login in again; the old primary cloned onto the promoted one
+// as its replica, the backend finds the promoted primary by asking, and
+// Retire taken again drops the login there and waits for the old
+// primary's replay. A replica whose replay is paused stops Retire too, and
+// promoted has everything it received. (Before, Retire returned once the
+// primary had dropped the login, and the promotion brought it back, with
+// its password and the set's mark, while the set read Idle.)
 func TestModelFailover(t *testing.T) {
 	p := testenv.PostgresForTest(t)
 	ctx := ctxT(t)
@@ -48,7 +51,14 @@ func TestModelFailover(t *testing.T) {
 	// mfo_g1 on the primary.
 	must("stop the replica's WAL receiver", p.Exec(p.Replica, "ALTER SYSTEM SET primary_conninfo = ''", "SELECT pg_reload_conf()"))
 	waitFor(t, "the replica's WAL receiver to stop", func() bool { return count(t, p, p.Replica, "SELECT count(*) FROM pg_stat_wal_receiver") == "0" })
-	must("Retire", b.Retire(ctx, g[1], g[2]))
+	b.ReplayWait = 2 * time.Second
+	unreplayed := func(what string, err error, replica *testenv.PostgresInstance) {
+		t.Helper()
+		if u, ok := engine.AsUnreachable(err); !ok || u.Instance != replica.Addr() || !strings.Contains(err.Error(), "has not replayed") {
+			t.Fatalf("%s: %v, want Unreachable naming %s, which has not replayed the drop", what, err, replica.Addr())
+		}
+	}
+	unreplayed("Retire with the replica's WAL receiver stopped", b.Retire(ctx, g[1], g[2]), p.Replica)
 	if logsIn(p, p.Primary, "mfo_g1", g[1]) {
 		t.Fatal("mfo_g1 still logs in on the primary after Retire")
 	}
@@ -74,16 +84,16 @@ func TestModelFailover(t *testing.T) {
 		t.Fatalf("mfo_g1 on the promoted replica carries %q, want the set's mark", c)
 	}
 
-	// The old primary cloned onto the promoted one, as its replica.
+	// The old primary cloned onto the promoted one, as its replica: the
+	// discard, not recorded done, is taken again there.
 	must("rejoin the old primary", p.Rejoin(p.Primary, p.Replica))
 	b = newTestBackend(t, p, testUID, "mfo") // its port may have changed
-	err = b.RepairIdle(ctx, g[2])
-	if !isRefusal(err, reason.DualPasswordExists) || !strings.Contains(err.Error(), "mfo_g1") || !strings.Contains(err.Error(), p.Replica.Addr()) {
-		t.Fatalf("upkeep after the failover: %v, want DualPasswordExists naming mfo_g1 on the promoted %s", err, p.Replica.Addr())
-	}
-	must("Reset", b.Reset(ctx, g[2]))
-	if logsIn(p, p.Replica, "mfo_g1", g[1]) {
-		t.Fatal("mfo_g1 still logs in on the promoted primary after the reset")
+	b.ReplayWait = 2 * time.Second
+	must("Retire again, on the promoted primary", b.Retire(ctx, g[1], g[2]))
+	for _, i := range []*testenv.PostgresInstance{p.Replica, p.Primary} {
+		if logsIn(p, i, "mfo_g1", g[1]) {
+			t.Fatalf("mfo_g1 still logs in on the %s after Retire on the promoted primary", i.Name)
+		}
 	}
 	_, err = b.Apply(ctx, g[2], g[3], 3)
 	must("Apply on the promoted primary", err)
@@ -96,7 +106,7 @@ func TestModelFailover(t *testing.T) {
 	// Failover back, the new replica's replay paused: it has received the
 	// drop of mfo_g2, not replayed it; promoted, it has.
 	must("pause the replay", p.Exec(p.Primary, "SELECT pg_wal_replay_pause()"))
-	must("Retire on the promoted primary", b.Retire(ctx, g[2], g[3]))
+	unreplayed("Retire with the replica's replay paused", b.Retire(ctx, g[2], g[3]), p.Primary)
 	lsn := text(t, p, p.Replica, "SELECT pg_current_wal_lsn()::text")
 	waitFor(t, "the paused replica to receive the drop", func() bool {
 		return text(t, p, p.Primary, "SELECT (pg_last_wal_receive_lsn() >= '"+lsn+"'::pg_lsn)::text") == "true"

@@ -126,10 +126,10 @@ func TestModelResetRecreates(t *testing.T) {
 }
 
 // TestModelDropsAwaitReplay: a replica whose replay is paused holds what it
-// replayed. A drop is not waited for: Retire drops the old login on the
-// primary and the paused replica still lets it in until it replays; a
-// Reset, which sets a password, stops Unreachable naming the replica
-// until it has replayed.
+// replayed. A drop is waited for: Retire drops the old login on the primary
+// and stops Unreachable naming the replica, which still lets it in until it
+// replays (a promotion then would keep it); a Reset, which sets a password,
+// stops the same way. Once the replay resumed, both complete.
 func TestModelDropsAwaitReplay(t *testing.T) {
 	p := cluster(t)
 	ctx := ctxT(t)
@@ -158,8 +158,10 @@ func TestModelDropsAwaitReplay(t *testing.T) {
 	if err := b.Verify(ctx, g2); err != nil {
 		t.Fatalf("Verify of a login the paused replica replayed: %v", err)
 	}
-	if err := b.Retire(ctx, g1, g2); err != nil {
-		t.Fatalf("Retire while the replica's replay is paused: %v", err)
+	b.ReplayWait = time.Second
+	err := b.Retire(ctx, g1, g2)
+	if u, ok := engine.AsUnreachable(err); !ok || u.Instance != p.Replica.Addr() || !strings.Contains(err.Error(), "replayed") {
+		t.Fatalf("Retire while the replica's replay is paused: %v, want the replica named as not having replayed", err)
 	}
 	if err := p.CanLogin(p.Primary, "mdr_g1", g1[KeyPassword]); err == nil {
 		t.Fatal("mdr_g1 still logs in on the primary after Retire")
@@ -167,8 +169,7 @@ func TestModelDropsAwaitReplay(t *testing.T) {
 	if err := p.CanLogin(p.Replica, "mdr_g1", g1[KeyPassword]); err != nil {
 		t.Fatalf("the paused replica must still let mdr_g1 in (the drop is not replayed yet): %v", err)
 	}
-	b.ReplayWait = time.Second
-	err := b.Reset(ctx, g2)
+	err = b.Reset(ctx, g2)
 	if u, ok := engine.AsUnreachable(err); !ok || u.Instance != p.Replica.Addr() || !strings.Contains(err.Error(), "replayed") {
 		t.Fatalf("Reset while the replica does not replay: %v, want the replica named as not having replayed", err)
 	}
@@ -180,6 +181,9 @@ func TestModelDropsAwaitReplay(t *testing.T) {
 			t.Fatal("mdr_g1 still logs in on the replica a minute after its replay resumed")
 		}
 		time.Sleep(50 * time.Millisecond)
+	}
+	if err := b.Retire(ctx, g1, g2); err != nil {
+		t.Fatalf("Retire taken again once the replica replays: %v", err)
 	}
 	if err := b.Reset(ctx, g2); err != nil {
 		t.Fatal(err)

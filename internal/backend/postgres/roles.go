@@ -116,8 +116,9 @@ func (b *Backend) ensureLogin(ctx context.Context, s server, group, name, passwo
 func quoteSetting(group string) string { return "'" + group + "'" }
 
 // waitReplay waits until every replica has replayed the primary's WAL up
-// to now: a role change is then visible there, and a password may be given
-// to consumers that connect to any instance.
+// to now: a role change is then visible there, a password may be given to
+// consumers that connect to any instance, and a drop or a release is not
+// undone by the promotion of a replica.
 func (b *Backend) waitReplay(ctx context.Context, t *topology) error {
 	if len(t.replicas) == 0 {
 		return nil
@@ -260,6 +261,13 @@ func (b *Backend) dropLogin(ctx context.Context, t *topology, group, name string
 		return nil
 	})
 	if err != nil {
+		return err
+	}
+	// The drop is done only once every replica has it: a replica promoted
+	// without it (asynchronous replication, the primary lost) would let
+	// the role in again while the set records it gone. Until then the
+	// step stops Unreachable and is taken again (DROP ROLE IF EXISTS).
+	if err := b.waitReplay(ctx, t); err != nil {
 		return err
 	}
 	failpoint.Hit("postgres/login-dropped")
