@@ -1,7 +1,6 @@
 package explorer
 
 import (
-	"slices"
 	"strconv"
 	"strings"
 
@@ -147,23 +146,13 @@ func handRotateCurrent(w *World) bool {
 	}
 	entity := cephEntityOf(string(w.Source.Data[cephBase]))
 	cur, ok := cephGenerationOf(cephBase, entity)
-	a := in.acct(entity)
-	if !ok || !a.Exists {
+	if !ok {
 		return false
 	}
-	newer := false
 	for name, o := range in.Users {
 		if g, ok := cephGenerationOf(cephBase, name); ok && o.Exists && g > cur {
-			newer = true
+			return rotateByHand(w, in, entity)
 		}
 	}
-	if !newer {
-		return false
-	}
-	w.RotatedAway = append(w.RotatedAway, a.Primary+awaySep+byHand)
-	slices.Sort(w.RotatedAway)
-	a.Primary = entity + cephKeySep + handKey
-	in.set(entity, a)
-	w.HandRotated = true
-	return true
+	return false
 }

@@ -271,6 +271,12 @@ func handRotate(w *World) bool {
 			}
 		}
 	}
+	return rotateByHand(w, in, entity)
+}
+
+// rotateByHand gives entity a key a person made (ceph auth rotate), once
+// per path; false if it does not exist.
+func rotateByHand(w *World, in *Instance, entity string) bool {
 	a := in.acct(entity)
 	if !a.Exists {
 		return false

@@ -65,3 +65,41 @@ func (p *Postgres) Rejoin(i, from *PostgresInstance) error {
 	defer cancel()
 	return p.startInstance(ctx, i, p.pki)
 }
+
+// WaitReplayed waits until the replica has replayed the primary's WAL up
+// to now (a minute at most): what the primary committed is then visible
+// there. Replication is asynchronous, so a check of the replica right
+// after a change on the primary (a manager killed before it waited for
+// the replay itself) must wait for this first.
+func (p *Postgres) WaitReplayed() error {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	pc, err := p.Admin(ctx, p.Primary)
+	if err != nil {
+		return err
+	}
+	defer pc.Close(ctx)
+	var lsn string
+	if err := pc.QueryRow(ctx, "SELECT pg_current_wal_lsn()::text").Scan(&lsn); err != nil {
+		return err
+	}
+	rc, err := p.Admin(ctx, p.Replica)
+	if err != nil {
+		return err
+	}
+	defer rc.Close(ctx)
+	for {
+		var done bool
+		if err := rc.QueryRow(ctx, "SELECT COALESCE(pg_last_wal_replay_lsn() >= $1::pg_lsn, false)", lsn).Scan(&done); err != nil {
+			return err
+		}
+		if done {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("the replica has not replayed the primary's WAL up to %s in a minute", lsn)
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}

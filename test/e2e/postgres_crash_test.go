@@ -211,6 +211,11 @@ func pgProber(t testing.TB, p *testenv.Postgres, ns, secret string) *prober {
 // login, if any yet, logs in on every instance (no consumer locked out).
 func assertPgRecoverable(t testing.TB, p *testenv.Postgres, cs *v1.CredentialSet, when string) {
 	t.Helper()
+	// The manager may have been killed between a change on the primary and
+	// its wait for the replay: the replica gets it a moment later.
+	if err := p.WaitReplayed(); err != nil {
+		t.Fatalf("%s: %v", when, err)
+	}
 	src := map[string][]byte{}
 	s := &corev1.Secret{}
 	if err := k8s.Get(ctxT(t), client.ObjectKey{Namespace: OperatorNamespace, Name: naming.SourceSecretName(cs)}, s); err == nil {
