@@ -59,9 +59,17 @@ func (w *World) kube() client.Client {
 		WithStatusSubresource(&v1.CredentialSet{}, &appsv1.Deployment{}).
 		WithInterceptorFuncs(interceptor.Funcs{
 			Patch: func(ctx context.Context, c client.WithWatch, obj client.Object, p client.Patch, opts ...client.PatchOption) error {
+				if done, err := setPatch(ctx, c, tracker, obj, p, len(opts), false); done {
+					return err
+				}
 				return asServer(c.Patch(ctx, obj, p, opts...))
 			},
 			SubResourcePatch: func(ctx context.Context, c client.Client, sub string, obj client.Object, p client.Patch, opts ...client.SubResourcePatchOption) error {
+				if sub == "status" {
+					if done, err := setPatch(ctx, c, tracker, obj, p, len(opts), true); done {
+						return err
+					}
+				}
 				return asServer(c.SubResource(sub).Patch(ctx, obj, p, opts...))
 			},
 		}).Build()

@@ -187,10 +187,7 @@ func (w *World) encode() []byte {
 // Clone is a deep copy (a peer's Clone is a world of its own, with a
 // copy of the instances).
 func (w *World) Clone() *World {
-	out := &World{}
-	if err := json.Unmarshal(w.encode(), out); err != nil {
-		panic(err)
-	}
+	out := decoded(w.encode()) // clone.go
 	out.link()
 	return out
 }
