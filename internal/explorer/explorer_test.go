@@ -1,9 +1,7 @@
 package explorer
 
 import (
-	"maps"
 	"os"
-	"slices"
 	"strconv"
 	"testing"
 	"time"
@@ -261,20 +259,9 @@ func explorePolicies(t *testing.T, o Options, depth int, reach map[string]func(*
 	t.Helper()
 	for _, policy := range []v1.DeletionPolicy{v1.DeletionDiscard, v1.DeletionDelete} {
 		t.Run(string(policy), func(t *testing.T) {
-			reached := map[string]bool{}
 			o := o
 			o.Policy = policy
-			o.Observe = func(w *World) {
-				for name, ok := range reach {
-					reached[name] = reached[name] || ok(w)
-				}
-			}
-			explorePath(t, o, depth)
-			for _, name := range slices.Sorted(maps.Keys(reach)) {
-				if !reached[name] {
-					t.Errorf("never reached: %s", name)
-				}
-			}
+			exploreReach(t, o, depth, reach)
 		})
 	}
 }
