@@ -3,6 +3,7 @@ package explorer
 import (
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 
 	v1 "rekey.io/rekey/api/v1alpha1"
@@ -247,8 +248,17 @@ func follow(c *World, served func(*World) bool) string {
 // drainSteps bounds the user's way back to Idle.
 const drainSteps = 24
 
-// drained memoises states known to drain back to Idle (by hash).
+// drained memoises states known to drain back to Idle, keyed by
+// drainKey: the hash leaves out what the drain also reads.
 var drained = map[string]bool{}
+
+// drainKey is what the drain's next actions depend on: the state, the
+// Warnings it reads its next step from (not part of the state's hash), and
+// the recovers it has left. Keyed by the hash alone, a state reached with
+// other Warnings or fewer recovers left took another's verdict.
+func drainKey(c *World, recovers int) string {
+	return c.Hash() + "|" + strconv.Itoa(recovers) + "|" + strings.Join(c.Warnings, "\x00")
+}
 
 // noWedge: from the state, the documented user actions (restart the
 // consumers, discard with the active ID, run what a refusal names, set a
@@ -264,7 +274,7 @@ func noWedge(w *World) string {
 	var seen []string
 	recovers := 0
 	for i := 0; i < drainSteps; i++ {
-		h := c.Hash()
+		h := drainKey(c, recovers)
 		if drained[h] {
 			break
 		}
