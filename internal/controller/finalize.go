@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -188,17 +189,20 @@ func (r *Reconciler) windDown(ctx context.Context, cs *v1.CredentialSet, policy 
 		return err
 	}
 	var data map[string][]byte
+	// done: rekey emptied the source Secret and gave it up already (a
+	// retry after a lost race or a crash); emptied by hand, it is still
+	// this set's, and the secrets it held are lost.
+	done := src != nil && len(src.Data) == 0 && !ownedBy(src, cs)
 	if src != nil {
 		data = src.Data
 	}
-	if err := r.windDownBackend(ctx, cs, p.backend, policy, data); err != nil {
+	lost, err := r.windDownBackend(ctx, cs, p.backend, policy, data, done)
+	if err != nil {
 		return err
 	}
 	failpoint.Hit("delete/backend-wound-down")
-	if len(data) > 0 {
-		// Emptied, not deleted: the manager holds no delete permission on
-		// Secrets anywhere (least privilege), and nothing secret remains.
-		if _, err := r.writeSourceSecret(ctx, cs, src, map[string][]byte{}); err != nil {
+	if src != nil && !done {
+		if err := r.emptySourceSecret(ctx, src); err != nil {
 			return err
 		}
 		failpoint.Hit("delete/source-emptied")
@@ -207,34 +211,52 @@ func (r *Reconciler) windDown(ctx context.Context, cs *v1.CredentialSet, policy 
 	if policy == v1.DeletionDelete {
 		why = reason.Deprovisioned
 	}
+	if lost {
+		r.event(cs, "Warning", why, "Delete", "the set was deleted with deletionPolicy %s, but its source Secret %s/%s held none of its current secrets (deleted or emptied by hand, or lost), so rekey left the backend as it was: whatever it made for the set stays, with its marks for this set; a set that later takes over those identities and is refused them as another set's names the mark to remove", policy, r.Namespace, naming.SourceSecretName(cs))
+		return nil
+	}
 	r.event(cs, "Normal", why, "Delete", "the set was deleted with deletionPolicy %s: %s; its source Secret %s/%s was emptied", policy, policyNote(policy), r.Namespace, naming.SourceSecretName(cs))
 	return nil
 }
 
+// emptySourceSecret empties the source Secret and gives it up (its
+// set's UID goes), which tells a retry that the wind-down ran. Emptied,
+// not deleted: the manager holds no delete permission on Secrets anywhere
+// (least privilege), and nothing secret remains. A set of the same name
+// created later claims it again (getSourceSecret).
+func (r *Reconciler) emptySourceSecret(ctx context.Context, src *corev1.Secret) error {
+	s := src.DeepCopy()
+	s.Data = map[string][]byte{}
+	delete(s.Annotations, naming.CredentialSetUIDAnnot)
+	return r.Client.Update(ctx, s)
+}
+
 // windDownBackend runs the backend's part with the set's current secrets.
 // The source Secret is emptied only after it ran, so a provisioned set
-// whose source Secret holds nothing has been wound down already (a retry
-// after a lost race or a crash): running it again without the current
-// secrets could take them from the consumers. A set never provisioned
-// holds nothing anyone uses: whatever rekey made for it may go (a backend
-// that mints keys records them before the source Secret exists).
-func (r *Reconciler) windDownBackend(ctx context.Context, cs *v1.CredentialSet, b engine.Backend, policy v1.DeletionPolicy, data map[string][]byte) error {
+// whose source Secret rekey emptied (done) has been wound down already (a
+// retry after a lost race or a crash): running it again without the
+// current secrets could take them from the consumers. Without them (the
+// source Secret emptied or deleted by hand), nothing is known to keep,
+// and the backend is left as it is: lost. A set never provisioned holds
+// nothing anyone uses: whatever rekey made for it may go (a backend that
+// mints keys records them before the source Secret exists).
+func (r *Reconciler) windDownBackend(ctx context.Context, cs *v1.CredentialSet, b engine.Backend, policy v1.DeletionPolicy, data map[string][]byte, done bool) (lost bool, err error) {
 	never := cs.Status.KeyGeneration == 0
 	if len(data) == 0 && !never {
-		return nil
+		return !done, nil
 	}
 	cur, err := r.oneSecretLeft(ctx, cs, b, data)
 	if err != nil {
-		return err
+		return false, err
 	}
 	switch {
 	case never:
 		policy = v1.DeletionDelete
 	case len(cur) == 0:
-		return nil // lost, not emptied by rekey: nothing is known to keep
+		return true, nil
 	}
 	if err := r.fence(ctx); err != nil {
-		return err
+		return false, err
 	}
 	// What follows cannot be undone, so it runs only on the set as it is
 	// now: one read from a cache that lags (a new leader's) may predate a
@@ -243,14 +265,14 @@ func (r *Reconciler) windDownBackend(ctx context.Context, cs *v1.CredentialSet, 
 	// the resourceVersion read, so it fails on such a copy (a conflict:
 	// the set is read again).
 	if err := r.patchFinalizers(ctx, cs, cs.Finalizers); err != nil {
-		return err
+		return false, err
 	}
 	if policy == v1.DeletionDiscard {
 		if err := repairBeforeRelease(ctx, b, cur); err != nil {
-			return err
+			return false, err
 		}
 	}
-	return backendWindDown(ctx, b, policy, cur)
+	return false, backendWindDown(ctx, b, policy, cur)
 }
 
 // oneSecretLeft returns the secrets the set's identities hold once no
