@@ -116,8 +116,11 @@ func (b *Backend) cleanup(ctx context.Context) error {
 // rotated by a person) nothing can finish it: the admin's refusal, naming
 // its Secret, and the rotator keyring kept until the admin's works (then
 // step 9). Beyond Rook's procedure: a rotator entity in the cluster
-// that no keyring was stored for (a crash between steps 1 and 2) is
-// deleted, since its key is lost and it holds admin caps.
+// that no keyring was stored for (a crash between steps 1 and 2), or
+// whose key or caps a person changed while the admin's keyring works, is
+// deleted, since nothing can use it and it holds admin caps; and an admin
+// whose caps were changed (PermissionDenied) gets its refusal, since no
+// rotation gives it caps back.
 func (b *Backend) RecoverAdmin(ctx context.Context) (recovered bool, err error) {
 	text, stored, err := b.Store.LoadRotator(ctx)
 	if err != nil {
@@ -157,7 +160,10 @@ func (b *Backend) RecoverAdmin(ctx context.Context) (recovered bool, err error) 
 	if err != nil {
 		return false, fmt.Errorf("the stored rotator keyring: %w", err)
 	}
-	if errors.Is(lsErr, ErrAuthFailed) {
+	if lsErr == nil && !isRotator(dump[RotatorEntity], rotator) {
+		return b.dropRotator(ctx, s)
+	}
+	if lsErr != nil {
 		// Step 3 would fail the same way at every reconcile, saying the
 		// rotator finishes it; only the admin's keyring can.
 		ok, err := s.authenticates(ctx, rotator)
@@ -168,6 +174,12 @@ func (b *Backend) RecoverAdmin(ctx context.Context) (recovered bool, err error) 
 			return false, b.rotatorRefusedToo(lsErr)
 		}
 	}
+	if errors.Is(lsErr, ErrDenied) {
+		// The admin's key works (only caps are checked after it): a
+		// rotation cannot give it caps, and would stop at step 5 after
+		// rotating its key again at every reconcile.
+		return false, lsErr
+	}
 	if _, err := b.rotateWithRotator(ctx, s, rotator); err != nil {
 		return false, err
 	}
@@ -175,10 +187,47 @@ func (b *Backend) RecoverAdmin(ctx context.Context) (recovered bool, err error) 
 	return true, nil
 }
 
+// isRotator tells whether the rotator entity in the cluster is the one
+// whose keyring is stored, with the caps step 1 gave it: a person's
+// `ceph auth rotate` or `ceph auth caps` leaves a rotator that cannot run
+// step 3.
+func isRotator(e authEntry, stored Keyring) bool {
+	if e.Key != stored.Key || len(e.Caps) != len(rotatorCaps)/2 {
+		return false
+	}
+	for i := 0; i < len(rotatorCaps); i += 2 {
+		if e.Caps[rotatorCaps[i]] != rotatorCaps[i+1] {
+			return false
+		}
+	}
+	return true
+}
+
+// dropRotator is steps 8 and 9 for a rotator a person changed while the
+// admin's stored keyring works: the rotator is stopped before step 4 (the
+// admin's key as it was; the engine's Apply starts the rotation over,
+// from step 1) or after step 7 (the admin's new keyring stored; Apply
+// adopts that key). Either way the admin's keyring, which the store holds,
+// works throughout, so nothing is locked out; and a rotator with admin
+// caps that no stored keyring can use is not left behind.
+func (b *Backend) dropRotator(ctx context.Context, s *session) (bool, error) {
+	if err := s.remove(ctx, RotatorEntity); err != nil {
+		return false, err
+	}
+	failpoint.Hit("ceph-admin/step-8")
+	if err := b.cleanup(ctx); err != nil {
+		return false, err
+	}
+	b.report(reason.AdminRotationRecovered, "removed %s, whose key or caps were changed outside rekey so that its stored keyring could not finish the interrupted rotation of %s's key, and deleted that keyring; %s's stored keyring works, and a rotation that had not yet rotated it starts over",
+		RotatorEntity, b.admin, b.admin)
+	return true, nil
+}
+
 // rotatorRefusedToo is the admin's refusal (AuthenticationFailed, naming
-// its Secret) when the stored rotator keyring is refused too: the rotator
-// was removed (step 8) or its key changed, so only the admin's current
-// keyring can bring rekey back. The rotator keyring stays stored: nothing
+// its Secret; or PermissionDenied, naming the caps) when the stored
+// rotator keyring is refused too: the rotator was removed (step 8) or its
+// key changed, so only the admin's keyring, current and with its caps,
+// can bring rekey back. The rotator keyring stays stored: nothing
 // is changed until the admin's keyring works; then, the rotator gone,
 // RecoverAdmin's CLEANUP (step 9) deletes it. Short: an Event's note is
 // cut beyond 900 bytes, and the admin's refusal is long already.
