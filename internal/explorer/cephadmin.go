@@ -35,7 +35,12 @@ import (
 // it is the admin's refusal too, the rotator keyring kept until the
 // person's keyring is put there, then deleted (step 9). Proven on a real
 // ceph-mon by internal/backend/ceph TestAdminRotatedByHand
-// (hand_model_test.go).
+// (hand_model_test.go). A person may also change the rotator's key
+// (handChangeRotator, replayed after each of steps 1-7 by
+// TestCephAdminRotatorChanged): with the admin's keyring working,
+// RecoverAdmin removes the rotator and deletes its keyring (steps 8-9),
+// and Apply rotates anew or adopts step 4's key; with it refused too,
+// the admin's refusal. Real ceph-mon: TestRecoverAdminRotatorChanged.
 const (
 	CephAdminWorld = "ceph-admin"
 	cephRotator    = "client.admin-rotator"
@@ -93,6 +98,19 @@ func (b *cephInPlaceBackend) recoverAdmin(ctx context.Context, fence func(contex
 		return nil
 	case adminOK && !rotatorExists:
 		w.RotatorKeyring = "" // step 9 was all that was missing
+		failpoint.Hit("ceph-admin/step-9")
+		return nil
+	case adminOK && !in.acct(cephRotator).Accepts(w.RotatorKeyring):
+		// The rotator's key changed by a person (handChangeRotator) before
+		// step 4 or after step 7: steps 8 and 9 (the backend's
+		// dropRotator), the admin's keyring working throughout; Apply then
+		// rotates from step 1 again, or adopts the key step 4 made.
+		if err := fence(ctx); err != nil {
+			return err
+		}
+		delete(in.Users, cephRotator)
+		failpoint.Hit("ceph-admin/step-8")
+		w.RotatorKeyring = ""
 		failpoint.Hit("ceph-admin/step-9")
 		return nil
 	case !adminOK && !in.acct(cephRotator).Accepts(w.RotatorKeyring):
@@ -156,7 +174,7 @@ func cephAdminAccepted(w *World) string {
 	if in.acct(cephBase).Accepts(w.AdminKeyring) || w.RotatorKeyring != "" && in.acct(cephRotator).Accepts(w.RotatorKeyring) {
 		return ""
 	}
-	if slices.Contains(w.RotatedAway, w.AdminKeyring+awaySep+byHand) {
+	if slices.Contains(w.RotatedAway, w.AdminKeyring+awaySep+byHand) || rotatorChangedByHand(w) {
 		return ""
 	}
 	return "the monitor accepts neither the admin keyring stored nor a rotator keyring stored"
@@ -187,10 +205,14 @@ func putAdminStep(c *World) string {
 
 // putAdmin: the person who rotated the admin's key by hand puts its
 // current keyring (ceph auth get) in the admin keyring Secret, which holds
-// the key they rotated away.
+// the key they rotated away; or the one who changed the rotator's key
+// between steps 4 and 7, the admin's new key then in the cluster only.
 func putAdmin(w *World) bool {
 	in := w.instance(cephMon)
-	if !w.cephAdmin() || in == nil || !in.Present || w.Gone || !slices.Contains(w.RotatedAway, w.AdminKeyring+awaySep+byHand) {
+	if !w.cephAdmin() || in == nil || !in.Present || w.Gone {
+		return false
+	}
+	if !slices.Contains(w.RotatedAway, w.AdminKeyring+awaySep+byHand) && (!rotatorChangedByHand(w) || in.acct(cephBase).Accepts(w.AdminKeyring)) {
 		return false
 	}
 	w.AdminKeyring = in.acct(cephBase).Primary
@@ -212,6 +234,30 @@ var cephAdminHandAfterStep8 = true
 // rotatorRefusedToo is what the admin's refusal adds when the stored
 // rotator keyring is refused too (ceph's rotatorRefusedToo).
 const rotatorRefusedToo = "the stored " + cephRotator + " keyring is refused too, so it cannot finish the interrupted rotation"
+
+// handChangeRotator: a person changes client.admin-rotator's key by hand
+// (ceph auth rotate) while an interrupted admin rotation left it in the
+// cluster, once per path; the stored rotator keyring is then refused.
+// Not the admin's own hand rotation: that stays possible on the path.
+func handChangeRotator(w *World) bool {
+	in := w.instance(cephMon)
+	if !w.cephAdmin() || in == nil || !in.Present || w.Gone || slices.ContainsFunc(w.RotatedAway, func(k string) bool {
+		return strings.HasPrefix(k, cephRotator+cephKeySep)
+	}) {
+		return false
+	}
+	admin := w.HandRotated
+	ok := rotateByHand(w, in, cephRotator)
+	w.HandRotated = admin
+	return ok
+}
+
+// rotatorChangedByHand: the rotator keyring stored is one a person
+// rotated away (handChangeRotator); like the admin's, refusing it is the
+// person's doing, and rekey owes the refusal that names the way out.
+func rotatorChangedByHand(w *World) bool {
+	return w.RotatorKeyring != "" && slices.Contains(w.RotatedAway, w.RotatorKeyring+awaySep+byHand)
+}
 
 // adminHandWindow: w is between steps 8 and 9 of an admin rotation.
 func adminHandWindow(w *World) bool {
