@@ -239,19 +239,10 @@ func (m *RabbitMQ) Stop() { m.stop(false) }
 
 func (m *RabbitMQ) stop(keepDir bool) {
 	m.stopOnce.Do(func() {
-		if m.server != nil && !m.server.Exited() {
-			// The CLI is an Erlang node too: a distribution port of its own
-			// keeps parallel stops out of the small shared default range.
-			port, _ := FreePort()
-			_ = m.run(30*time.Second, []string{
-				"RABBITMQ_CTL_DIST_PORT_MIN=" + strconv.Itoa(port),
-				"RABBITMQ_CTL_DIST_PORT_MAX=" + strconv.Itoa(port),
-			}, rabbitmqBin+"/rabbitmqctl", "-n", m.NodeName, "stop")
-			select {
-			case <-m.server.done:
-			case <-time.After(15 * time.Second):
-			}
-			m.server.Stop(5 * time.Second)
+		if m.server != nil {
+			// SIGTERM, which the broker takes as a shutdown: rabbitmqctl
+			// stop booted an Erlang VM of its own for the same.
+			m.server.Stop(45 * time.Second)
 		}
 		if m.epmd != nil {
 			// Even when ours is gone: an Erlang node that finds no epmd on
