@@ -155,8 +155,13 @@ func (r *Reconciler) readBack(ctx context.Context, t *turn, cur engine.Secrets, 
 		}
 		next[k] = []byte(v)
 	}
-	if id := engine.AdoptRestartID(t.src.ResourceVersion); cs.Status.RestartID != id {
-		if err := r.writeStatus(ctx, t, func(st *v1.CredentialSetStatus) { st.RestartID = id }); err != nil {
+	// A key read back may be of a generation newer than the set's (a
+	// rotation's, its status restored from before it): the set's
+	// generation follows, or the next rotation would mint one that is not
+	// newer than that key's.
+	gen := max(cs.Status.KeyGeneration, got.Generation)
+	if id := engine.AdoptRestartID(t.src.ResourceVersion); cs.Status.RestartID != id || cs.Status.KeyGeneration != gen {
+		if err := r.writeStatus(ctx, t, func(st *v1.CredentialSetStatus) { st.RestartID, st.KeyGeneration = id, gen }); err != nil {
 			return nil, err
 		}
 		failpoint.Hit("add/restart-recorded")

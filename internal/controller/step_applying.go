@@ -95,7 +95,15 @@ func (r *Reconciler) apply(ctx context.Context, t *turn) (ctrl.Result, *problem,
 	}
 	if readBack && !maps.Equal(held, pending) {
 		// Read back from the backend, which minted them: the
-		// backend's answer is the truth, also after a crash.
+		// backend's answer is the truth, also after a crash. But only
+		// from the set as it is: a copy older than its status (a cache
+		// that lags) may be of a rotation distributed since, whose key a
+		// person then changed, and the pending secret the consumers were
+		// given must not change under the restart value they rolled
+		// out with (the status write below would fail too late).
+		if err := r.confirmStatus(ctx, cs); err != nil {
+			return ctrl.Result{}, nil, err
+		}
 		if t.src, err = r.writeSourceSecret(ctx, cs, src, engine.WithPending(src.Data, held, id)); err != nil {
 			return ctrl.Result{}, nil, err
 		}
