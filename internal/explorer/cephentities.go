@@ -127,10 +127,32 @@ func dropNamedPending(c *World) {
 	if c.Source == nil || ph == v1.PhaseRotating || ph == v1.PhaseDistributed || !says(c, "from the source Secret (with") {
 		return
 	}
+	var drop []string
 	for _, k := range c.keys() {
 		if pk := engine.PendingKey(k); says(c, ", "+pk) || says(c, "with "+pk) {
-			delete(c.Source.Data, pk)
+			drop = append(drop, pk)
 		}
+	}
+	if says(c, "and "+engine.RotationIDKey+", if it holds them") {
+		drop = append(drop, engine.RotationIDKey)
+	}
+	personEdited(c, drop...)
+}
+
+// personEdited: a person deletes keys from the source Secret, a write
+// whose resourceVersion a real server makes new even when the contents
+// are back to ones held before (World.Restores): a restart value rekey
+// derives from it then, as its read back's, is new too.
+func personEdited(c *World, keys ...string) {
+	changed := false
+	for _, k := range keys {
+		if _, ok := c.Source.Data[k]; ok {
+			delete(c.Source.Data, k)
+			changed = true
+		}
+	}
+	if changed {
+		c.Restores++
 	}
 }
 
@@ -139,20 +161,26 @@ func dropNamedPending(c *World) {
 // exists (a rotation's, or one a rollback's reset has still to remove);
 // handRotate takes the newest. Once per path, as handRotate. Proven on a
 // real mon by the e2e TestCephResetAfterHandRotation.
-func handRotateCurrent(w *World) bool {
-	in := w.instance(cephMon)
-	if w.Set.Annotations[Annotation] != CephWorld || in == nil || !in.Present || w.Gone || w.HandRotated || w.Source == nil {
-		return false
-	}
-	entity := cephEntityOf(string(w.Source.Data[cephBase]))
-	cur, ok := cephGenerationOf(cephBase, entity)
-	if !ok {
-		return false
-	}
-	for name, o := range in.Users {
-		if g, ok := cephGenerationOf(cephBase, name); ok && o.Exists && g > cur {
-			return rotateByHand(w, in, entity)
+func handRotateCurrent(w *World) bool { return handRotateCurrentOf(cephBase)(w) }
+
+// handRotateCurrentOf is handRotateCurrent for the entity base (client.two
+// in the world with two entities).
+func handRotateCurrentOf(base string) func(*World) bool {
+	return func(w *World) bool {
+		in := w.instance(cephMon)
+		if w.Set.Annotations[Annotation] != CephWorld || in == nil || !in.Present || w.Gone || w.HandRotated || w.Source == nil {
+			return false
 		}
+		entity := cephEntityOf(string(w.Source.Data[base]))
+		cur, ok := cephGenerationOf(base, entity)
+		if !ok {
+			return false
+		}
+		for name, o := range in.Users {
+			if g, ok := cephGenerationOf(base, name); ok && o.Exists && g > cur {
+				return rotateByHand(w, in, entity)
+			}
+		}
+		return false
 	}
-	return false
 }

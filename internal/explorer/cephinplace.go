@@ -260,18 +260,31 @@ func handRotate(w *World) bool {
 		adminHandWindow(w) && !cephAdminHandAfterStep8 {
 		return false
 	}
-	entity := cephBase
 	if world == CephWorld {
-		entity = ""
+		return handRotateNewest(cephBase)(w)
+	}
+	return rotateByHand(w, in, cephBase)
+}
+
+// handRotateNewest is handRotate in the Overlapping world, for the newest
+// generation of the entity base (client.two too in the world with two
+// entities).
+func handRotateNewest(base string) func(*World) bool {
+	return func(w *World) bool {
+		in := w.instance(cephMon)
+		if w.Set.Annotations[Annotation] != CephWorld || in == nil || !in.Present || w.Gone || w.HandRotated {
+			return false
+		}
+		entity := ""
 		for name, a := range in.Users {
-			if g, ok := cephGenerationOf(cephBase, name); ok && a.Exists {
-				if n, _ := cephGenerationOf(cephBase, entity); g > n {
+			if g, ok := cephGenerationOf(base, name); ok && a.Exists {
+				if n, _ := cephGenerationOf(base, entity); g > n {
 					entity = name
 				}
 			}
 		}
+		return rotateByHand(w, in, entity)
 	}
-	return rotateByHand(w, in, entity)
 }
 
 // rotateByHand gives entity a key a person made (ceph auth rotate), once
@@ -332,22 +345,23 @@ func dropFromSource(c *World) string {
 	if c.Source == nil {
 		return ""
 	}
-	key := cephBase
-	if ph := c.Set.Status.Phase; ph == v1.PhaseRotating || ph == v1.PhaseDistributed {
-		key = engine.PendingKey(cephBase) // "during a rotation"
+	rotating := c.Set.Status.Phase == v1.PhaseRotating || c.Set.Status.Phase == v1.PhaseDistributed
+	for _, base := range cephKeys(c.Set) {
+		key := base
+		if rotating {
+			key = engine.PendingKey(base) // "during a rotation"
+		}
+		if c.Source.Data[key] == nil || !says(c, "delete "+key+" from the source Secret") {
+			continue
+		}
+		personEdited(c, key)
+		if key == base && says(c, "(with "+engine.PendingKey(base)) {
+			personEdited(c, engine.PendingKey(base), engine.RotationIDKey)
+			key += " (with its pending key and rotation ID)"
+		}
+		return "user: deletes " + key + " from the source Secret, as the refusal says"
 	}
-	if c.Source.Data[key] == nil || !slices.ContainsFunc(c.Warnings, func(m string) bool {
-		return strings.Contains(m, "delete "+key+" from the source Secret")
-	}) {
-		return ""
-	}
-	delete(c.Source.Data, key)
-	if key == cephBase && slices.ContainsFunc(c.Warnings, func(m string) bool { return strings.Contains(m, "(with "+engine.PendingKey(cephBase)) }) {
-		delete(c.Source.Data, engine.PendingKey(cephBase))
-		delete(c.Source.Data, engine.RotationIDKey)
-		key += " (with its pending key and rotation ID)"
-	}
-	return "user: deletes " + key + " from the source Secret, as the refusal says"
+	return ""
 }
 
 // NewCephInPlaceWorld is a set of one entity, InPlace, with one consumer,

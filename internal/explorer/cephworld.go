@@ -2,7 +2,6 @@ package explorer
 
 import (
 	"fmt"
-	"slices"
 )
 
 // The Ceph world's side of the invariants, traces and transitions (the
@@ -58,30 +57,6 @@ func cephLeftValid(w *World) string {
 	return ""
 }
 
-// cephStaleRestore is staleRestore on the monitor: the restore dropped the
-// keys the set's entities have, and the current key it brought back is
-// gone (removed by the discard the backup predates).
-func cephStaleRestore(w *World) bool {
-	in := w.instance(cephMon)
-	if in == nil || !in.Present {
-		return false
-	}
-	refused := false
-	for _, base := range w.keys() {
-		key := string(w.Source.Data[base])
-		refused = refused || !in.acct(cephEntityOf(key)).Accepts(key)
-	}
-	if !refused {
-		return false
-	}
-	for name, a := range in.Users {
-		if w.mine(name) && slices.Contains(w.Lost, a.Primary) {
-			return true
-		}
-	}
-	return false
-}
-
 // NewCephWorld is a set of one entity, Overlapping, with one consumer, on
 // a monitor where rekey mints its first generation when it provisions.
 func NewCephWorld() *World {
@@ -107,9 +82,15 @@ func cephTransitions(o Options) []Transition {
 	}
 	if o.Ceph && o.HandChanges {
 		out = append(out, Transition{"someone rotates " + cephBase + "'s current generation by hand while a newer exists (ceph auth rotate)", handRotateCurrent})
+		// The second entity's, in the world with two (cephentities.go).
+		out = append(out,
+			Transition{"someone rotates " + cephBase2 + "'s key by hand (ceph auth rotate)", handRotateNewest(cephBase2)},
+			Transition{"someone rotates " + cephBase2 + "'s current generation by hand while a newer exists (ceph auth rotate)", handRotateCurrentOf(cephBase2)})
 	}
 	if o.CephAdmin && o.HandChanges {
-		out = append(out, Transition{"someone puts " + cephBase + "'s current keyring in the admin keyring Secret (ceph auth get)", putAdmin})
+		out = append(out,
+			Transition{"someone puts " + cephBase + "'s current keyring in the admin keyring Secret (ceph auth get)", putAdmin},
+			Transition{"someone rotates " + cephRotator + "'s key by hand while an admin rotation left it (ceph auth rotate)", handChangeRotator})
 	}
 	return out
 }

@@ -85,8 +85,10 @@ type World struct {
 	// HandRotated: someone rotated the InPlace entity's key by hand.
 	HandRotated bool `json:"hand,omitempty"`
 	// Restores counts the restores from backup that changed the source
-	// Secret or the status: each is a write whose resourceVersion is new on
-	// a real server, even back to contents held before (contentVersion).
+	// Secret or the status, and a person's deletions of keys from the
+	// source Secret as a refusal asks (personEdited): each is a write whose
+	// resourceVersion is new on a real server, even back to contents held
+	// before (contentVersion).
 	Restores int `json:"restores,omitempty"`
 	// HandUser: someone changed this RabbitMQ user's (rabbitHandChange),
 	// or PostgreSQL login role's (pgHandChange), password by hand, once
