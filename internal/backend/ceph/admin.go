@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 
 	"rekey.io/rekey/internal/engine"
 	"rekey.io/rekey/internal/failpoint"
@@ -115,9 +116,12 @@ func (b *Backend) cleanup(ctx context.Context) error {
 // refused (a crash after step 8, the rotator removed, then the admin's key
 // rotated by a person) nothing can finish it: the admin's refusal, naming
 // its Secret, and the rotator keyring kept until the admin's works (then
-// step 9). Beyond Rook's procedure: a rotator entity in the cluster
-// that no keyring was stored for (a crash between steps 1 and 2), or
-// whose key or caps a person changed while the admin's keyring works, is
+// step 9). So too, the admin refused, with a stored rotator keyring that
+// does not parse or a rotator whose caps a person cut; the refusal adds
+// how to make the rotator usable again. Beyond Rook's procedure: a
+// rotator entity in the cluster that no keyring was stored for (a crash
+// between steps 1 and 2), or whose key or caps a person changed, or whose
+// stored keyring does not parse, while the admin's keyring works, is
 // deleted, since nothing can use it and it holds admin caps; and an admin
 // whose caps were changed (PermissionDenied) gets its refusal, since no
 // rotation gives it caps back.
@@ -156,29 +160,37 @@ func (b *Backend) RecoverAdmin(ctx context.Context) (recovered bool, err error) 
 		b.report(reason.AdminRotationRecovered, "an admin key rotation had finished but for deleting the stored %s keyring; deleted it", RotatorEntity)
 		return true, nil
 	}
-	rotator, err := parseKeyringFor(text, RotatorEntity)
-	if err != nil {
-		return false, fmt.Errorf("the stored rotator keyring: %w", err)
+	rotator, parseErr := parseKeyringFor(text, RotatorEntity)
+	if lsErr == nil && (parseErr != nil || !isRotator(dump[RotatorEntity], rotator)) {
+		// A stored keyring a person broke cannot run step 3 any more than
+		// a rotator they changed: the admin's keyring works, so dropRotator.
+		return b.dropRotator(ctx, s, parseErr)
 	}
-	if lsErr == nil && !isRotator(dump[RotatorEntity], rotator) {
-		return b.dropRotator(ctx, s)
+	if parseErr != nil {
+		// With the admin refused the rotator's key may be the one left (a
+		// crash between steps 4 and 7): keep the text, say how to restore it.
+		return false, b.rotatorUnusable(lsErr, fmt.Sprintf("does not parse (%v)", parseErr),
+			fmt.Sprintf(": put %s's keyring back in %s if it still exists (ceph auth get %s)", RotatorEntity, b.rotatorSecret(), RotatorEntity))
 	}
 	if lsErr != nil {
-		// Step 3 would fail the same way at every reconcile, saying the
-		// rotator finishes it; only the admin's keyring can.
-		ok, err := s.authenticates(ctx, rotator)
-		if err != nil {
+		// Step 3 itself, as the probe: a rotator refused, or with caps a
+		// person cut, would fail it the same way at every reconcile.
+		_, err := s.runAs(ctx, rotator, "auth", "ls", "--format", "json")
+		switch {
+		case errors.Is(err, ErrAuthFailed):
+			return false, b.rotatorUnusable(lsErr, "is refused too", "")
+		case err != nil && !errors.Is(err, ErrDenied):
 			return false, err
+		case errors.Is(lsErr, ErrDenied):
+			// The admin's key works (only caps are checked after it): a
+			// rotation cannot give it caps, and would stop at step 5 after
+			// rotating its key again at every reconcile. Its caps back, a
+			// rotator with cut caps is dropped like a changed one.
+			return false, lsErr
+		case err != nil:
+			return false, b.rotatorUnusable(lsErr, "authenticates but its caps refuse ceph auth ls (step 3)",
+				fmt.Sprintf(": give them back (ceph auth caps %s %s)", RotatorEntity, capsText(rotatorCaps)))
 		}
-		if !ok {
-			return false, b.rotatorRefusedToo(lsErr)
-		}
-	}
-	if errors.Is(lsErr, ErrDenied) {
-		// The admin's key works (only caps are checked after it): a
-		// rotation cannot give it caps, and would stop at step 5 after
-		// rotating its key again at every reconcile.
-		return false, lsErr
 	}
 	if _, err := b.rotateWithRotator(ctx, s, rotator); err != nil {
 		return false, err
@@ -203,14 +215,15 @@ func isRotator(e authEntry, stored Keyring) bool {
 	return true
 }
 
-// dropRotator is steps 8 and 9 for a rotator a person changed while the
-// admin's stored keyring works: the rotator is stopped before step 4 (the
-// admin's key as it was; the engine's Apply starts the rotation over,
-// from step 1) or after step 7 (the admin's new keyring stored; Apply
-// adopts that key). Either way the admin's keyring, which the store holds,
-// works throughout, so nothing is locked out; and a rotator with admin
-// caps that no stored keyring can use is not left behind.
-func (b *Backend) dropRotator(ctx context.Context, s *session) (bool, error) {
+// dropRotator is steps 8 and 9 for a rotator a person changed, or whose
+// stored keyring they broke (parseErr), while the admin's stored keyring
+// works: the rotator is stopped before step 4 (the admin's key as it was;
+// the engine's Apply starts the rotation over, from step 1) or after step
+// 7 (the admin's new keyring stored; Apply adopts that key). Either way
+// the admin's keyring, which the store holds, works throughout, so nothing
+// is locked out; and a rotator with admin caps that no stored keyring can
+// use is not left behind.
+func (b *Backend) dropRotator(ctx context.Context, s *session, parseErr error) (bool, error) {
 	if err := s.remove(ctx, RotatorEntity); err != nil {
 		return false, err
 	}
@@ -218,27 +231,51 @@ func (b *Backend) dropRotator(ctx context.Context, s *session) (bool, error) {
 	if err := b.cleanup(ctx); err != nil {
 		return false, err
 	}
-	b.report(reason.AdminRotationRecovered, "removed %s, whose key or caps were changed outside rekey so that its stored keyring could not finish the interrupted rotation of %s's key, and deleted that keyring; %s's stored keyring works, and a rotation that had not yet rotated it starts over",
-		RotatorEntity, b.admin, b.admin)
+	why := "whose key or caps were changed outside rekey so that its stored keyring could not finish"
+	if parseErr != nil {
+		// parseErr never quotes the keyring (ParseKeyring).
+		why = fmt.Sprintf("whose stored keyring does not parse (%v) so that it could not finish", parseErr)
+	}
+	b.report(reason.AdminRotationRecovered, "removed %s, %s the interrupted rotation of %s's key, and deleted that keyring; %s's stored keyring works, and a rotation that had not yet rotated it starts over",
+		RotatorEntity, why, b.admin, b.admin)
 	return true, nil
 }
 
-// rotatorRefusedToo is the admin's refusal (AuthenticationFailed, naming
+// rotatorUnusable is the admin's refusal (AuthenticationFailed, naming
 // its Secret; or PermissionDenied, naming the caps) when the stored
-// rotator keyring is refused too: the rotator was removed (step 8) or its
-// key changed, so only the admin's keyring, current and with its caps,
-// can bring rekey back. The rotator keyring stays stored: nothing
-// is changed until the admin's keyring works; then, the rotator gone,
-// RecoverAdmin's CLEANUP (step 9) deletes it. Short: an Event's note is
-// cut beyond 900 bytes, and the admin's refusal is long already.
-func (b *Backend) rotatorRefusedToo(adminErr error) error {
+// rotator keyring cannot finish the rotation either: refused (the rotator
+// removed at step 8, or its key changed), unreadable, or its caps cut. Only
+// the admin's keyring, current and with its caps, or the rotator made
+// usable again (next, when the state has one) brings rekey back. The
+// rotator keyring stays stored: nothing is changed until one of them
+// works; then, the rotator gone, RecoverAdmin's CLEANUP (step 9) deletes
+// it. Short: an Event's note is cut beyond 900 bytes, and the admin's
+// refusal is long already.
+func (b *Backend) rotatorUnusable(adminErr error, why, next string) error {
 	var af *adminFailure
 	if !errors.As(adminErr, &af) {
 		return adminErr
 	}
 	r := *af.refusal
-	r.Message += fmt.Sprintf("; the stored %s keyring is refused too, so it cannot finish the interrupted rotation", RotatorEntity)
+	r.Message += fmt.Sprintf("; the stored %s keyring %s, so it cannot finish the interrupted rotation%s", RotatorEntity, why, next)
 	return &adminFailure{refusal: &r, cause: af.cause}
+}
+
+// rotatorSecret names where the rotator's keyring is stored.
+func (b *Backend) rotatorSecret() string {
+	if b.adminRef.Name == "" {
+		return "the rotator keyring Secret"
+	}
+	return fmt.Sprintf("Secret %s key %s", RotatorSecretName(b.adminRef.Name), RotatorKeyringKey)
+}
+
+// capsText is caps as `ceph auth caps` takes them, quoted for a shell.
+func capsText(caps []string) string {
+	var out []string
+	for i := 0; i < len(caps); i += 2 {
+		out = append(out, caps[i]+" '"+caps[i+1]+"'")
+	}
+	return strings.Join(out, " ")
 }
 
 func isUnreachable(err error) bool {
