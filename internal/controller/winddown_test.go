@@ -35,16 +35,6 @@ func deleteAndDrain(g *rig) []string {
 	return nil
 }
 
-// sourceSecret is the set's source Secret as it is now.
-func (g *rig) sourceSecret() *corev1.Secret {
-	g.t.Helper()
-	s := &corev1.Secret{}
-	if err := g.kc.Get(context.Background(), client.ObjectKey{Namespace: fastNamespace, Name: naming.SourceSecretName(g.set())}, s); err != nil {
-		g.t.Fatal(err)
-	}
-	return s
-}
-
 // eventWith is the one Event of events of type and reason typ, failing
 // unless there is exactly one.
 func eventWith(t *testing.T, events []string, typ string) string {
@@ -93,7 +83,7 @@ func TestWindDownEmptiesAndGivesUpTheSource(t *testing.T) {
 	g := newRig(t, engine.Traits{Overlap: true}, false)
 	g.settle()
 	eventWith(t, deleteAndDrain(g), "Normal Released")
-	src := g.sourceSecretOf("db")
+	src := g.sourceSecret()
 	if len(src.Data) != 0 {
 		t.Fatalf("source Secret keeps %d keys after the wind-down", len(src.Data))
 	}
@@ -114,11 +104,12 @@ func TestWindDownEmptiesAndGivesUpTheSource(t *testing.T) {
 	eventWith(t, deleteAndDrain(h), "Normal Released")
 }
 
-// sourceSecretOf reads the source Secret of set name once the set is gone.
-func (g *rig) sourceSecretOf(name string) *corev1.Secret {
+// sourceSecret reads the source Secret of the rig's set, db, which is
+// there after the set is gone too.
+func (g *rig) sourceSecret() *corev1.Secret {
 	g.t.Helper()
 	s := &corev1.Secret{}
-	cs := &v1.CredentialSet{ObjectMeta: metav1.ObjectMeta{Namespace: "app", Name: name}}
+	cs := &v1.CredentialSet{ObjectMeta: metav1.ObjectMeta{Namespace: "app", Name: "db"}}
 	if err := g.kc.Get(context.Background(), client.ObjectKey{Namespace: fastNamespace, Name: naming.SourceSecretName(cs)}, s); err != nil {
 		g.t.Fatal(err)
 	}

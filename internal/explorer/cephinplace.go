@@ -354,11 +354,12 @@ func dropFromSource(c *World) string {
 		if c.Source.Data[key] == nil || !says(c, "delete "+key+" from the source Secret") {
 			continue
 		}
-		personEdited(c, key)
+		drop := []string{key}
 		if key == base && says(c, "(with "+engine.PendingKey(base)) {
-			personEdited(c, engine.PendingKey(base), engine.RotationIDKey)
+			drop = append(drop, engine.PendingKey(base), engine.RotationIDKey)
 			key += " (with its pending key and rotation ID)"
 		}
+		personEdited(c, drop...) // one write
 		return "user: deletes " + key + " from the source Secret, as the refusal says"
 	}
 	return ""

@@ -50,7 +50,7 @@ func drainStep(c *World, recovers *int) string {
 		restartPod(c)
 		return "consumer pod restarts"
 	}
-	if c.deleted() && c.Set.Spec.OnDeletion() != v1.DeletionRetain && (says(c, cephUnknownKey) || says(c, "set spec.deletionPolicy to Retain")) {
+	if c.deleted() && c.Set.Spec.OnDeletion() != v1.DeletionRetain && says(c, "set spec.deletionPolicy to Retain") {
 		c.Set.Spec.DeletionPolicy = v1.DeletionRetain
 		return "user: sets deletionPolicy Retain, as the warning says"
 	}
